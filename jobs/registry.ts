@@ -1,0 +1,13 @@
+import { z } from 'zod';
+import { STEP_KINDS, type StepRef } from '../src/core/steps.js';
+
+/** The one queue every backfill step goes through; the job name is the step kind. */
+export const STEP_QUEUE = 'backfill-steps';
+
+export const stepPayloadSchema = z.object({
+  backfillId: z.number().int().positive(),
+  kind: z.enum(STEP_KINDS),
+  key: z.string().min(1),
+}) satisfies z.ZodType<StepRef>;
+
+export type StepPayload = z.infer<typeof stepPayloadSchema>;

@@ -1,0 +1,27 @@
+import { UnrecoverableError, type Job, type Queue } from 'bullmq';
+import { executeStep, failStep, type StepContext, type StepOutcome } from '../src/core/steps.js';
+import { isBackfillError } from '../src/errors.js';
+import { dispatch } from '../src/queue/stepQueue.js';
+import { stepPayloadSchema } from './registry.js';
+
+/**
+ * A thin shell over the core: parse, run the step, enqueue whatever became runnable. A failure is recorded
+ * against the step; on the last attempt (or one that retrying cannot fix) the backfill fails and BullMQ
+ * is told not to retry.
+ */
+export function createStepProcessor(ctx: StepContext, queue: Queue) {
+  return async (job: Job): Promise<StepOutcome> => {
+    const step = stepPayloadSchema.parse(job.data);
+    try {
+      const outcome = await executeStep(ctx, step);
+      await dispatch(ctx, queue, step.backfillId);
+      return outcome;
+    } catch (error) {
+      const retryable = !isBackfillError(error) || error.retryable;
+      const final = !retryable || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      await failStep(ctx, step, error, final);
+      if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
+      throw error;
+    }
+  };
+}

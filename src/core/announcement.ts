@@ -1,0 +1,50 @@
+import { formatMoney, type Direction } from './money.js';
+import type { Reader, SignedFigure } from './readers.js';
+import { formatHourRange, formatTime } from './time.js';
+
+export interface AnnouncementInput {
+  backfillId: number | null;
+  pipeline: string;
+  reason: string;
+  requestedBy: string;
+  firstHour: Date;
+  lastHour: Date;
+  partitionCount: number;
+  direction: Direction;
+  reader: Reader;
+  signed: SignedFigure[];
+  /** Owners whose acknowledgement the run waits for. */
+  gateOwners: string[];
+}
+
+const DIRECTION_TEXT: Record<Direction, string> = {
+  down: 'down (the corrected total will be lower)',
+  up: 'up (the corrected total will be higher)',
+  unchanged: 'unchanged in total (rows change, the sum does not)',
+};
+
+/**
+ * The message an owner gets, generated from the consumer row rather than composed by a person: which
+ * partitions and why, the signed figure with who signed it and when, the expected direction, when it runs,
+ * who asked. Plain text with Slack-style mentions; Slack and the CLI both show it as is.
+ */
+export function announcementText(input: AnnouncementInput): string {
+  const { reader } = input;
+  const title = input.backfillId === null ? `Planned backfill of ${input.pipeline}` : `Backfill #${input.backfillId} of ${input.pipeline}`;
+  const lines = [
+    `${title}: ${input.partitionCount} partition${input.partitionCount === 1 ? '' : 's'}, ${formatHourRange(input.firstHour, input.lastHour)}, will be replaced.`,
+    `Why: ${input.reason}`,
+    reader.readDirectly
+      ? `${reader.consumer} (${reader.kind}) read ${reader.partitionsRead} of them.`
+      : `${reader.consumer} (${reader.kind}) depends on ${reader.dependsOn.join(', ')}, which read them.`,
+  ];
+  for (const figure of input.signed.filter((f) => f.report === reader.consumer)) {
+    lines.push(`Signed figure: ${figure.report} for ${figure.period} = ${formatMoney(figure.total)}, signed by <@${figure.signedBy}> at ${formatTime(figure.signedAt)}.`);
+  }
+  lines.push(`Expected direction of the change: ${DIRECTION_TEXT[input.direction]}.`);
+  lines.push(reader.notifyRule === 'before'
+    ? `When: it runs once ${input.gateOwners.map((owner) => `<@${owner}>`).join(', ')} acknowledge${input.gateOwners.length === 1 ? 's' : ''}; nothing is deleted before. Please acknowledge or hold.`
+    : `When: as soon as the owners who must acknowledge have; you will be told the result after the run.`);
+  lines.push(`Asked by <@${input.requestedBy}>.`);
+  return lines.join('\n');
+}

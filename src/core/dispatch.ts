@@ -1,0 +1,61 @@
+import { recordEvent } from '../db/events.js';
+import { withTransaction, type Queryable } from '../db/pool.js';
+import type { EngineContext } from './context.js';
+import { advanceBackfill, STEP_KINDS, type StepRef, type StepKind } from './steps.js';
+import { transition } from './stateMachine.js';
+
+/**
+ * Which steps may run now, decided from the rows alone so any process can answer the same:
+ *   recompute → (all done) watermark → (done) replays, each once every replay it depends on is done
+ *   → (all done) compare → (done) notify the "after" owners.
+ * Steps still marked running are included: their job may have died with a worker or with Redis, and a
+ * repeat delivery of a finished step is a no-op.
+ */
+export async function findRunnableSteps(db: Queryable, backfillId?: number): Promise<StepRef[]> {
+  const { rows } = await db.query<{ backfillId: number; kind: StepKind; key: string }>(
+    `SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key
+     FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
+     WHERE s.status IN ('pending', 'running') AND ($1::bigint IS NULL OR s.backfill_id = $1::bigint)
+       AND CASE s.kind
+         WHEN 'recompute' THEN b.state = 'running'
+         WHEN 'watermark' THEN b.state = 'running' AND NOT EXISTS (
+           SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'recompute' AND r.status <> 'done')
+         WHEN 'replay' THEN b.state = 'replaying' AND NOT EXISTS (
+           SELECT 1 FROM backfill.backfill_consumers bc
+           JOIN backfill.backfill_steps d ON d.backfill_id = bc.backfill_id AND d.kind = 'replay' AND d.step_key = ANY (bc.depends_on)
+           WHERE bc.backfill_id = s.backfill_id AND bc.consumer = s.step_key AND d.status <> 'done')
+         WHEN 'compare' THEN b.state = 'comparing'
+         WHEN 'notify' THEN b.state = 'done'
+         ELSE false
+       END
+     ORDER BY s.backfill_id, array_position($2::text[], s.kind), s.step_key`, [backfillId ?? null, [...STEP_KINDS]]);
+  return rows;
+}
+
+/** approved → running for every backfill whose gate opened; records when it ran and who ran it. */
+export async function startApproved(ctx: EngineContext, backfillId?: number): Promise<number[]> {
+  const { rows } = await ctx.pool.query<{ id: number; requestedBy: string }>(
+    `SELECT id, requested_by AS "requestedBy" FROM backfill.backfills WHERE state = 'approved' AND ($1::bigint IS NULL OR id = $1::bigint)`,
+    [backfillId ?? null]);
+  const started: number[] = [];
+  for (const row of rows) {
+    const moved = await withTransaction(ctx.pool, async (tx) => {
+      const ok = await transition(tx, { backfillId: row.id, to: 'running', actor: 'backfill-bot', set: { ran_at: new Date(), ran_by: row.requestedBy } });
+      // A backfill with nothing left to recompute (already done by an earlier process) moves on at once.
+      if (ok) await advanceBackfill(tx, row.id);
+      return ok;
+    });
+    if (moved) started.push(row.id);
+  }
+  return started;
+}
+
+/** Heals a backfill whose last step committed but whose phase move was lost (it is idempotent). */
+export async function advanceAll(ctx: EngineContext): Promise<void> {
+  const { rows } = await ctx.pool.query<{ id: number }>(`SELECT id FROM backfill.backfills WHERE state IN ('running', 'replaying')`);
+  for (const row of rows) await withTransaction(ctx.pool, (tx) => advanceBackfill(tx, row.id));
+}
+
+export async function recordEnqueued(db: Queryable, step: StepRef, jobId: string): Promise<void> {
+  await recordEvent(db, { backfillId: step.backfillId, actor: 'backfill-bot', kind: 'job_enqueued', detail: { step: step.kind, key: step.key, jobId } });
+}

@@ -1,0 +1,163 @@
+import { listBackfillConsumers, requireBackfill, type BackfillRow } from '../db/backfills.js';
+import { recordEvent } from '../db/events.js';
+import { withTransaction, type PoolClient, type Queryable } from '../db/pool.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+import type { EngineContext } from './context.js';
+import { transition, wrongState } from './stateMachine.js';
+
+export interface GateResult {
+  backfill: BackfillRow;
+  /** Consumers whose acknowledgement (or override) is still missing. */
+  waitingFor: { consumer: string; owner: string }[];
+  /** True when this call opened the gate. */
+  approved: boolean;
+  /** False when the call changed nothing (a double click). */
+  changed: boolean;
+}
+
+/**
+ * An owner acknowledges the announcement for the consumers they own in this backfill (or one of them).
+ * Only the owner counts: anyone else is refused, the refusal is recorded, and nothing else changes.
+ * A second click records nothing new. The owner who held the backfill releases it by acknowledging.
+ */
+export async function acknowledge(ctx: EngineContext, input: { backfillId: number; actor: string; consumer?: string | undefined }): Promise<GateResult> {
+  return withTransaction(ctx.pool, async (tx) => {
+    const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
+    const owned = await ownedGateConsumers(tx, backfill, input.actor, input.consumer, 'acknowledge');
+    if (backfill.state !== 'announced' && backfill.state !== 'held') {
+      const already = await isFullyAcknowledged(tx, backfill.id, owned);
+      if (already) return { ...(await gateStatus(tx, backfill.id)), approved: false, changed: false };
+      throw wrongState(backfill.id, backfill.state, 'acknowledgements are taken only while it is announced or held');
+    }
+    let changed = false;
+    for (const consumer of owned) {
+      const inserted = await tx.query(
+        `INSERT INTO backfill.acknowledgements (backfill_id, consumer, owner) VALUES ($1::bigint, $2::text, $3::text)
+         ON CONFLICT (backfill_id, consumer) DO NOTHING`, [backfill.id, consumer, input.actor]);
+      if (inserted.rowCount === 1) {
+        changed = true;
+        await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'acknowledged', detail: { consumer } });
+      }
+    }
+    if (backfill.state === 'held' && await heldBy(tx, backfill.id) === input.actor) {
+      await transition(tx, { backfillId: backfill.id, to: 'announced', actor: input.actor, detail: { released: true } });
+      await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'released', detail: {} });
+      changed = true;
+    }
+    const approved = await approveIfGateOpen(tx, backfill.id, input.actor);
+    return { ...(await gateStatus(tx, backfill.id)), approved, changed };
+  });
+}
+
+/** An owner asks to wait: nothing is enqueued until they acknowledge (or the backfill is cancelled). */
+export async function hold(ctx: EngineContext, input: { backfillId: number; actor: string; consumer?: string | undefined; reason?: string | undefined }): Promise<GateResult> {
+  return withTransaction(ctx.pool, async (tx) => {
+    const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
+    const owned = await ownedGateConsumers(tx, backfill, input.actor, input.consumer, 'hold');
+    if (backfill.state === 'held') return { ...(await gateStatus(tx, backfill.id)), approved: false, changed: false };
+    if (backfill.state !== 'announced') throw wrongState(backfill.id, backfill.state, 'it can be held only before it runs');
+    // An owner who had acknowledged and now holds takes the acknowledgement back: the hold is the newer word.
+    await tx.query('DELETE FROM backfill.acknowledgements WHERE backfill_id = $1::bigint AND consumer = ANY ($2::text[])', [backfill.id, owned]);
+    await transition(tx, { backfillId: backfill.id, to: 'held', actor: input.actor, detail: { consumers: owned } });
+    await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'held', detail: { consumers: owned, reason: input.reason ?? null } });
+    return { ...(await gateStatus(tx, backfill.id)), approved: false, changed: true };
+  });
+}
+
+/**
+ * An operator proceeds without the acknowledgements still missing. Only with a reason, which the timeline
+ * keeps next to each consumer it was given for. A hold is an owner's explicit "no": it is not overridden.
+ */
+export async function overrideGate(ctx: EngineContext, input: { backfillId: number; actor: string; reason: string }): Promise<GateResult> {
+  if (!input.reason.trim()) {
+    throw new BackfillError(ErrorCode.BadInput, 'An override needs a reason, e.g. "owner on leave, finance lead approved by phone": the timeline keeps it.');
+  }
+  return withTransaction(ctx.pool, async (tx) => {
+    const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
+    if (backfill.state === 'held') {
+      throw wrongState(backfill.id, backfill.state, `<@${await heldBy(tx, backfill.id) ?? 'an owner'}> asked to wait: ask them to acknowledge, or cancel it`);
+    }
+    if (backfill.state !== 'announced') throw wrongState(backfill.id, backfill.state, 'there is no acknowledgement left to override');
+    const { waitingFor } = await gateStatus(tx, backfill.id);
+    for (const missing of waitingFor) {
+      await tx.query(
+        `INSERT INTO backfill.gate_overrides (backfill_id, consumer, operator, reason) VALUES ($1::bigint, $2::text, $3::text, $4::text)
+         ON CONFLICT DO NOTHING`, [backfill.id, missing.consumer, input.actor, input.reason.trim()]);
+      await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'overridden', detail: { consumer: missing.consumer, owner: missing.owner, reason: input.reason.trim() } });
+    }
+    const approved = await approveIfGateOpen(tx, backfill.id, input.actor);
+    return { ...(await gateStatus(tx, backfill.id)), approved, changed: waitingFor.length > 0 };
+  });
+}
+
+/** Stops a backfill before it runs. Once partitions are being replaced, cancel is refused. */
+export async function cancelBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason?: string | undefined }): Promise<BackfillRow> {
+  return withTransaction(ctx.pool, async (tx) => {
+    const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
+    if (backfill.state === 'cancelled') return backfill;
+    const moved = await transition(tx, { backfillId: backfill.id, to: 'cancelled', actor: input.actor, set: { finished_at: new Date() } });
+    if (!moved) throw wrongState(backfill.id, backfill.state, 'only a backfill that has not started running can be cancelled');
+    await tx.query(`UPDATE backfill.backfill_steps SET status = 'skipped' WHERE backfill_id = $1::bigint AND status = 'pending'`, [backfill.id]);
+    await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'cancelled', detail: { reason: input.reason ?? null } });
+    return requireBackfill(tx, backfill.id);
+  });
+}
+
+/**
+ * Opens the gate when every "before" consumer is acknowledged or overridden: moves to approved and writes
+ * the steps as rows, so the dispatcher (in any process) can enqueue them. Returns true when it opened now.
+ */
+export async function approveIfGateOpen(tx: PoolClient, backfillId: number, actor: string): Promise<boolean> {
+  const { waitingFor, backfill } = await gateStatus(tx, backfillId);
+  if (waitingFor.length > 0 || backfill.state !== 'announced') return false;
+  const moved = await transition(tx, { backfillId, to: 'approved', actor });
+  if (!moved) return false;
+  await createSteps(tx, backfillId);
+  await recordEvent(tx, { backfillId, actor, kind: 'approved', detail: {} });
+  return true;
+}
+
+/** recompute per target, one watermark move, replay per consumer, one compare, notify per "after" owner. */
+async function createSteps(tx: PoolClient, backfillId: number): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
+     SELECT $1::bigint, 'recompute', to_char(partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
+       FROM backfill.backfill_targets WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'watermark', 'reset'
+     UNION ALL SELECT $1::bigint, 'replay', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'compare', 'totals'
+     UNION ALL SELECT $1::bigint, 'notify', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'after'
+     ON CONFLICT DO NOTHING`, [backfillId]);
+}
+
+export async function gateStatus(db: Queryable, backfillId: number): Promise<{ backfill: BackfillRow; waitingFor: { consumer: string; owner: string }[] }> {
+  const backfill = await requireBackfill(db, backfillId);
+  const consumers = await listBackfillConsumers(db, backfillId);
+  const waitingFor = consumers
+    .filter((c) => c.notifyRule === 'before' && !c.ackedAt && !c.overriddenBy)
+    .map((c) => ({ consumer: c.consumer, owner: c.owner }));
+  return { backfill, waitingFor };
+}
+
+async function ownedGateConsumers(tx: PoolClient, backfill: BackfillRow, actor: string, consumer: string | undefined, action: string): Promise<string[]> {
+  const consumers = await listBackfillConsumers(tx, backfill.id);
+  const owned = consumers.filter((c) => c.owner === actor && (consumer === undefined || c.consumer === consumer));
+  if (owned.length > 0) return owned.map((c) => c.consumer);
+  const owners = consumers.filter((c) => consumer === undefined || c.consumer === consumer).map((c) => `${c.consumer} (<@${c.owner}>)`);
+  // The refusal is recorded by recordingRefusals, outside this transaction, which rolls back.
+  throw new BackfillError(ErrorCode.NotAllowed,
+    `<@${actor}> does not own ${consumer ?? 'any consumer'} in backfill #${backfill.id}, so cannot ${action} it. ` +
+    `Only the owner can: ${owners.join(', ') || 'nobody is listed'}.`, { details: { backfillId: backfill.id, action } });
+}
+
+async function isFullyAcknowledged(db: Queryable, backfillId: number, consumers: string[]): Promise<boolean> {
+  const { rows } = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM backfill.acknowledgements WHERE backfill_id = $1::bigint AND consumer = ANY ($2::text[])', [backfillId, consumers]);
+  return rows[0]?.n === consumers.length;
+}
+
+async function heldBy(db: Queryable, backfillId: number): Promise<string | undefined> {
+  const { rows } = await db.query<{ actor: string }>(
+    `SELECT actor FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'held' ORDER BY id DESC LIMIT 1`, [backfillId]);
+  return rows[0]?.actor;
+}

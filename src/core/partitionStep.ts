@@ -1,0 +1,71 @@
+import type { PoolClient, Queryable } from '../db/pool.js';
+import { quoteIdent, quoteQualified } from '../db/pool.js';
+import type { Pipeline } from '../db/pipelines.js';
+
+/** What a partition holds: compared before and after every replace. */
+export interface PartitionSnapshot {
+  rows: number;
+  /** sum(measure) as a numeric string, never a float. */
+  total: string;
+  /** md5 over every row in key order: two runs of the step must give the same one. */
+  checksum: string;
+}
+
+/**
+ * The one write path, for the nightly tick and for a backfill alike: replace one partition.
+ * Must run inside a transaction owned by the caller, so the caller can record the step as done in the
+ * same commit. Readers never see the gap (MVCC), and the per-partition advisory lock makes two runs of
+ * the same hour serialize: without it the second DELETE sees none of the first run's rows and both
+ * inserts survive, doubling the hour.
+ *
+ * NOTE: there is deliberately no append path. The step SQL is only ever run right after the delete.
+ */
+export async function replacePartition(tx: PoolClient, pipeline: Pipeline, hour: Date): Promise<PartitionSnapshot> {
+  await lockPartition(tx, pipeline.name, hour);
+  await tx.query(`DELETE FROM ${quoteQualified(pipeline.targetTable)} WHERE ${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
+  await tx.query(pipeline.stepSql, [hour]);
+  const snapshot = await snapshotPartition(tx, pipeline, hour);
+  const shards = await sourceShards(tx, pipeline, hour);
+  await tx.query(
+    `INSERT INTO backfill.partition_log (pipeline, partition_hour, landed_at, shards_expected, shards_landed, row_count)
+     VALUES ($1::text, $2::timestamptz, now(), $3::int, $4::int, $5::bigint)
+     ON CONFLICT (pipeline, partition_hour) DO UPDATE
+       SET shards_landed = EXCLUDED.shards_landed, row_count = EXCLUDED.row_count,
+           landed_at = coalesce(backfill.partition_log.landed_at, EXCLUDED.landed_at)`,
+    [pipeline.name, hour, pipeline.shardsExpected, Math.min(shards, pipeline.shardsExpected), snapshot.rows]);
+  return snapshot;
+}
+
+/** Serializes every writer of one partition until the end of the caller's transaction. */
+export async function lockPartition(tx: PoolClient, pipelineName: string, hour: Date): Promise<void> {
+  await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('partition:' || $1::text || ':' || $2::timestamptz::text, 0))`,
+    [pipelineName, hour]);
+}
+
+export async function snapshotPartition(db: Queryable, pipeline: Pipeline, hour: Date): Promise<PartitionSnapshot> {
+  const order = pipeline.keyColumns.map(quoteIdent).join(', ');
+  const { rows } = await db.query<{ rows: number; total: string; checksum: string }>(
+    `SELECT count(*)::bigint AS rows,
+            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total,
+            md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')) AS checksum
+     FROM ${quoteQualified(pipeline.targetTable)} t
+     WHERE ${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
+  const row = rows[0];
+  if (!row) throw new Error('snapshot query returned no row');
+  return row;
+}
+
+/** sum(measure) over whole UTC days: what a daily report over those partitions shows. */
+export async function totalOverDays(db: Queryable, pipeline: Pipeline, days: string[]): Promise<string> {
+  const { rows } = await db.query<{ total: string }>(
+    `SELECT coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total
+     FROM ${quoteQualified(pipeline.targetTable)}
+     WHERE (${quoteIdent(pipeline.partitionColumn)} AT TIME ZONE 'UTC')::date = ANY ($1::date[])`, [days]);
+  return rows[0]?.total ?? '0.00';
+}
+
+export async function sourceShards(db: Queryable, pipeline: Pipeline, hour: Date): Promise<number> {
+  const { rows } = await db.query<{ shards: number | string }>(pipeline.sourceShardsSql, [hour]);
+  const first = rows[0];
+  return first ? Number(Object.values(first)[0] ?? 0) : 0;
+}

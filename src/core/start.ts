@@ -1,0 +1,115 @@
+import { findOverlappingActive, requireBackfill, type BackfillRow } from '../db/backfills.js';
+import { recordEvent } from '../db/events.js';
+import { quoteIdent, quoteQualified, withTransaction, type PoolClient } from '../db/pool.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+import type { EngineContext } from './context.js';
+import { approveIfGateOpen } from './gate.js';
+import { announcementsFor, buildPlan, type BackfillRequest, type Plan } from './plan.js';
+import { formatHourRange } from './time.js';
+
+export interface StartResult {
+  backfill: BackfillRow;
+  plan: Plan;
+  announcements: Plan['announcements'];
+}
+
+/**
+ * Creates the backfill and announces it. In one transaction, before anything is deleted: the log row with
+ * total_before and announced_at, the targets with what each partition holds now, the readers with their
+ * generated announcements, the signed figures in scope, and the timeline. If nobody must acknowledge first,
+ * the gate opens in the same transaction.
+ */
+export async function startBackfill(ctx: EngineContext, request: BackfillRequest): Promise<StartResult> {
+  const plan = await buildPlan(ctx, request);
+  const { pipeline, identified } = plan;
+  try {
+    return await withTransaction(ctx.pool, async (tx) => {
+      const id = await insertBackfillRow(tx, plan, request);
+      await insertTargets(tx, id, plan);
+      const announcements = announcementsFor(plan, request, id);
+      await insertReaders(tx, id, plan, announcements);
+      await insertSignedFigures(tx, id, plan);
+      await recordEvent(tx, {
+        backfillId: id, actor: request.actor, kind: 'requested',
+        detail: { pipeline: pipeline.name, target: request.target, reason: request.reason, partitions: identified.hours.length,
+          skipped: identified.skipped.map((s) => ({ hour: s.hour, why: s.why })) },
+      });
+      if (request.limitOverride) {
+        await recordEvent(tx, { backfillId: id, actor: request.actor, kind: 'overridden', detail: { limit: ctx.config.MAX_PARTITIONS, reason: request.limitOverride } });
+      }
+      for (const announcement of announcements) {
+        await recordEvent(tx, { backfillId: id, actor: 'backfill-bot', kind: 'announced', detail: { consumer: announcement.consumer, owner: announcement.owner, rule: announcement.notifyRule } });
+      }
+      await approveIfGateOpen(tx, id, request.actor);
+      return { backfill: await requireBackfill(tx, id), plan, announcements };
+    });
+  } catch (error) {
+    if ((error as { code?: unknown }).code === '23P01') throw await overlapError(ctx, request, plan);
+    throw error;
+  }
+}
+
+async function insertBackfillRow(tx: PoolClient, plan: Plan, request: BackfillRequest): Promise<number> {
+  const { pipeline, identified } = plan;
+  const partition = quoteIdent(pipeline.partitionColumn);
+  // total_before is computed by this very INSERT: captured with announced_at, before any delete can happen.
+  const { rows } = await tx.query<{ id: number }>(
+    `INSERT INTO backfill.backfills (pipeline, reason, requested_by, first_hour, last_hour, partition_count,
+                                     watermark_before, watermark_reset_to, total_before, announced_at, state, limit_override)
+     SELECT $1::text, $2::text, $3::text, $4::timestamptz, $5::timestamptz, $6::int, $7::timestamptz, $8::timestamptz,
+            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $10::text
+     FROM ${quoteQualified(pipeline.targetTable)}
+     WHERE (${partition} AT TIME ZONE 'UTC')::date = ANY ($9::date[])
+     RETURNING id`,
+    [pipeline.name, request.reason.trim(), request.actor, identified.firstHour, identified.lastHour, identified.hours.length,
+      identified.watermarkBefore, identified.watermarkResetTo, plan.days, request.limitOverride?.trim() || null]);
+  const id = rows[0]?.id;
+  if (id === undefined) throw new Error('backfill insert returned no id');
+  return id;
+}
+
+async function insertTargets(tx: PoolClient, id: number, plan: Plan): Promise<void> {
+  const { pipeline } = plan;
+  const order = pipeline.keyColumns.map((column) => `t.${quoteIdent(column)}`).join(', ');
+  await tx.query(
+    `INSERT INTO backfill.backfill_targets (backfill_id, partition_hour, rows_before, total_before, checksum_before)
+     SELECT $1::bigint, h, count(t.*), coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0),
+            md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), ''))
+     FROM unnest($2::timestamptz[]) h
+     LEFT JOIN ${quoteQualified(pipeline.targetTable)} t ON t.${quoteIdent(pipeline.partitionColumn)} = h
+     GROUP BY h`, [id, plan.identified.hours]);
+}
+
+async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {
+  for (const reader of plan.readers) {
+    const text = announcements.find((a) => a.consumer === reader.consumer)?.text ?? '';
+    await tx.query(
+      `INSERT INTO backfill.backfill_consumers (backfill_id, consumer, owner, notify_rule, dependency_rank, depends_on,
+                                                read_directly, partitions_read, announcement)
+       VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::int, $6::text[], $7::boolean, $8::int, $9::text)`,
+      [id, reader.consumer, reader.owner, reader.notifyRule, reader.dependencyRank, reader.dependsOn, reader.readDirectly,
+        reader.partitionsRead, text]);
+  }
+}
+
+async function insertSignedFigures(tx: PoolClient, id: number, plan: Plan): Promise<void> {
+  const { pipeline } = plan;
+  for (const figure of plan.signed) {
+    await tx.query(
+      `INSERT INTO backfill.backfill_signoffs (backfill_id, signoff_id, report, period, signed_total, total_before)
+       SELECT $1::bigint, $2::bigint, $3::text, $4::date, $5::numeric, coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)
+       FROM ${quoteQualified(pipeline.targetTable)}
+       WHERE (${quoteIdent(pipeline.partitionColumn)} AT TIME ZONE 'UTC')::date = $4::date`,
+      [id, figure.signoffId, figure.report, figure.period, figure.total]);
+  }
+}
+
+async function overlapError(ctx: EngineContext, request: BackfillRequest, plan: Plan): Promise<BackfillError> {
+  const { firstHour, lastHour } = plan.identified;
+  const other = await findOverlappingActive(ctx.pool, plan.pipeline.name, firstHour, lastHour);
+  const message = other
+    ? `Backfill #${other.id} of ${other.pipeline} (${formatHourRange(other.firstHour, other.lastHour)}, ${other.state}) is still in flight ` +
+      `and overlaps ${formatHourRange(firstHour, lastHour)}. Wait for it to finish, or cancel it first.`
+    : `Another backfill of ${plan.pipeline.name} overlapping ${formatHourRange(firstHour, lastHour)} is in flight.`;
+  return new BackfillError(ErrorCode.Overlap, message, { details: { inFlight: other?.id } });
+}

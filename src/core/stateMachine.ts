@@ -1,0 +1,104 @@
+import type { Queryable } from '../db/pool.js';
+import { recordEvent } from '../db/events.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+
+/*
+ * The life of a backfill.
+ *
+ *   announced ──ack/override──▶ approved ──dispatcher──▶ running ──recompute+watermark──▶ replaying
+ *      ▲  │                                                                                 │
+ *      │  └─hold──▶ held                                              replays done ────────▶ comparing ──▶ done
+ *      └──release──┘
+ *
+ * announced: the log row exists with total_before and announced_at; announcements generated; nothing deleted.
+ * held: an owner asked to wait. Nothing is enqueued while held; the holder's acknowledgement releases it.
+ * approved: every "before" owner acknowledged (or an operator overrode, with a reason); steps exist as rows.
+ * running: partitions are being replaced and the watermark moved back.
+ * replaying: consumers re-triggered in dependency order.
+ * comparing: signed figures compared with what the rebuilt reports show; the log row is completed.
+ * failed: a step ran out of attempts; the failure names it. cancelled: stopped before it ran.
+ *
+ * Each move is one UPDATE … WHERE state = ANY(expected), so two processes cannot make the same move twice,
+ * and writes its timeline row in the same transaction.
+ */
+export const BackfillState = {
+  Announced: 'announced',
+  Held: 'held',
+  Approved: 'approved',
+  Running: 'running',
+  Replaying: 'replaying',
+  Comparing: 'comparing',
+  Done: 'done',
+  Failed: 'failed',
+  Cancelled: 'cancelled',
+} as const;
+export type BackfillState = (typeof BackfillState)[keyof typeof BackfillState];
+
+export const ACTIVE_STATES: readonly BackfillState[] = ['announced', 'held', 'approved', 'running', 'replaying', 'comparing'];
+
+const ALLOWED: Record<BackfillState, readonly BackfillState[]> = {
+  announced: ['held', 'approved', 'cancelled'],
+  held: ['announced', 'approved', 'cancelled'],
+  approved: ['running', 'cancelled'],
+  running: ['replaying', 'failed'],
+  replaying: ['comparing', 'failed'],
+  comparing: ['done', 'failed'],
+  done: [],
+  failed: [],
+  cancelled: [],
+};
+
+export function canMove(from: BackfillState, to: BackfillState): boolean {
+  return ALLOWED[from].includes(to);
+}
+
+export function describeState(state: BackfillState): string {
+  switch (state) {
+    case 'announced': return 'announced, waiting for acknowledgements';
+    case 'held': return 'held by an owner';
+    case 'approved': return 'approved, about to run';
+    case 'running': return 'recomputing partitions';
+    case 'replaying': return 're-triggering consumers';
+    case 'comparing': return 'comparing totals';
+    case 'done': return 'done';
+    case 'failed': return 'failed';
+    case 'cancelled': return 'cancelled';
+    default: {
+      const unreachable: never = state;
+      return unreachable;
+    }
+  }
+}
+
+export interface Transition {
+  backfillId: number;
+  to: BackfillState;
+  actor: string;
+  /** Extra column assignments done by the same UPDATE (e.g. ran_at). Keys are fixed in code, never user input. */
+  set?: Partial<Record<'ran_at' | 'ran_by' | 'finished_at' | 'failure', string | Date | null>>;
+  detail?: Record<string, unknown>;
+}
+
+/**
+ * Moves a backfill to `to` if it is in a state that may move there. Returns false when another process
+ * already made the move (or the backfill is elsewhere); throws when the move is not allowed from where it is.
+ */
+export async function transition(tx: Queryable, move: Transition): Promise<boolean> {
+  const from = (Object.keys(ALLOWED) as BackfillState[]).filter((state) => canMove(state, move.to));
+  const assignments = Object.entries(move.set ?? {});
+  const setSql = assignments.map(([column], index) => `, ${column} = $${index + 4}`).join('');
+  const result = await tx.query<{ previous: BackfillState }>(
+    `UPDATE backfill.backfills b SET state = $2::text${setSql}
+     FROM (SELECT id, state AS previous FROM backfill.backfills WHERE id = $1::bigint FOR UPDATE) old
+     WHERE b.id = old.id AND b.state = ANY ($3::text[])
+     RETURNING old.previous`,
+    [move.backfillId, move.to, from, ...assignments.map(([, value]) => value)]);
+  const previous = result.rows[0]?.previous;
+  if (!previous) return false;
+  await recordEvent(tx, { backfillId: move.backfillId, actor: move.actor, kind: 'state_changed', detail: { from: previous, to: move.to, ...move.detail } });
+  return true;
+}
+
+export function wrongState(backfillId: number, state: BackfillState, wanted: string): BackfillError {
+  return new BackfillError(ErrorCode.WrongState, `Backfill #${backfillId} is ${describeState(state)}; ${wanted}.`);
+}

@@ -1,0 +1,271 @@
+import { requireBackfill, listBackfillSignoffs, type BackfillRow } from '../db/backfills.js';
+import { recordEvent } from '../db/events.js';
+import { requirePipeline } from '../db/pipelines.js';
+import { withTransaction, type PoolClient } from '../db/pool.js';
+import { BackfillError, describeError, ErrorCode } from '../errors.js';
+import type { EngineContext } from './context.js';
+import { subtractMoney } from './money.js';
+import { replacePartition, totalOverDays } from './partitionStep.js';
+import { callWebhook, parseRetrigger, runSqlRetrigger } from './retrigger.js';
+import { transition, type BackfillState } from './stateMachine.js';
+import { distinctDays, formatHour } from './time.js';
+
+export const STEP_KINDS = ['recompute', 'watermark', 'replay', 'compare', 'notify'] as const;
+export type StepKind = (typeof STEP_KINDS)[number];
+
+export interface StepRef {
+  backfillId: number;
+  kind: StepKind;
+  key: string;
+}
+
+/** Delivers a message to a consumer owner. The CLI and the demo record it; the Slack bot sends a DM. */
+export interface Notifier {
+  notifyOwner(message: { backfillId: number; consumer: string; owner: string; text: string }): Promise<void>;
+}
+
+export interface StepContext extends EngineContext {
+  notifier: Notifier;
+}
+
+export type StepOutcome = 'done' | 'already_done' | 'not_runnable';
+
+const ENGINE = 'backfill-bot';
+
+/** The state a backfill must be in for each kind of step to run. */
+const RUNS_IN: Record<StepKind, BackfillState> = {
+  recompute: 'running',
+  watermark: 'running',
+  replay: 'replaying',
+  compare: 'comparing',
+  notify: 'done',
+};
+
+/**
+ * Runs one step at least once, with effect exactly once: the step row is re-read first (a duplicate delivery
+ * of a done step returns), and the effect commits in the same transaction that marks the step done. Only the
+ * webhook and notify effects leave the database; those are keyed so a receiver can drop a repeat.
+ */
+export async function executeStep(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  const claimed = await claimStep(ctx, ref);
+  if (claimed !== 'claimed') return claimed;
+  switch (ref.kind) {
+    case 'recompute': return recompute(ctx, ref);
+    case 'watermark': return moveWatermark(ctx, ref);
+    case 'replay': return replay(ctx, ref);
+    case 'compare': return compare(ctx, ref);
+    case 'notify': return notify(ctx, ref);
+    default: {
+      const unreachable: never = ref.kind;
+      throw new Error(`unknown step kind ${String(unreachable)}`);
+    }
+  }
+}
+
+async function claimStep(ctx: StepContext, ref: StepRef): Promise<StepOutcome | 'claimed'> {
+  return withTransaction(ctx.pool, async (tx) => {
+    const { rows } = await tx.query<{ status: string; attempts: number; state: BackfillState }>(
+      `SELECT s.status, s.attempts, b.state FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
+       WHERE s.backfill_id = $1::bigint AND s.kind = $2::text AND s.step_key = $3::text FOR UPDATE OF s`,
+      [ref.backfillId, ref.kind, ref.key]);
+    const step = rows[0];
+    if (!step) throw new BackfillError(ErrorCode.StepFailed, `no step ${ref.kind} ${ref.key} in backfill #${ref.backfillId}`);
+    if (step.status === 'done' || step.status === 'skipped') return 'already_done';
+    if (step.state !== RUNS_IN[ref.kind]) return 'not_runnable';
+    await tx.query(
+      `UPDATE backfill.backfill_steps SET status = 'running', attempts = attempts + 1, started_at = coalesce(started_at, now())
+       WHERE backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text`, [ref.backfillId, ref.kind, ref.key]);
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started', detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1 } });
+    return 'claimed';
+  });
+}
+
+/**
+ * Finishes a step inside the caller's transaction: takes the backfill row lock (so two last steps finishing
+ * at once cannot both miss that they were last), checks the backfill is still where the step belongs (a
+ * cancelled or failed backfill publishes nothing: the whole transaction rolls back), marks the step done
+ * and advances the state when a phase is complete.
+ */
+async function finishStep(tx: PoolClient, ref: StepRef, result: Record<string, unknown>): Promise<BackfillRow> {
+  const backfill = await requireBackfill(tx, ref.backfillId, { forUpdate: true });
+  if (backfill.state !== RUNS_IN[ref.kind]) {
+    throw new BackfillError(ErrorCode.WrongState, `backfill #${ref.backfillId} is ${backfill.state}; ${ref.kind} ${ref.key} does not commit`);
+  }
+  await tx.query(
+    `UPDATE backfill.backfill_steps SET status = 'done', finished_at = now(), result = $4::jsonb, error = NULL
+     WHERE backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text`,
+    [ref.backfillId, ref.kind, ref.key, JSON.stringify(result)]);
+  await advanceBackfill(tx, ref.backfillId);
+  return backfill;
+}
+
+async function withinStep(ctx: StepContext, ref: StepRef, work: (tx: PoolClient) => Promise<void>): Promise<StepOutcome> {
+  try {
+    await withTransaction(ctx.pool, work);
+    return 'done';
+  } catch (error) {
+    if (error instanceof BackfillError && error.code === ErrorCode.WrongState) return 'not_runnable';
+    throw error;
+  }
+}
+
+async function recompute(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  const hour = new Date(ref.key);
+  return withinStep(ctx, ref, async (tx) => {
+    const backfill = await requireBackfill(tx, ref.backfillId);
+    const pipeline = await requirePipeline(tx, backfill.pipeline);
+    const snapshot = await replacePartition(tx, pipeline, hour);
+    const { rows } = await tx.query<{ rowsBefore: number; totalBefore: string }>(
+      `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text, recomputed_at = now()
+       WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz
+       RETURNING rows_before AS "rowsBefore", total_before::text AS "totalBefore"`,
+      [ref.backfillId, hour, snapshot.rows, snapshot.total, snapshot.checksum]);
+    // reconciled stays false: the month's record is what readers saw that morning.
+    await tx.query('UPDATE backfill.partition_log SET backfilled_at = now() WHERE pipeline = $1::text AND partition_hour = $2::timestamptz', [pipeline.name, hour]);
+    const before = rows[0];
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'recomputed',
+      detail: { partition: formatHour(hour), rowsBefore: before?.rowsBefore, rowsAfter: snapshot.rows, totalBefore: before?.totalBefore, totalAfter: snapshot.total, checksum: snapshot.checksum } });
+    await finishStep(tx, ref, { ...snapshot });
+  });
+}
+
+async function moveWatermark(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  return withinStep(ctx, ref, async (tx) => {
+    const backfill = await requireBackfill(tx, ref.backfillId);
+    const { rows } = await tx.query<{ processedThrough: Date }>(
+      'SELECT processed_through AS "processedThrough" FROM backfill.watermarks WHERE pipeline = $1::text FOR UPDATE', [backfill.pipeline]);
+    const from = rows[0]?.processedThrough ?? null;
+    // Back to the hour before the first bad partition, never further back, and never forward.
+    const to = from && from < backfill.watermarkResetTo ? from : backfill.watermarkResetTo;
+    await tx.query(
+      `INSERT INTO backfill.watermarks (pipeline, processed_through, updated_at, updated_by) VALUES ($1::text, $2::timestamptz, now(), $3::text)
+       ON CONFLICT (pipeline) DO UPDATE SET processed_through = EXCLUDED.processed_through, updated_at = now(), updated_by = EXCLUDED.updated_by`,
+      [backfill.pipeline, to, `backfill #${backfill.id}`]);
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'watermark_moved', detail: { from: from ? formatHour(from) : null, to: formatHour(to) } });
+    await finishStep(tx, ref, { from, to });
+  });
+}
+
+async function replay(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  const backfill = await requireBackfill(ctx.pool, ref.backfillId);
+  const { rows } = await ctx.pool.query<{ retrigger: unknown }>('SELECT retrigger FROM backfill.consumers WHERE name = $1::text', [ref.key]);
+  const retrigger = parseRetrigger(ref.key, rows[0]?.retrigger);
+  const hours = await targetHours(ctx, ref.backfillId);
+  if (retrigger.kind === 'sql') {
+    return withinStep(ctx, ref, async (tx) => {
+      const result = await runSqlRetrigger(tx, retrigger, hours);
+      await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer: ref.key, via: 'sql', ...result } });
+      await finishStep(tx, ref, { via: 'sql', ...result });
+    });
+  }
+  const result = await callWebhook(retrigger, {
+    backfillId: backfill.id, consumer: ref.key, partitions: hours,
+    secret: ctx.config.WEBHOOK_SIGNING_SECRET, timeoutMs: ctx.config.WEBHOOK_TIMEOUT_MS,
+  });
+  return withinStep(ctx, ref, async (tx) => {
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer: ref.key, via: 'webhook', url: retrigger.url, status: result.status } });
+    await finishStep(tx, ref, { via: 'webhook', status: result.status });
+  });
+}
+
+/**
+ * The signed figure against what the rebuilt report now shows, for exactly the same period, and the table's
+ * own total over the same partitions; completes the log row.
+ */
+async function compare(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  return withinStep(ctx, ref, async (tx) => {
+    const backfill = await requireBackfill(tx, ref.backfillId);
+    const pipeline = await requirePipeline(tx, backfill.pipeline);
+    const hours = await targetHours(ctx, ref.backfillId);
+    const totalAfter = await totalOverDays(tx, pipeline, distinctDays(hours));
+    const diff = subtractMoney(totalAfter, backfill.totalBefore);
+    const figures = [];
+    for (const signed of await listBackfillSignoffs(tx, backfill.id)) {
+      const reportAfter = await reportTotal(tx, signed.report, signed.period);
+      const figureDiff = reportAfter === null ? null : subtractMoney(reportAfter, signed.signedTotal);
+      await tx.query(
+        `UPDATE backfill.backfill_signoffs SET report_after = $4::numeric, diff = $5::numeric
+         WHERE backfill_id = $1::bigint AND report = $2::text AND period = $3::date`,
+        [backfill.id, signed.report, signed.period, reportAfter, figureDiff]);
+      figures.push({ report: signed.report, period: signed.period, signed: signed.signedTotal, after: reportAfter, diff: figureDiff });
+    }
+    await tx.query(
+      `UPDATE backfill.backfills SET total_after = $2::numeric, diff = $3::numeric, finished_at = now() WHERE id = $1::bigint`,
+      [backfill.id, totalAfter, diff]);
+    await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'compared', detail: { totalBefore: backfill.totalBefore, totalAfter, diff, figures } });
+    await finishStep(tx, ref, { totalAfter, diff, figures });
+    await transition(tx, { backfillId: backfill.id, to: 'done', actor: ENGINE });
+    await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'finished', detail: { totalBefore: backfill.totalBefore, totalAfter, diff } });
+  });
+}
+
+async function notify(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  const backfill = await requireBackfill(ctx.pool, ref.backfillId);
+  const { rows } = await ctx.pool.query<{ owner: string }>(
+    'SELECT owner FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [ref.backfillId, ref.key]);
+  const owner = rows[0]?.owner;
+  if (!owner) throw new BackfillError(ErrorCode.UnknownConsumer, `consumer ${ref.key} is not part of backfill #${ref.backfillId}`);
+  const text = `Backfill #${backfill.id} of ${backfill.pipeline} has run: ${ref.key} was re-triggered. ` +
+    `Total over the affected days ${backfill.totalBefore} → ${backfill.totalAfter ?? '?'} (difference ${backfill.diff ?? '?'}).`;
+  await ctx.notifier.notifyOwner({ backfillId: backfill.id, consumer: ref.key, owner, text });
+  return withinStep(ctx, ref, async (tx) => {
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'notified', detail: { consumer: ref.key, owner, after: true } });
+    await finishStep(tx, ref, { owner });
+  });
+}
+
+/**
+ * Records a failed attempt. On the last one the step fails and so does the backfill, saying which step;
+ * nothing that depends on it is started, since the dispatcher only enqueues for a live backfill.
+ */
+export async function failStep(ctx: StepContext, ref: StepRef, error: unknown, final: boolean): Promise<void> {
+  await withTransaction(ctx.pool, async (tx) => {
+    const message = describeError(error);
+    await tx.query(
+      `UPDATE backfill.backfill_steps SET status = $4::text, error = $5::text, finished_at = CASE WHEN $4::text = 'failed' THEN now() END
+       WHERE backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text AND status <> 'done'`,
+      [ref.backfillId, ref.kind, ref.key, final ? 'failed' : 'pending', message]);
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: final ? 'step_failed' : 'step_retried', detail: { step: ref.kind, key: ref.key, error: message } });
+    if (!final) return;
+    const failure = `${ref.kind} ${ref.key} failed: ${message}`;
+    const moved = await transition(tx, { backfillId: ref.backfillId, to: 'failed', actor: ENGINE, set: { failure, finished_at: new Date() } });
+    if (moved) {
+      await tx.query(`UPDATE backfill.backfill_steps SET status = 'skipped' WHERE backfill_id = $1::bigint AND status = 'pending'`, [ref.backfillId]);
+      await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'failed', detail: { step: ref.kind, key: ref.key, failure } });
+    }
+  });
+}
+
+/** Moves running → replaying → comparing when a phase's steps are all done. Safe to call any time. */
+export async function advanceBackfill(tx: PoolClient, backfillId: number): Promise<void> {
+  const { rows } = await tx.query<{ state: BackfillState; openRunning: number; openReplays: number }>(
+    `SELECT b.state,
+            count(*) FILTER (WHERE s.kind IN ('recompute', 'watermark') AND s.status <> 'done')::int AS "openRunning",
+            count(*) FILTER (WHERE s.kind = 'replay' AND s.status <> 'done')::int AS "openReplays"
+     FROM backfill.backfills b LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id
+     WHERE b.id = $1::bigint GROUP BY b.state`, [backfillId]);
+  const row = rows[0];
+  if (!row) return;
+  if (row.state === 'running' && row.openRunning === 0) {
+    await transition(tx, { backfillId, to: 'replaying', actor: ENGINE });
+    row.state = 'replaying';
+  }
+  if (row.state === 'replaying' && row.openReplays === 0) {
+    await transition(tx, { backfillId, to: 'comparing', actor: ENGINE });
+  }
+}
+
+async function targetHours(ctx: EngineContext, backfillId: number): Promise<Date[]> {
+  const { rows } = await ctx.pool.query<{ hour: Date }>(
+    'SELECT partition_hour AS hour FROM backfill.backfill_targets WHERE backfill_id = $1::bigint ORDER BY partition_hour', [backfillId]);
+  return rows.map((row) => row.hour);
+}
+
+async function reportTotal(tx: PoolClient, report: string, period: string): Promise<string | null> {
+  const { rows } = await tx.query<{ sql: string | null }>('SELECT report_total_sql AS sql FROM backfill.consumers WHERE name = $1::text', [report]);
+  const sql = rows[0]?.sql;
+  if (!sql) return null;
+  // Wrapped so any numeric the report shows is compared to the cent, as a string.
+  const result = await tx.query<{ total: string | null }>(`SELECT round(r.total::numeric, 2)::text AS total FROM (${sql}) AS r(total)`, [period]);
+  return result.rows[0]?.total ?? null;
+}

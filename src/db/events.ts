@@ -1,0 +1,29 @@
+import type { Queryable } from './pool.js';
+
+/** Timeline kinds: every step, decision and refusal the product records. */
+export type EventKind =
+  | 'planned' | 'requested' | 'announced' | 'acknowledged' | 'held' | 'released' | 'overridden' | 'approved'
+  | 'cancelled' | 'refused' | 'state_changed' | 'job_enqueued' | 'step_started' | 'step_retried' | 'step_done'
+  | 'step_failed' | 'recomputed' | 'watermark_moved' | 'replayed' | 'compared' | 'notified' | 'finished' | 'failed'
+  | 'tick';
+
+export interface TimelineEvent {
+  id: number;
+  backfillId: number | null;
+  at: Date;
+  actor: string;
+  kind: EventKind;
+  detail: Record<string, unknown>;
+}
+
+export async function recordEvent(db: Queryable, event: { backfillId?: number | null; actor: string; kind: EventKind; detail?: Record<string, unknown> }): Promise<void> {
+  await db.query('INSERT INTO backfill.events (backfill_id, actor, kind, detail) VALUES ($1::bigint, $2::text, $3::text, $4::jsonb)',
+    [event.backfillId ?? null, event.actor, event.kind, JSON.stringify(event.detail ?? {})]);
+}
+
+export async function listEvents(db: Queryable, backfillId: number): Promise<TimelineEvent[]> {
+  const { rows } = await db.query<TimelineEvent>(
+    `SELECT id, backfill_id AS "backfillId", at, actor, kind, detail FROM backfill.events
+     WHERE backfill_id = $1::bigint ORDER BY id`, [backfillId]);
+  return rows;
+}

@@ -1,0 +1,47 @@
+import { BackfillError, ErrorCode } from '../errors.js';
+import type { Queryable } from './pool.js';
+
+export interface Pipeline {
+  name: string;
+  targetTable: string;
+  partitionColumn: string;
+  keyColumns: string[];
+  measureColumn: string;
+  stepSql: string;
+  sourceShardsSql: string;
+  shardsExpected: number;
+}
+
+const SELECT_PIPELINE = `
+  SELECT name, target_table AS "targetTable", partition_column AS "partitionColumn", key_columns AS "keyColumns",
+         measure_column AS "measureColumn", step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql",
+         shards_expected AS "shardsExpected"
+  FROM backfill.pipelines`;
+
+export async function findPipeline(db: Queryable, name: string): Promise<Pipeline | undefined> {
+  const { rows } = await db.query<Pipeline>(`${SELECT_PIPELINE} WHERE name = $1::text`, [name]);
+  return rows[0];
+}
+
+export async function listPipelineNames(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>('SELECT name FROM backfill.pipelines ORDER BY name');
+  return rows.map((row) => row.name);
+}
+
+/** The pipeline, or an error that lists the pipelines that do exist. */
+export async function requirePipeline(db: Queryable, name: string): Promise<Pipeline> {
+  const pipeline = await findPipeline(db, name);
+  if (pipeline) return pipeline;
+  const known = await listPipelineNames(db);
+  throw new BackfillError(ErrorCode.UnknownPipeline,
+    `There is no pipeline called "${name}". Known pipelines: ${known.length ? known.join(', ') : '(none registered)'}.`);
+}
+
+export async function insertPipeline(db: Queryable, pipeline: Pipeline): Promise<void> {
+  await db.query(
+    `INSERT INTO backfill.pipelines (name, target_table, partition_column, key_columns, measure_column, step_sql,
+                                     source_shards_sql, shards_expected)
+     VALUES ($1::text, $2::text, $3::text, $4::text[], $5::text, $6::text, $7::text, $8::int)`,
+    [pipeline.name, pipeline.targetTable, pipeline.partitionColumn, pipeline.keyColumns, pipeline.measureColumn,
+      pipeline.stepSql, pipeline.sourceShardsSql, pipeline.shardsExpected]);
+}

@@ -1,0 +1,42 @@
+// The small vocabulary of failures. Each carries a code a caller can switch on and a message a person can act on:
+// what was wrong, and what would be right. Slack and the CLI show `message`; jobs map `retryable` to BullMQ.
+
+export const ErrorCode = {
+  BadInput: 'bad_input',
+  UnknownPipeline: 'unknown_pipeline',
+  UnknownBackfill: 'unknown_backfill',
+  UnknownConsumer: 'unknown_consumer',
+  RangeTooLong: 'range_too_long',
+  Overlap: 'backfill_overlap',
+  NothingToBackfill: 'nothing_to_backfill',
+  NotAllowed: 'not_allowed',
+  WrongState: 'wrong_state',
+  Config: 'bad_config',
+  Migration: 'migration',
+  StepFailed: 'step_failed',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export class BackfillError extends Error {
+  readonly code: ErrorCode;
+  /** Worth retrying as is (a webhook that answered 503); false means retrying cannot help. */
+  readonly retryable: boolean;
+  readonly details: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; retryable?: boolean; details?: Record<string, unknown> } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'BackfillError';
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+    this.details = options.details ?? {};
+  }
+}
+
+export function isBackfillError(error: unknown, code?: ErrorCode): error is BackfillError {
+  return error instanceof BackfillError && (code === undefined || error.code === code);
+}
+
+export function describeError(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}

@@ -1,0 +1,58 @@
+import { Queue, type ConnectionOptions } from 'bullmq';
+import type { Config } from '../config.js';
+import type { EngineContext } from '../core/context.js';
+import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/dispatch.js';
+import type { StepRef } from '../core/steps.js';
+import { STEP_QUEUE, stepPayloadSchema } from '../../jobs/registry.js';
+
+export function redisConnection(config: Config): ConnectionOptions {
+  const url = new URL(config.REDIS_URL);
+  return {
+    host: url.hostname,
+    port: Number(url.port || 6379),
+    username: url.username || undefined,
+    password: url.password ? decodeURIComponent(url.password) : undefined,
+    db: url.pathname.length > 1 ? Number(url.pathname.slice(1)) : 0,
+    tls: url.protocol === 'rediss:' ? {} : undefined,
+    // Blocking connections must retry forever; BullMQ insists. v5 wire protocol, as BullMQ's own CI runs it.
+    maxRetriesPerRequest: null,
+    protocol: 2,
+  };
+}
+
+export function createStepQueue(config: Config): Queue {
+  return new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix: config.QUEUE_PREFIX });
+}
+
+/** <backfill>-<kind>-<key>, with the characters BullMQ reserves (":") taken out: the same step, the same id. */
+export function jobIdFor(step: StepRef): string {
+  return `bf${step.backfillId}-${step.kind}-${step.key.replace(/[^A-Za-z0-9_.-]/g, '')}`;
+}
+
+/**
+ * Turns rows into jobs. Runs after every state change, on start-up and on a timer, so work lost with a
+ * process or with Redis is enqueued again from Postgres; a job id that already exists is not added twice.
+ */
+export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: number): Promise<StepRef[]> {
+  await startApproved(ctx, backfillId);
+  if (backfillId === undefined) await advanceAll(ctx);
+  const runnable = await findRunnableSteps(ctx.pool, backfillId);
+  const added: StepRef[] = [];
+  for (const step of runnable) {
+    const jobId = jobIdFor(step);
+    const existing = await queue.getJob(jobId);
+    if (existing && !(await existing.isFailed())) continue;
+    // A failed job of a step the database still calls pending is a lost retry: replace it.
+    if (existing) await existing.remove();
+    await queue.add(step.kind, stepPayloadSchema.parse(step), {
+      jobId,
+      attempts: ctx.config.JOB_ATTEMPTS,
+      backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
+      removeOnComplete: { age: 24 * 3600, count: 5000 },
+      removeOnFail: { age: 7 * 24 * 3600 },
+    });
+    await recordEnqueued(ctx.pool, step, jobId);
+    added.push(step);
+  }
+  return added;
+}
