@@ -30,6 +30,8 @@ const redisUrl = z.string().refine((value) => {
 
 export const configSchema = z.object({
   DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/backfill_bot'),
+  // The demo drops and recreates this database on every run, so it is never the working one.
+  DEMO_DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/backfill_bot_demo'),
   REDIS_URL: redisUrl.default('redis://127.0.0.1:6379'),
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,40}$/, 'QUEUE_PREFIX may hold letters, digits, _ and - (at most 40), e.g. backfill').default('backfill'),
   WORKER_CONCURRENCY: positiveInt('WORKER_CONCURRENCY', 4),

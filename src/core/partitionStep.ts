@@ -1,6 +1,8 @@
 import type { PoolClient, Queryable } from '../db/pool.js';
 import { quoteIdent, quoteQualified } from '../db/pool.js';
 import type { Pipeline } from '../db/pipelines.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+import { formatHour } from './time.js';
 
 /** What a partition holds: compared before and after every replace. */
 export interface PartitionSnapshot {
@@ -23,8 +25,15 @@ export interface PartitionSnapshot {
 export async function replacePartition(tx: PoolClient, pipeline: Pipeline, hour: Date): Promise<PartitionSnapshot> {
   await lockPartition(tx, pipeline.name, hour);
   await tx.query(`DELETE FROM ${quoteQualified(pipeline.targetTable)} WHERE ${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
-  await tx.query(pipeline.stepSql, [hour]);
+  const inserted = await tx.query(pipeline.stepSql, [hour]);
   const snapshot = await snapshotPartition(tx, pipeline, hour);
+  // Every row the step wrote must land in the partition it was asked for. A step that writes other hours
+  // would append to partitions nobody deleted: refuse it, and the caller's transaction rolls back.
+  if (inserted.rowCount !== snapshot.rows) {
+    throw new BackfillError(ErrorCode.StepFailed,
+      `the ${pipeline.name} step wrote ${inserted.rowCount ?? 0} rows but ${formatHour(hour)} holds ${snapshot.rows}: ` +
+      `it must insert only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`);
+  }
   const shards = await sourceShards(tx, pipeline, hour);
   await tx.query(
     `INSERT INTO backfill.partition_log (pipeline, partition_hour, landed_at, shards_expected, shards_landed, row_count)

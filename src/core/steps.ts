@@ -4,7 +4,7 @@ import { requirePipeline } from '../db/pipelines.js';
 import { withTransaction, type PoolClient } from '../db/pool.js';
 import { BackfillError, describeError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
-import { subtractMoney } from './money.js';
+import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
 import { replacePartition, totalOverDays } from './partitionStep.js';
 import { callWebhook, parseRetrigger, runSqlRetrigger } from './retrigger.js';
 import { transition, type BackfillState } from './stateMachine.js';
@@ -205,8 +205,9 @@ async function notify(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
     'SELECT owner FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [ref.backfillId, ref.key]);
   const owner = rows[0]?.owner;
   if (!owner) throw new BackfillError(ErrorCode.UnknownConsumer, `consumer ${ref.key} is not part of backfill #${ref.backfillId}`);
-  const text = `Backfill #${backfill.id} of ${backfill.pipeline} has run: ${ref.key} was re-triggered. ` +
-    `Total over the affected days ${backfill.totalBefore} → ${backfill.totalAfter ?? '?'} (difference ${backfill.diff ?? '?'}).`;
+  const text = `Backfill #${backfill.id} of ${backfill.pipeline} has run (${backfill.reason}): ${ref.key} was re-triggered. ` +
+    `Total over the affected days ${formatMoney(backfill.totalBefore)} → ${backfill.totalAfter ? formatMoney(backfill.totalAfter) : '—'}` +
+    ` (difference ${backfill.diff ? formatSignedMoney(backfill.diff) : '—'}).`;
   await ctx.notifier.notifyOwner({ backfillId: backfill.id, consumer: ref.key, owner, text });
   return withinStep(ctx, ref, async (tx) => {
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'notified', detail: { consumer: ref.key, owner, after: true } });

@@ -1,0 +1,190 @@
+import { userInfo } from 'node:os';
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config.js';
+import type { EngineContext } from '../core/context.js';
+import { acknowledge, cancelBackfill, hold, overrideGate } from '../core/gate.js';
+import { planBackfill } from '../core/plan.js';
+import { recordingRefusals } from '../core/refusals.js';
+import { startBackfill } from '../core/start.js';
+import { loadBackfillReport } from '../core/status.js';
+import { tick } from '../core/tick.js';
+import { parseHour } from '../core/time.js';
+import { listRecentBackfills } from '../db/backfills.js';
+import { listEvents } from '../db/events.js';
+import { migrate } from '../db/migrate.js';
+import { createPool, ensureDatabase } from '../db/pool.js';
+import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
+import { renderBackfillList, renderDiff, renderPlan, renderStatus, renderTick, renderTimeline } from '../views/text.js';
+import { runUntilSettled, TimelineNotifier } from './runner.js';
+
+const USAGE = `backfill <command> [arguments] [--as <user>]
+
+  plan <pipeline> <night|from..to> [reason]     dry run: partitions, readers, signed figures, watermark move
+  start <pipeline> <night|from..to> <reason>    create the backfill, capture the before-total, announce
+        [--override-limit "<why>"] [--wait]
+  ack <id> [--consumer <name>] [--wait]         acknowledge as the owner named by --as
+  hold <id> [--consumer <name>] [reason]        ask to wait, as the owner named by --as
+  override <id> <reason> [--wait]               proceed without the missing acknowledgements (operator)
+  cancel <id> [reason]                          stop a backfill that has not started running
+  status [id]                                   one backfill, or the recent ones
+  log [id]                                      the backfill log, or one backfill's diff and timeline
+  tick <pipeline> [--until <hour>]              the normal run: process the hours after the watermark
+  worker                                        run the step workers until interrupted
+  migrate                                       apply database migrations
+
+A night is YYYY-MM-DD; a range is 2026-11-15T05:00..2026-11-15T10:00 (UTC, both ends included).
+--wait runs the steps in this process until the backfill settles (no separate worker needed).`;
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      as: { type: 'string' },
+      consumer: { type: 'string' },
+      'override-limit': { type: 'string' },
+      until: { type: 'string' },
+      wait: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  const [command, ...args] = positionals;
+  if (!command || values.help || command === 'help') {
+    console.log(USAGE);
+    return command || values.help ? 0 : 2;
+  }
+  const config = loadConfig();
+  await ensureDatabase(config.DATABASE_URL);
+  const pool = createPool(config.DATABASE_URL, 'backfill-cli');
+  const ctx: EngineContext = { pool, config };
+  const actor = values.as ?? `cli:${userInfo().username}`;
+  try {
+    await migrate(pool);
+    return await run(ctx, command, args, { ...values, actor });
+  } finally {
+    await pool.end();
+  }
+}
+
+interface Options {
+  actor: string;
+  consumer?: string | undefined;
+  'override-limit'?: string | undefined;
+  until?: string | undefined;
+  wait?: boolean | undefined;
+}
+
+async function run(ctx: EngineContext, command: string, args: string[], options: Options): Promise<number> {
+  const { actor } = options;
+  switch (command) {
+    case 'migrate':
+      console.log('Migrations applied.');
+      return 0;
+    case 'plan': {
+      const [pipeline = '', target = '', ...reason] = need(args, 2, 'plan <pipeline> <night|from..to> [reason]');
+      const request = { pipeline, target, reason: reason.join(' ') || '(dry run)', actor, limitOverride: options['override-limit'] };
+      const plan = await recordingRefusals(ctx, { actor, action: 'plan', input: { pipeline, target } }, () => planBackfill(ctx, request));
+      console.log(renderPlan(plan));
+      return 0;
+    }
+    case 'start': {
+      const [pipeline = '', target = '', ...reason] = need(args, 3, 'start <pipeline> <night|from..to> <reason>');
+      const request = { pipeline, target, reason: reason.join(' '), actor, limitOverride: options['override-limit'] };
+      const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target } }, () => startBackfill(ctx, request));
+      console.log(`Backfill #${result.backfill.id} created (${result.backfill.state}).`);
+      for (const a of result.announcements) console.log(`\n--- to <@${a.owner}> (${a.consumer}, ${a.notifyRule}) ---\n${a.text}`);
+      return settle(ctx, result.backfill.id, options);
+    }
+    case 'ack': {
+      const id = backfillId(need(args, 1, 'ack <id>')[0]);
+      const result = await recordingRefusals(ctx, { actor, action: 'acknowledge', backfillId: id },
+        () => acknowledge(ctx, { backfillId: id, actor, consumer: options.consumer }));
+      console.log(result.changed ? `Acknowledged by <@${actor}>.` : 'Already acknowledged: nothing changed.');
+      console.log(result.waitingFor.length ? `Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} <@${w.owner}>`).join(', ')}` : 'Every required acknowledgement is in.');
+      return settle(ctx, id, options);
+    }
+    case 'hold': {
+      const [rawId, ...reason] = need(args, 1, 'hold <id> [reason]');
+      const id = backfillId(rawId);
+      await recordingRefusals(ctx, { actor, action: 'hold', backfillId: id },
+        () => hold(ctx, { backfillId: id, actor, consumer: options.consumer, reason: reason.join(' ') || undefined }));
+      console.log(`Backfill #${id} is held by <@${actor}>; it runs only after they acknowledge.`);
+      return 0;
+    }
+    case 'override': {
+      const [rawId, ...reason] = need(args, 2, 'override <id> <reason>');
+      const id = backfillId(rawId);
+      const result = await recordingRefusals(ctx, { actor, action: 'override', backfillId: id },
+        () => overrideGate(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
+      console.log(result.approved ? `Gate opened by override of <@${actor}>.` : 'Nothing to override.');
+      return settle(ctx, id, options);
+    }
+    case 'cancel': {
+      const [rawId, ...reason] = need(args, 1, 'cancel <id> [reason]');
+      const id = backfillId(rawId);
+      await recordingRefusals(ctx, { actor, action: 'cancel', backfillId: id },
+        () => cancelBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
+      console.log(`Backfill #${id} cancelled.`);
+      return 0;
+    }
+    case 'status': {
+      if (args[0] === undefined) {
+        console.log(renderBackfillList(await listRecentBackfills(ctx.pool)));
+        return 0;
+      }
+      console.log(renderStatus(await loadBackfillReport(ctx.pool, backfillId(args[0]))));
+      return 0;
+    }
+    case 'log': {
+      if (args[0] === undefined) {
+        console.log(renderBackfillList(await listRecentBackfills(ctx.pool, 100)));
+        return 0;
+      }
+      const id = backfillId(args[0]);
+      console.log(renderDiff(await loadBackfillReport(ctx.pool, id)));
+      console.log(`\nTimeline:\n${renderTimeline(await listEvents(ctx.pool, id))}`);
+      return 0;
+    }
+    case 'tick': {
+      const [pipeline = ''] = need(args, 1, 'tick <pipeline> [--until <hour>]');
+      const until = options.until ? parseHour(options.until) : undefined;
+      console.log(renderTick(await tick(ctx, { pipeline, actor, until })));
+      return 0;
+    }
+    case 'worker': {
+      const { startWorkers } = await import('../worker.js');
+      const workers = await startWorkers({ ...ctx, notifier: new TimelineNotifier((line) => console.log(line)) });
+      console.log('Workers running; Ctrl-C stops them.');
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      });
+      await workers.close();
+      return 0;
+    }
+    default:
+      throw new BackfillError(ErrorCode.BadInput, `"${command}" is not a command.\n\n${USAGE}`);
+  }
+}
+
+async function settle(ctx: EngineContext, id: number, options: Options): Promise<number> {
+  if (!options.wait) return 0;
+  const report = await runUntilSettled(ctx, id, (line) => console.log(line));
+  console.log(renderDiff(report));
+  return report.backfill.state === 'done' ? 0 : 1;
+}
+
+function need(args: string[], count: number, usage: string): string[] {
+  if (args.length < count) throw new BackfillError(ErrorCode.BadInput, `Missing arguments. Usage: backfill ${usage}`);
+  return args;
+}
+
+function backfillId(text: string | undefined): number {
+  if (!text || !/^[1-9]\d{0,15}$/.test(text)) throw new BackfillError(ErrorCode.BadInput, `"${text ?? ''}" is not a backfill id; ids are whole numbers such as 12.`);
+  return Number(text);
+}
+
+main(process.argv.slice(2)).then((code) => process.exit(code), (error: unknown) => {
+  console.error(isBackfillError(error) ? error.message : error);
+  process.exit(isBackfillError(error) ? 1 : 70);
+});

@@ -1,0 +1,120 @@
+import type { BackfillRow } from '../db/backfills.js';
+import type { TimelineEvent } from '../db/events.js';
+import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
+import type { Plan } from '../core/plan.js';
+import { describeState } from '../core/stateMachine.js';
+import type { BackfillReport } from '../core/status.js';
+import type { TickResult } from '../core/tick.js';
+import { formatHour, formatHourRange, formatTime } from '../core/time.js';
+
+// Plain-text views for the CLI and the demo. Pure: data in, text out.
+
+const money = (amount: string | null) => (amount === null ? '—' : formatMoney(amount));
+const when = (at: Date | null) => (at ? formatTime(at) : '—');
+
+export function renderPlan(plan: Plan): string {
+  const { identified } = plan;
+  const lines = [
+    `Plan: ${plan.pipeline.name}, ${identified.hours.length} partition(s), ${formatHourRange(identified.firstHour, identified.lastHour)}`,
+    ...identified.hours.map((hour) => `  replace ${formatHour(hour)}`),
+    ...identified.skipped.map((s) => `  leave   ${formatHour(s.hour)}: ${s.why}`),
+    `Watermark: ${identified.watermarkBefore ? formatHour(identified.watermarkBefore) : 'none'} → ${formatHour(identified.watermarkResetTo)}`,
+    `Total over ${plan.days.join(', ')}: ${formatMoney(plan.totalBefore)} now; expected direction: ${plan.direction}`,
+    'Readers, in dependency order:',
+    ...plan.readers.map((r) => `  ${r.dependencyRank}. ${r.consumer} (${r.kind}) owner <@${r.owner}>, told ${r.notifyRule}` +
+      `${r.readDirectly ? `, read ${r.partitionsRead}` : `, via ${r.dependsOn.join(', ')}`}`),
+    'Signed figures affected:',
+    ...(plan.signed.length ? plan.signed.map((f) => `  ${f.report} ${f.period}: ${formatMoney(f.total)} signed by <@${f.signedBy}> at ${formatTime(f.signedAt)}`) : ['  none']),
+    `Waits for acknowledgement from: ${plan.gateOwners.length ? plan.gateOwners.map((o) => `<@${o}>`).join(', ') : 'nobody (no reader asked to be told before)'}`,
+  ];
+  return lines.join('\n');
+}
+
+export function renderStatus(report: BackfillReport): string {
+  const { backfill } = report;
+  const lines = [
+    `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}${backfill.failure ? ` (${backfill.failure})` : ''}`,
+    `  partitions   ${backfill.partitionCount}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`,
+    `  reason       ${backfill.reason}`,
+    `  requested by <@${backfill.requestedBy}>`,
+    '  gate:',
+    ...report.consumers.map((c) => `    ${c.consumer} <@${c.owner}> (${c.notifyRule}): ${gateWord(c)}`),
+  ];
+  const steps = report.steps;
+  if (steps.length) {
+    const done = (kind: string) => steps.filter((s) => s.kind === kind && s.status === 'done').length;
+    const all = (kind: string) => steps.filter((s) => s.kind === kind).length;
+    lines.push(`  progress     partitions ${done('recompute')} of ${all('recompute')}, replays ${done('replay')} of ${all('replay')}, compare ${done('compare') ? 'done' : 'pending'}`);
+  }
+  lines.push(renderLogRow(backfill));
+  return lines.join('\n');
+}
+
+function gateWord(c: BackfillReport['consumers'][number]): string {
+  if (c.notifyRule === 'after') return 'told after the run';
+  if (c.ackedAt) return `acknowledged ${formatTime(c.ackedAt)}`;
+  if (c.overriddenBy) return `overridden by <@${c.overriddenBy}>: ${c.overrideReason ?? ''}`;
+  return 'waiting';
+}
+
+/** The backfill log row, as finance reads it. */
+export function renderLogRow(backfill: BackfillRow): string {
+  return [
+    `  total before ${money(backfill.totalBefore)}`,
+    `  total after  ${money(backfill.totalAfter)}`,
+    `  difference   ${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)}`,
+    `  announced at ${when(backfill.announcedAt)}`,
+    `  ran at       ${when(backfill.ranAt)}${backfill.ranBy ? ` by <@${backfill.ranBy}>` : ''}`,
+    `  finished at  ${when(backfill.finishedAt)}`,
+  ].join('\n');
+}
+
+export function renderDiff(report: BackfillReport): string {
+  const { backfill } = report;
+  const lines = [`Backfill #${backfill.id} diff (${backfill.pipeline}, ${formatHourRange(backfill.firstHour, backfill.lastHour)})`];
+  for (const figure of report.signed) {
+    lines.push(`  ${figure.report} ${figure.period}: signed ${money(figure.signedTotal)} (<@${figure.signedBy}>, ${formatTime(figure.signedAt)}) → now ${money(figure.reportAfter)}, difference ${figure.diff === null ? '—' : formatSignedMoney(figure.diff)}`);
+  }
+  lines.push(renderLogRow(backfill));
+  lines.push('  replays in order:');
+  for (const step of report.steps.filter((s) => s.kind === 'replay')) {
+    lines.push(`    ${step.key}: ${step.status}${step.finishedAt ? ` at ${formatTime(step.finishedAt)}` : ''}${step.error ? ` (${step.error})` : ''}`);
+  }
+  lines.push('  partition            rows before → after   total before → after          difference');
+  for (const t of report.targets) {
+    const diff = t.totalAfter === null ? '—' : formatSignedMoney(subtractMoney(t.totalAfter, t.totalBefore));
+    lines.push(`    ${formatHour(t.partitionHour)}   ${String(t.rowsBefore).padStart(5)} → ${String(t.rowsAfter ?? '—').padEnd(5)}   ` +
+      `${money(t.totalBefore).padStart(12)} → ${money(t.totalAfter).padEnd(12)}   ${diff}`);
+  }
+  return lines.join('\n');
+}
+
+export function renderBackfillList(backfills: BackfillRow[]): string {
+  if (backfills.length === 0) return 'No backfills yet.';
+  return backfills.map((b) => `#${b.id} ${b.pipeline} ${formatHourRange(b.firstHour, b.lastHour)} ${b.state}` +
+    ` before ${money(b.totalBefore)} after ${money(b.totalAfter)} diff ${b.diff === null ? '—' : formatSignedMoney(b.diff)} by <@${b.requestedBy}>`).join('\n');
+}
+
+export function renderTimeline(events: TimelineEvent[]): string {
+  return events.map((e) => `${formatTime(e.at)}  ${e.actor.padEnd(14)} ${e.kind.padEnd(14)} ${JSON.stringify(e.detail)}`).join('\n');
+}
+
+export function renderTick(result: TickResult): string {
+  const lines = [
+    result.processed.length
+      ? `Processed ${result.processed.length} partition(s), ${formatHour(result.processed[0] as Date)} – ${formatHour(result.processed.at(-1) as Date)}.`
+      : 'Nothing to process.',
+    `Watermark: ${result.watermark ? formatHour(result.watermark) : 'none'} (stopped: ${result.stoppedBecause}).`,
+  ];
+  if (result.staleReaders.length) {
+    const byConsumer = new Map<string, { owner: string; n: number }>();
+    for (const r of result.staleReaders) {
+      const entry = byConsumer.get(r.consumer) ?? { owner: r.owner, n: 0 };
+      entry.n += 1;
+      byConsumer.set(r.consumer, entry);
+    }
+    lines.push('Read these hours before they landed; to be told the numbers are now real:');
+    for (const [consumer, { owner, n }] of byConsumer) lines.push(`  ${consumer} <@${owner}> (${n} partition(s))`);
+  }
+  return lines.join('\n');
+}

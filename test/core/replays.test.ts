@@ -1,0 +1,109 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runUntilSettled } from '../../src/cli/runner.js';
+import { acknowledge, hold, overrideGate } from '../../src/core/gate.js';
+import { verifyWebhookSignature } from '../../src/core/retrigger.js';
+import { startBackfill } from '../../src/core/start.js';
+import { OWNERS } from '../../src/demo/constants.js';
+import { isBackfillError, ErrorCode } from '../../src/errors.js';
+import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
+
+interface Delivery {
+  body: string;
+  headers: IncomingMessage['headers'];
+}
+
+/** A consumer's webhook endpoint on loopback that answers with the statuses it is given, in turn. */
+async function startHook(statuses: number[]): Promise<{ server: Server; url: string; deliveries: Delivery[] }> {
+  const deliveries: Delivery[] = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => { body += chunk.toString(); });
+    req.on('end', () => {
+      deliveries.push({ body, headers: req.headers });
+      res.writeHead(statuses[Math.min(deliveries.length - 1, statuses.length - 1)] ?? 200).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/replay`, deliveries };
+}
+
+const OPERATOR = 'U07ONCALL';
+
+describe('re-triggering consumers', () => {
+  let engine: TestEngine;
+  let hook: Awaited<ReturnType<typeof startHook>> | undefined;
+
+  beforeAll(async () => {
+    engine = await createTestEngine('month-end', { JOB_ATTEMPTS: '3' });
+  });
+  afterEach(async () => {
+    if (hook) await new Promise((resolve) => hook?.server.close(resolve));
+    hook = undefined;
+  });
+  afterAll(async () => engine.close());
+
+  async function runNight15(): Promise<number> {
+    const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
+    await overrideGate(engine.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'test run' });
+    return backfill.id;
+  }
+
+  it('a failing replay stops its dependants and fails the backfill naming it', async () => {
+    hook = await startHook([500]);
+    await engine.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1 WHERE name = 'settlement_report'`, [{ kind: 'webhook', url: hook.url }]);
+    const id = await runNight15();
+    const report = await runUntilSettled(engine.ctx, id, () => undefined, engine.notifier);
+    expect(report.backfill.state).toBe('failed');
+    expect(report.backfill.failure).toMatch(/^replay settlement_report failed: webhook .* answered 500/);
+    expect(hook.deliveries).toHaveLength(3);
+    const step = (key: string) => report.steps.find((s) => s.kind === 'replay' && s.key === key);
+    expect(step('settlement_report')).toMatchObject({ status: 'failed', attempts: 3 });
+    expect(step('payout_export')).toMatchObject({ status: 'skipped', attempts: 0, startedAt: null });
+    expect(report.steps.find((s) => s.kind === 'compare')).toMatchObject({ status: 'skipped' });
+    expect(report.backfill.totalAfter).toBeNull();
+    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE backfill_id = $1 AND kind = 'step_retried'`, [id])).toBe(2);
+    expect(engine.notifier.sent).toHaveLength(0);
+  });
+
+  it('a webhook replay is signed, retried with backoff on a non-2xx, and succeeds', async () => {
+    hook = await startHook([503, 200]);
+    await engine.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1 WHERE name = 'settlement_report'`, [{ kind: 'webhook', url: hook.url }]);
+    const id = await runNight15();
+    const report = await runUntilSettled(engine.ctx, id, () => undefined, engine.notifier);
+    expect(report.backfill.state).toBe('done');
+    expect(hook.deliveries).toHaveLength(2);
+    const delivery = hook.deliveries[1];
+    const payload = JSON.parse(delivery?.body ?? '{}');
+    expect(payload).toMatchObject({ backfill_id: id, consumer: 'settlement_report' });
+    expect(payload.partitions).toHaveLength(6);
+    expect(delivery?.headers['idempotency-key']).toBe(`backfill-${id}-replay-settlement_report`);
+    const signature = String(delivery?.headers['x-backfill-signature']);
+    expect(verifyWebhookSignature(engine.ctx.config.WEBHOOK_SIGNING_SECRET, String(delivery?.headers['x-backfill-timestamp']), delivery?.body ?? '', signature)).toBe(true);
+    expect(verifyWebhookSignature('some-other-secret-value', String(delivery?.headers['x-backfill-timestamp']), delivery?.body ?? '', signature)).toBe(false);
+  });
+});
+
+describe('holding', () => {
+  let engine: TestEngine;
+  beforeAll(async () => {
+    engine = await createTestEngine();
+  });
+  afterAll(async () => engine.close());
+
+  it('a hold pauses the backfill until the holder acknowledges; an override does not overrule it', async () => {
+    const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
+    await acknowledge(engine.ctx, { backfillId: backfill.id, actor: OWNERS.payouts });
+    const held = await hold(engine.ctx, { backfillId: backfill.id, actor: OWNERS.settlementLead, reason: 'finance is reconciling' });
+    expect(held.backfill.state).toBe('held');
+    await expect(overrideGate(engine.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'hurry' }))
+      .rejects.toSatisfy((e: unknown) => isBackfillError(e, ErrorCode.WrongState) && e.message.includes(`<@${OWNERS.settlementLead}> asked to wait`));
+    expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = $1', [backfill.id])).toBe(0);
+    const released = await acknowledge(engine.ctx, { backfillId: backfill.id, actor: OWNERS.settlementLead });
+    expect(released.approved).toBe(true);
+    expect(released.backfill.state).toBe('approved');
+    const kinds = await engine.ctx.pool.query(`SELECT kind FROM backfill.events WHERE backfill_id = $1 AND kind IN ('held','released','approved') ORDER BY id`, [backfill.id]);
+    expect(kinds.rows.map((r) => r.kind)).toEqual(['held', 'released', 'approved']);
+  });
+});
