@@ -47,7 +47,7 @@ export async function identifyTargets(db: Queryable, pipeline: Pipeline, spec: T
   const watermark = await readWatermark(db, pipeline.name);
   const { hours, skipped } = spec.kind === 'night'
     ? await nightTargets(db, pipeline, spec.date, watermark)
-    : rangeTargets(spec.from, spec.to, watermark);
+    : await rangeTargets(db, pipeline, spec.from, spec.to, watermark);
 
   const first = hours[0];
   const last = hours.at(-1);
@@ -94,7 +94,9 @@ async function nightTargets(db: Queryable, pipeline: Pipeline, date: string, wat
 
 /** undefined when the partition needs a rerun; otherwise the reason it does not (or cannot yet). */
 async function whyNoRerun(db: Queryable, pipeline: Pipeline, row: LogRow, watermark: Date | null): Promise<string | undefined> {
-  if (!watermark || row.hour > watermark) {
+  // Past the watermark and never built: the normal run's job. Built but past the watermark (the normal run
+  // stopped before it, e.g. at a signed figure it would change) is still a backfill's to repair.
+  if ((!watermark || row.hour > watermark) && row.shardsLanded === 0) {
     return `not processed yet (the watermark is at ${watermark ? formatHour(watermark) : 'nothing'}): ` +
       'the normal run (tick) processes it once its source has landed, no backfill needed';
   }
@@ -110,11 +112,16 @@ async function whyNoRerun(db: Queryable, pipeline: Pipeline, row: LogRow, waterm
   return `${late} (${row.shardsLanded} of ${row.shardsExpected} shards): no backfill needed`;
 }
 
-function rangeTargets(from: Date, to: Date, watermark: Date | null) {
-  if (!watermark || to > watermark) {
+async function rangeTargets(db: Queryable, pipeline: Pipeline, from: Date, to: Date, watermark: Date | null) {
+  const { rows } = await db.query<{ hour: Date }>(
+    `SELECT h AS hour FROM generate_series($2::timestamptz, $3::timestamptz, interval '1 hour') h
+     WHERE NOT EXISTS (SELECT 1 FROM backfill.partition_log p WHERE p.pipeline = $1::text AND p.partition_hour = h AND p.row_count > 0)
+     ORDER BY h LIMIT 1`, [pipeline.name, from, to]);
+  const unbuilt = rows[0]?.hour;
+  if (unbuilt && (!watermark || unbuilt > watermark)) {
     throw new BackfillError(ErrorCode.BadInput,
-      `${formatHourRange(from, to)} reaches past the watermark (${watermark ? formatHour(watermark) : 'none yet'}): ` +
-      'hours after it have not been processed yet and belong to the normal run (`backfill tick`). End the range at or before the watermark.');
+      `${formatHourRange(from, to)} includes ${formatHour(unbuilt)}, which the pipeline has never built (the watermark is at ` +
+      `${watermark ? formatHour(watermark) : 'nothing yet'}): new hours belong to the normal run (\`backfill tick\`). End the range before it.`);
   }
   return { hours: hoursBetween(from, to), skipped: [] as SkippedPartition[] };
 }

@@ -89,7 +89,7 @@ export async function transition(tx: Queryable, move: Transition): Promise<boole
   const setSql = assignments.map(([column], index) => `, ${column} = $${index + 4}`).join('');
   const result = await tx.query<{ previous: BackfillState }>(
     `UPDATE backfill.backfills b SET state = $2::text${setSql}
-     FROM (SELECT id, state AS previous FROM backfill.backfills WHERE id = $1::bigint FOR UPDATE) old
+     FROM (SELECT id, state AS previous FROM backfill.backfills WHERE id = $1::bigint FOR NO KEY UPDATE) old
      WHERE b.id = old.id AND b.state = ANY ($3::text[])
      RETURNING old.previous`,
     [move.backfillId, move.to, from, ...assignments.map(([, value]) => value)]);

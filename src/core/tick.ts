@@ -2,7 +2,8 @@ import { recordEvent } from '../db/events.js';
 import { requirePipeline } from '../db/pipelines.js';
 import { withTransaction } from '../db/pool.js';
 import type { EngineContext } from './context.js';
-import { replacePartition, sourceShards } from './partitionStep.js';
+import { replacePartition, snapshotPartition, sourceShards } from './partitionStep.js';
+import type { Queryable } from '../db/pool.js';
 import { formatHour, HOUR_MS } from './time.js';
 
 export interface StaleReader {
@@ -24,7 +25,8 @@ export interface TickResult {
 /**
  * The normal run: processes the hours after the watermark, in order, with the same replace-the-partition
  * step a backfill uses, advancing the watermark one hour per transaction. It stops at the first hour whose
- * source has not fully landed, because the watermark means every hour at or before it is correct.
+ * source has not fully landed, because the watermark means every hour at or before it is correct, and at the
+ * first already-built hour whose rerun would change a figure someone signed: that takes a backfill.
  */
 export async function tick(ctx: EngineContext, input: { pipeline: string; actor: string; until?: Date | undefined; maxHours?: number | undefined }): Promise<TickResult> {
   const pipeline = await requirePipeline(ctx.pool, input.pipeline);
@@ -41,6 +43,7 @@ export async function tick(ctx: EngineContext, input: { pipeline: string; actor:
       const next = new Date(current.getTime() + HOUR_MS);
       if (input.until && next > input.until) return { stop: `reached ${formatHour(input.until)}`, watermark: current };
       const shards = await sourceShards(tx, pipeline, next);
+      await tx.query('SAVEPOINT tick_hour');
       if (shards < pipeline.shardsExpected) {
         return { stop: `the source for ${formatHour(next)} has ${shards} of ${pipeline.shardsExpected} shards`, watermark: current };
       }
@@ -48,7 +51,16 @@ export async function tick(ctx: EngineContext, input: { pipeline: string; actor:
       const built = await tx.query<{ rows: number }>(
         'SELECT row_count AS rows FROM backfill.partition_log WHERE pipeline = $1::text AND partition_hour = $2::timestamptz', [pipeline.name, next]);
       const firstBuild = (built.rows[0]?.rows ?? 0) === 0;
-      await replacePartition(tx, pipeline, next);
+      const before = firstBuild ? undefined : await snapshotPartition(tx, pipeline, next);
+      const after = await replacePartition(tx, pipeline, next);
+      if (before && before.checksum !== after.checksum) {
+        const signed = await signedReadersOf(tx, pipeline.name, next);
+        if (signed.length > 0) {
+          // A rerun that moves a signed figure is a backfill, announced first; the normal run never does it silently.
+          await tx.query('ROLLBACK TO SAVEPOINT tick_hour');
+          return { stop: `${formatHour(next)} would change signed ${signed.join(', ')}: start a backfill so its readers are told first`, watermark: current };
+        }
+      }
       await tx.query(
         `UPDATE backfill.watermarks SET processed_through = $2::timestamptz, updated_at = now(), updated_by = $3::text WHERE pipeline = $1::text`,
         [pipeline.name, next, input.actor]);
@@ -71,6 +83,15 @@ export async function tick(ctx: EngineContext, input: { pipeline: string; actor:
     });
   }
   return { processed, watermark, stoppedBecause, staleReaders };
+}
+
+/** Signed reports (report and day) that read this hour: a change under them needs an announcement. */
+async function signedReadersOf(tx: Queryable, pipeline: string, hour: Date): Promise<string[]> {
+  const { rows } = await tx.query<{ figure: string }>(
+    `SELECT DISTINCT s.report || ' ' || to_char(s.period, 'YYYY-MM-DD') AS figure
+     FROM backfill.read_log r JOIN backfill.signoffs s ON s.report = r.consumer AND s.period = (r.partition_hour AT TIME ZONE 'UTC')::date
+     WHERE r.pipeline = $1::text AND r.partition_hour = $2::timestamptz ORDER BY 1`, [pipeline, hour]);
+  return rows.map((row) => row.figure);
 }
 
 /** Every read of hours this tick filled for the first time: those readers saw a hole where the data now is. */

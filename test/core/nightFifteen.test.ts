@@ -139,13 +139,19 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
     expect(kinds.filter((k) => k === 'recomputed')).toHaveLength(6);
   });
 
-  it('re-advances the watermark on the next tick with the same step, changing nothing more', async () => {
+  it('re-advances the watermark on the next tick with the same step, and stops before silently moving another signed figure', async () => {
     const { tick } = await import('../../src/core/tick.js');
-    const before = await engine.ctx.pool.query(`SELECT sum(amount_base)::text AS t, count(*)::int AS n FROM warehouse.orders`);
+    const totals = `SELECT sum(amount_base)::text AS t, count(*)::int AS n FROM warehouse.orders`;
+    const before = await engine.ctx.pool.query(totals);
     const result = await tick(engine.ctx, { pipeline: 'orders', actor: 'scheduler' });
     expect(result.processed[0]?.toISOString()).toBe('2026-11-15T05:00:00.000Z');
-    expect(result.watermark?.toISOString()).toBe('2026-11-30T23:00:00.000Z');
-    const after = await engine.ctx.pool.query(`SELECT sum(amount_base)::text AS t, count(*)::int AS n FROM warehouse.orders`);
-    expect(after.rows[0]).toEqual(before.rows[0]);
+    // Night 27's late shard is in the source now: rerunning 02:00 would change the signed 11-27 settlement total.
+    expect(result.watermark?.toISOString()).toBe('2026-11-27T01:00:00.000Z');
+    expect(result.stoppedBecause).toMatch(/2026-11-27 02:00 would change signed settlement_report 2026-11-27: start a backfill/);
+    expect((await engine.ctx.pool.query(totals)).rows[0]).toEqual(before.rows[0]);
+    // ...and that backfill is still possible past the watermark, because those hours were built.
+    const { planBackfill } = await import('../../src/core/plan.js');
+    const plan = await planBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-27', reason: 'late shard', actor: OPERATOR });
+    expect(plan.identified.hours).toHaveLength(4);
   });
 });

@@ -44,8 +44,13 @@ describe('the partition step (replace, never append)', () => {
     // The classic mistake: a step whose filter selects more than its own hour appends to partitions nobody deleted.
     const appending: Pipeline = { ...pipeline, stepSql: pipeline.stepSql.replace('r.event_hour = $1::timestamptz', 'r.event_hour BETWEEN $1::timestamptz AND $1::timestamptz + interval \'1 hour\'') };
     expect(appending.stepSql).not.toBe(pipeline.stepSql);
-    const attempt = withTransaction(engine.ctx.pool, (tx) => replacePartition(tx, appending, HOUR));
-    await expect(attempt).rejects.toSatisfy((error: unknown) => isBackfillError(error) && /must insert only rows/.test(error.message));
+    // Without a primary key to trip over (here: the neighbour emptied in the same transaction), only the
+    // engine's own check stands between this step and a doubled hour.
+    const attempt = withTransaction(engine.ctx.pool, async (tx) => {
+      await tx.query('DELETE FROM warehouse.orders WHERE partition_hour = $1', [neighbour]);
+      return replacePartition(tx, appending, HOUR);
+    });
+    await expect(attempt).rejects.toSatisfy((error: unknown) => isBackfillError(error) && /wrote \d+ rows but 2026-11-15 07:00 holds \d+: it must insert only rows/.test(error.message));
     expect(await snapshotPartition(engine.ctx.pool, pipeline, neighbour)).toEqual(before);
   });
 });

@@ -5,6 +5,7 @@ import { runUntilSettled } from '../../src/cli/runner.js';
 import { acknowledge, hold, overrideGate } from '../../src/core/gate.js';
 import { verifyWebhookSignature } from '../../src/core/retrigger.js';
 import { startBackfill } from '../../src/core/start.js';
+import { tick } from '../../src/core/tick.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { isBackfillError, ErrorCode } from '../../src/errors.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
@@ -45,6 +46,8 @@ describe('re-triggering consumers', () => {
   afterAll(async () => engine.close());
 
   async function runNight15(): Promise<number> {
+    // A previous backfill in this file moved the watermark back; the normal run re-advances it first.
+    await tick(engine.ctx, { pipeline: 'orders', actor: 'scheduler', until: new Date('2026-11-26T00:00:00Z') });
     const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
     await overrideGate(engine.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'test run' });
     return backfill.id;

@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { ErrorCode, isBackfillError } from '../src/errors.js';
+
+describe('configuration', () => {
+  it('has working defaults for a local machine', () => {
+    const config = loadConfig({});
+    expect(config.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:5432/backfill_bot');
+    expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
+    expect(config.MAX_PARTITIONS).toBe(48);
+  });
+
+  it('stops on a bad value with a message that names it and says what would be right', () => {
+    const attempt = () => loadConfig({ DATABASE_URL: 'mysql://x', WORKER_CONCURRENCY: 'lots', QUEUE_PREFIX: 'a:b' });
+    expect(attempt).toThrowError(/DATABASE_URL must look like postgres:\/\/user@host:5432\/database/);
+    try {
+      attempt();
+    } catch (error) {
+      expect(isBackfillError(error, ErrorCode.Config)).toBe(true);
+      expect((error as Error).message).toMatch(/WORKER_CONCURRENCY must be a whole number, e\.g\. 4/);
+      expect((error as Error).message).toMatch(/QUEUE_PREFIX may hold letters/);
+    }
+  });
+
+  it('treats an empty variable as unset', () => {
+    expect(loadConfig({ REDIS_URL: '' }).REDIS_URL).toBe('redis://127.0.0.1:6379');
+  });
+});

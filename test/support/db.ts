@@ -1,0 +1,102 @@
+// One real PostgreSQL database per test file, cloned from a template that globalSetup migrated and seeded once
+// per `vitest run`: a clone of the seeded month takes a fraction of a second, seeding it takes seconds.
+// Set KEEP_TEST_DB=1 to keep each test database (its name is printed) and look at it with psql afterwards.
+
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { migrate } from '../../src/db/migrate.js';
+import { createPool, quoteIdent } from '../../src/db/pool.js';
+import type { DemoScenario } from '../../src/demo/constants.js';
+
+export type TestScenario = 'empty' | DemoScenario;
+
+export const TEMPLATE_DATABASES: Record<DemoScenario, string> = {
+  'month-end': 'backfill_bot_test_tpl_month_end',
+  'night-9-outage': 'backfill_bot_test_tpl_night9',
+};
+
+const DEFAULT_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+// Tests read the environment directly; only src/ goes through src/config.ts.
+export function adminUrl(): string {
+  return process.env.TEST_DATABASE_ADMIN_URL || DEFAULT_ADMIN_URL;
+}
+
+export function databaseUrl(name: string): string {
+  const url = new URL(adminUrl());
+  url.pathname = `/${encodeURIComponent(name)}`;
+  return url.toString();
+}
+
+export async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: adminUrl(), application_name: 'backfill-bot-test-setup' });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function dropDatabase(name: string): Promise<void> {
+  await withAdminClient((client) => client.query(`DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`));
+}
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  pool: pg.Pool;
+  /** Ends the pool and drops the database (keeps it when KEEP_TEST_DB is set). */
+  drop(): Promise<void>;
+}
+
+const TEMPLATE_BUSY = '55006';
+const NO_SUCH_DATABASE = '3D000';
+const CLONE_ATTEMPTS = 10;
+
+/**
+ * CREATE DATABASE … TEMPLATE refuses while anyone else is connected to the template (a psql session left open
+ * on it, say; Postgres itself waits 5 s for them), and a concurrent run's globalSetup swaps the template in a
+ * drop + rename during which it does not exist. Both pass; a few tries ride them out.
+ */
+async function cloneTemplate(name: string, template: string): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await withAdminClient((client) => client.query(`CREATE DATABASE ${quoteIdent(name)} TEMPLATE ${quoteIdent(template)}`));
+      return;
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if ((code !== TEMPLATE_BUSY && code !== NO_SUCH_DATABASE) || attempt >= CLONE_ATTEMPTS) {
+        throw code === NO_SUCH_DATABASE
+          ? new Error(`template database ${template} does not exist: run the tests through vitest, whose globalSetup builds it`, { cause: error })
+          : error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+    }
+  }
+}
+
+export async function createTestDatabase(scenario: TestScenario = 'month-end'): Promise<TestDatabase> {
+  const name = `backfill_bot_test_${randomBytes(6).toString('hex')}`;
+  if (scenario === 'empty') {
+    await withAdminClient((client) => client.query(`CREATE DATABASE ${quoteIdent(name)}`));
+  } else {
+    await cloneTemplate(name, TEMPLATE_DATABASES[scenario]);
+  }
+  const url = databaseUrl(name);
+  const pool = createPool(url, 'backfill-bot-test');
+  if (scenario === 'empty') await migrate(pool);
+  return {
+    name,
+    url,
+    pool,
+    async drop() {
+      await pool.end();
+      if (process.env.KEEP_TEST_DB) {
+        console.log(`KEEP_TEST_DB: kept test database ${name} (${url})`);
+        return;
+      }
+      await dropDatabase(name);
+    },
+  };
+}
