@@ -1,0 +1,62 @@
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STEP_QUEUE } from '../../jobs/registry.js';
+import { runUntilSettled } from '../../src/cli/runner.js';
+import { overrideGate } from '../../src/core/gate.js';
+import { startBackfill } from '../../src/core/start.js';
+import { executeStep } from '../../src/core/steps.js';
+import { createStepQueue, dispatch, redisConnection } from '../../src/queue/stepQueue.js';
+import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
+
+const OPERATOR = 'U07ONCALL';
+
+describe('the database is the truth; the queue only carries work', () => {
+  let engine: TestEngine;
+  let backfillId: number;
+
+  beforeAll(async () => {
+    engine = await createTestEngine();
+    const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
+    backfillId = backfill.id;
+    await overrideGate(engine.ctx, { backfillId, actor: OPERATOR, reason: 'durability test' });
+  });
+  afterAll(async () => engine.close());
+
+  it('enqueues each step once, under a deterministic id, however often the dispatcher runs', async () => {
+    const queue = createStepQueue(engine.ctx.config);
+    try {
+      const first = await dispatch(engine.ctx, queue, backfillId);
+      const second = await dispatch(engine.ctx, queue, backfillId);
+      expect(first.map((s) => s.key)).toEqual([
+        '2026-11-15T05:00Z', '2026-11-15T06:00Z', '2026-11-15T07:00Z', '2026-11-15T08:00Z', '2026-11-15T09:00Z', '2026-11-15T10:00Z']);
+      expect(second).toEqual([]);
+      expect(await queue.count()).toBe(6);
+      expect(await queue.getJob(`bf${backfillId}-recompute-2026-11-15T0500Z`)).toBeDefined();
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('rebuilds the jobs from Postgres when Redis lost them, and finishes with nothing doubled', async () => {
+    const lost = new Queue(STEP_QUEUE, { connection: redisConnection(engine.ctx.config), prefix: engine.ctx.config.QUEUE_PREFIX });
+    await lost.obliterate({ force: true });
+    expect(await lost.count()).toBe(0);
+    await lost.close();
+    const rowsBefore = await countRows(engine.ctx, `SELECT 1 FROM warehouse.orders WHERE partition_hour >= '2026-11-15' AND partition_hour < '2026-11-16'`);
+    const report = await runUntilSettled(engine.ctx, backfillId, () => undefined, engine.notifier);
+    expect(report.backfill.state).toBe('done');
+    expect(report.backfill.diff).toBe('-12408.45');
+    expect(await countRows(engine.ctx, `SELECT 1 FROM warehouse.orders WHERE partition_hour >= '2026-11-15' AND partition_hour < '2026-11-16'`)).toBe(rowsBefore);
+    expect(engine.notifier.sent).toHaveLength(1);
+  });
+
+  it('treats a repeated delivery of a finished step as a no-op', async () => {
+    const events = await countRows(engine.ctx, 'SELECT 1 FROM backfill.events WHERE backfill_id = $1', [backfillId]);
+    for (const step of [{ kind: 'recompute', key: '2026-11-15T05:00Z' }, { kind: 'replay', key: 'settlement_report' }, { kind: 'compare', key: 'totals' }] as const) {
+      expect(await executeStep(engine.ctx, { backfillId, ...step })).toBe('already_done');
+    }
+    expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.events WHERE backfill_id = $1', [backfillId])).toBe(events);
+    const attempts = await engine.ctx.pool.query(`SELECT max(attempts)::int AS m FROM backfill.backfill_steps WHERE backfill_id = $1`, [backfillId]);
+    expect(attempts.rows[0].m).toBe(1);
+  });
+});
