@@ -15,11 +15,13 @@ export function createStepProcessor(ctx: StepContext, queue: Queue) {
     try {
       const outcome = await executeStep(ctx, step);
       await dispatch(ctx, queue, step.backfillId);
+      await ctx.messenger.changed(step.backfillId);
       return outcome;
     } catch (error) {
       const retryable = !isBackfillError(error) || error.retryable;
       const final = !retryable || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       await failStep(ctx, step, error, final);
+      await ctx.messenger.changed(step.backfillId);
       if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
       throw error;
     }

@@ -15,7 +15,7 @@ import { migrate } from '../db/migrate.js';
 import { createPool, ensureDatabase } from '../db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { renderBackfillList, renderDiff, renderPlan, renderStatus, renderTick, renderTimeline } from '../views/text.js';
-import { runUntilSettled, TimelineNotifier } from './runner.js';
+import { PrintingMessenger, runUntilSettled } from './runner.js';
 
 const USAGE = `backfill <command> [arguments] [--as <user>]
 
@@ -153,7 +153,7 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
     }
     case 'worker': {
       const { startWorkers } = await import('../worker.js');
-      const workers = await startWorkers({ ...ctx, notifier: new TimelineNotifier((line) => console.log(line)) });
+      const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line)) });
       console.log('Workers running; Ctrl-C stops them.');
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);

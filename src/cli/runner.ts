@@ -1,31 +1,41 @@
 import type { EngineContext } from '../core/context.js';
-import type { Notifier } from '../core/steps.js';
+import type { Messenger, OwnerMessage } from '../core/steps.js';
 import { loadBackfillReport, type BackfillReport } from '../core/status.js';
 import { ACTIVE_STATES } from '../core/stateMachine.js';
 import { startWorkers } from '../worker.js';
 
-/** Without Slack, an "after" owner's message is printed and kept in the timeline by the notify step. */
-export class TimelineNotifier implements Notifier {
+/** Without Slack, messages are printed; the timeline keeps that they were delivered. */
+export class PrintingMessenger implements Messenger {
   constructor(private readonly print: (line: string) => void) {}
 
-  async notifyOwner(message: { backfillId: number; consumer: string; owner: string; text: string }): Promise<void> {
+  async announce(message: OwnerMessage): Promise<undefined> {
+    this.print(`(announcement delivered to <@${message.owner}> for ${message.consumer})`);
+    return undefined;
+  }
+
+  async notifyOwner(message: OwnerMessage): Promise<void> {
     this.print(`--- to <@${message.owner}> (${message.consumer}, after the run) ---\n${message.text}`);
   }
+
+  async reportDiff(): Promise<void> {}
+
+  async changed(): Promise<void> {}
 }
 
 /**
  * Runs the backfill's steps in this process (a real BullMQ worker) until it is no longer active and its
- * notifications are sent, then returns what the database says.
+ * messages are sent, then returns what the database says.
  */
-export async function runUntilSettled(ctx: EngineContext, backfillId: number, print: (line: string) => void, notifier: Notifier = new TimelineNotifier(print)): Promise<BackfillReport> {
-  const workers = await startWorkers({ ...ctx, notifier }, { sweepMs: 500 });
+export async function runUntilSettled(ctx: EngineContext, backfillId: number, print: (line: string) => void, messenger: Messenger = new PrintingMessenger(print)): Promise<BackfillReport> {
+  const workers = await startWorkers({ ...ctx, messenger }, { sweepMs: 500 });
   try {
     await workers.kick(backfillId);
     for (;;) {
       const report = await loadBackfillReport(ctx.pool, backfillId);
-      const settled = !ACTIVE_STATES.includes(report.backfill.state) || report.backfill.state === 'announced' || report.backfill.state === 'held';
       const pending = report.steps.some((s) => s.status === 'pending' || s.status === 'running');
-      if (settled && !(report.backfill.state === 'done' && pending)) return report;
+      const waitingForPeople = report.backfill.state === 'announced' || report.backfill.state === 'held';
+      const finished = !ACTIVE_STATES.includes(report.backfill.state);
+      if ((waitingForPeople && !pending) || (finished && !pending)) return report;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   } finally {

@@ -6,8 +6,8 @@ import { transition } from './stateMachine.js';
 
 /**
  * Which steps may run now, decided from the rows alone so any process can answer the same:
- *   recompute → (all done) watermark → (done) replays, each once every replay it depends on is done
- *   → (all done) compare → (done) notify the "after" owners.
+ *   announce (before the gate) → recompute → (all done) watermark → (done) replays, each once every replay
+ *   it depends on is done → (all done) compare → (done) notify the "after" owners and post the diff.
  * Steps still marked running are included: their job may have died with a worker or with Redis, and a
  * repeat delivery of a finished step is a no-op.
  */
@@ -17,6 +17,7 @@ export async function findRunnableSteps(db: Queryable, backfillId?: number): Pro
      FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
      WHERE s.status IN ('pending', 'running') AND ($1::bigint IS NULL OR s.backfill_id = $1::bigint)
        AND CASE s.kind
+         WHEN 'announce' THEN b.state IN ('announced', 'held', 'approved')
          WHEN 'recompute' THEN b.state = 'running'
          WHEN 'watermark' THEN b.state = 'running' AND NOT EXISTS (
            SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'recompute' AND r.status <> 'done')
@@ -26,16 +27,22 @@ export async function findRunnableSteps(db: Queryable, backfillId?: number): Pro
            WHERE bc.backfill_id = s.backfill_id AND bc.consumer = s.step_key AND d.status <> 'done')
          WHEN 'compare' THEN b.state = 'comparing'
          WHEN 'notify' THEN b.state = 'done'
+         WHEN 'report' THEN b.state = 'done'
          ELSE false
        END
      ORDER BY s.backfill_id, array_position($2::text[], s.kind), s.step_key`, [backfillId ?? null, [...STEP_KINDS]]);
   return rows;
 }
 
-/** approved → running for every backfill whose gate opened; records when it ran and who ran it. */
+/**
+ * approved → running for every backfill whose gate opened and whose announcements have all gone out (an
+ * override skips an acknowledgement, never the message); records when it ran and who ran it.
+ */
 export async function startApproved(ctx: EngineContext, backfillId?: number): Promise<number[]> {
   const { rows } = await ctx.pool.query<{ id: number; requestedBy: string }>(
-    `SELECT id, requested_by AS "requestedBy" FROM backfill.backfills WHERE state = 'approved' AND ($1::bigint IS NULL OR id = $1::bigint)`,
+    `SELECT id, requested_by AS "requestedBy" FROM backfill.backfills b
+     WHERE state = 'approved' AND ($1::bigint IS NULL OR id = $1::bigint)
+       AND NOT EXISTS (SELECT 1 FROM backfill.backfill_steps s WHERE s.backfill_id = b.id AND s.kind = 'announce' AND s.status <> 'done')`,
     [backfillId ?? null]);
   const started: number[] = [];
   for (const row of rows) {

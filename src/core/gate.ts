@@ -117,7 +117,7 @@ export async function approveIfGateOpen(tx: PoolClient, backfillId: number, acto
   return true;
 }
 
-/** recompute per target, one watermark move, replay per consumer, one compare, notify per "after" owner. */
+/** recompute per target, one watermark move, replay per consumer, one compare, notify per "after" owner, the diff post. */
 async function createSteps(tx: PoolClient, backfillId: number): Promise<void> {
   await tx.query(
     `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
@@ -127,6 +127,7 @@ async function createSteps(tx: PoolClient, backfillId: number): Promise<void> {
      UNION ALL SELECT $1::bigint, 'replay', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
      UNION ALL SELECT $1::bigint, 'compare', 'totals'
      UNION ALL SELECT $1::bigint, 'notify', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'after'
+     UNION ALL SELECT $1::bigint, 'report', 'diff'
      ON CONFLICT DO NOTHING`, [backfillId]);
 }
 

@@ -40,6 +40,10 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       for (const announcement of announcements) {
         await recordEvent(tx, { backfillId: id, actor: 'backfill-bot', kind: 'announced', detail: { consumer: announcement.consumer, owner: announcement.owner, rule: announcement.notifyRule } });
       }
+      // Announcements are steps: delivered by a worker, retried if delivery fails, never sent twice once done.
+      await tx.query(
+        `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
+         SELECT $1::bigint, 'announce', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'before'`, [id]);
       await approveIfGateOpen(tx, id, request.actor);
       return { backfill: await requireBackfill(tx, id), plan, announcements };
     });

@@ -10,7 +10,7 @@ import { callWebhook, parseRetrigger, runSqlRetrigger } from './retrigger.js';
 import { transition, type BackfillState } from './stateMachine.js';
 import { distinctDays, formatHour } from './time.js';
 
-export const STEP_KINDS = ['recompute', 'watermark', 'replay', 'compare', 'notify'] as const;
+export const STEP_KINDS = ['announce', 'recompute', 'watermark', 'replay', 'compare', 'notify', 'report'] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
 
 export interface StepRef {
@@ -19,26 +19,45 @@ export interface StepRef {
   key: string;
 }
 
-/** Delivers a message to a consumer owner. The CLI and the demo record it; the Slack bot sends a DM. */
-export interface Notifier {
-  notifyOwner(message: { backfillId: number; consumer: string; owner: string; text: string }): Promise<void>;
+export interface OwnerMessage {
+  backfillId: number;
+  consumer: string;
+  owner: string;
+  text: string;
+}
+
+/**
+ * Where messages go. The Slack bot sends DMs with buttons and posts in the incident channel; the CLI prints.
+ * The core decides what is said and when; a messenger only delivers.
+ */
+export interface Messenger {
+  /** The announcement to an owner who must acknowledge; returns where it landed, so it can be updated. */
+  announce(message: OwnerMessage): Promise<{ channel: string; ts: string } | undefined>;
+  /** An owner whose rule is "after": told once the run is done. */
+  notifyOwner(message: OwnerMessage): Promise<void>;
+  /** The diff of a finished backfill, to wherever it was asked for. */
+  reportDiff(backfillId: number): Promise<void>;
+  /** Something about the backfill changed: refresh whatever shows its status. Must not throw. */
+  changed(backfillId: number): Promise<void>;
 }
 
 export interface StepContext extends EngineContext {
-  notifier: Notifier;
+  messenger: Messenger;
 }
 
 export type StepOutcome = 'done' | 'already_done' | 'not_runnable';
 
 const ENGINE = 'backfill-bot';
 
-/** The state a backfill must be in for each kind of step to run. */
-const RUNS_IN: Record<StepKind, BackfillState> = {
-  recompute: 'running',
-  watermark: 'running',
-  replay: 'replaying',
-  compare: 'comparing',
-  notify: 'done',
+/** The states a backfill must be in for each kind of step to run (and to commit). */
+const RUNS_IN: Record<StepKind, readonly BackfillState[]> = {
+  announce: ['announced', 'held', 'approved'],
+  recompute: ['running'],
+  watermark: ['running'],
+  replay: ['replaying'],
+  compare: ['comparing'],
+  notify: ['done'],
+  report: ['done'],
 };
 
 /**
@@ -50,11 +69,13 @@ export async function executeStep(ctx: StepContext, ref: StepRef): Promise<StepO
   const claimed = await claimStep(ctx, ref);
   if (claimed !== 'claimed') return claimed;
   switch (ref.kind) {
+    case 'announce': return announce(ctx, ref);
     case 'recompute': return recompute(ctx, ref);
     case 'watermark': return moveWatermark(ctx, ref);
     case 'replay': return replay(ctx, ref);
     case 'compare': return compare(ctx, ref);
     case 'notify': return notify(ctx, ref);
+    case 'report': return report(ctx, ref);
     default: {
       const unreachable: never = ref.kind;
       throw new Error(`unknown step kind ${String(unreachable)}`);
@@ -71,7 +92,7 @@ async function claimStep(ctx: StepContext, ref: StepRef): Promise<StepOutcome | 
     const step = rows[0];
     if (!step) throw new BackfillError(ErrorCode.StepFailed, `no step ${ref.kind} ${ref.key} in backfill #${ref.backfillId}`);
     if (step.status === 'done' || step.status === 'skipped') return 'already_done';
-    if (step.state !== RUNS_IN[ref.kind]) return 'not_runnable';
+    if (!RUNS_IN[ref.kind].includes(step.state)) return 'not_runnable';
     await tx.query(
       `UPDATE backfill.backfill_steps SET status = 'running', attempts = attempts + 1, started_at = coalesce(started_at, now())
        WHERE backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text`, [ref.backfillId, ref.kind, ref.key]);
@@ -88,7 +109,7 @@ async function claimStep(ctx: StepContext, ref: StepRef): Promise<StepOutcome | 
  */
 async function finishStep(tx: PoolClient, ref: StepRef, result: Record<string, unknown>): Promise<BackfillRow> {
   const backfill = await requireBackfill(tx, ref.backfillId, { forUpdate: true });
-  if (backfill.state !== RUNS_IN[ref.kind]) {
+  if (!RUNS_IN[ref.kind].includes(backfill.state)) {
     throw new BackfillError(ErrorCode.WrongState, `backfill #${ref.backfillId} is ${backfill.state}; ${ref.kind} ${ref.key} does not commit`);
   }
   await tx.query(
@@ -199,16 +220,43 @@ async function compare(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   });
 }
 
+/** Sends one owner the announcement generated when the backfill was created; the gate waits for it. */
+async function announce(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  const { owner, announcement } = await backfillConsumer(ctx, ref);
+  const landed = await ctx.messenger.announce({ backfillId: ref.backfillId, consumer: ref.key, owner, text: announcement });
+  return withinStep(ctx, ref, async (tx) => {
+    await tx.query(
+      `UPDATE backfill.backfill_consumers SET message_channel = $3::text, message_ts = $4::text
+       WHERE backfill_id = $1::bigint AND consumer = $2::text`, [ref.backfillId, ref.key, landed?.channel ?? null, landed?.ts ?? null]);
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'announcement_sent', detail: { consumer: ref.key, owner } });
+    await finishStep(tx, ref, { owner, channel: landed?.channel ?? null, ts: landed?.ts ?? null });
+  });
+}
+
+/** Posts the diff where the backfill was asked for, once it is done. */
+async function report(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  await ctx.messenger.reportDiff(ref.backfillId);
+  return withinStep(ctx, ref, async (tx) => {
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'diff_posted', detail: {} });
+    await finishStep(tx, ref, {});
+  });
+}
+
+async function backfillConsumer(ctx: StepContext, ref: StepRef): Promise<{ owner: string; announcement: string }> {
+  const { rows } = await ctx.pool.query<{ owner: string; announcement: string }>(
+    'SELECT owner, announcement FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [ref.backfillId, ref.key]);
+  const row = rows[0];
+  if (!row) throw new BackfillError(ErrorCode.UnknownConsumer, `consumer ${ref.key} is not part of backfill #${ref.backfillId}`);
+  return row;
+}
+
 async function notify(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   const backfill = await requireBackfill(ctx.pool, ref.backfillId);
-  const { rows } = await ctx.pool.query<{ owner: string }>(
-    'SELECT owner FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [ref.backfillId, ref.key]);
-  const owner = rows[0]?.owner;
-  if (!owner) throw new BackfillError(ErrorCode.UnknownConsumer, `consumer ${ref.key} is not part of backfill #${ref.backfillId}`);
+  const { owner } = await backfillConsumer(ctx, ref);
   const text = `Backfill #${backfill.id} of ${backfill.pipeline} has run (${backfill.reason}): ${ref.key} was re-triggered. ` +
     `Total over the affected days ${formatMoney(backfill.totalBefore)} → ${backfill.totalAfter ? formatMoney(backfill.totalAfter) : '—'}` +
     ` (difference ${backfill.diff ? formatSignedMoney(backfill.diff) : '—'}).`;
-  await ctx.notifier.notifyOwner({ backfillId: backfill.id, consumer: ref.key, owner, text });
+  await ctx.messenger.notifyOwner({ backfillId: backfill.id, consumer: ref.key, owner, text });
   return withinStep(ctx, ref, async (tx) => {
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'notified', detail: { consumer: ref.key, owner, after: true } });
     await finishStep(tx, ref, { owner });

@@ -67,7 +67,7 @@ const CURRENCIES: readonly CurrencySpec[] = [
 const CORRUPT_CURRENCY = 'SEK';
 
 /** mulberry32: tiny, fast and good enough for demo data; the point is that it is seeded. */
-export function mulberry32(seed: number): () => number {
+function mulberry32(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;
@@ -111,7 +111,7 @@ function isNightHour(night: number, hour: number): boolean {
 }
 
 /** When a shard's rows of an hour reached the landing table: normally 49, 53 and 57 minutes past the hour, before the next run. */
-export function shardLandedAt(hour: number, shard: number): number {
+function shardLandedAt(hour: number, shard: number): number {
   if (isNightHour(4, hour)) return Date.parse(SOURCE_ARRIVALS.night4LateLoad);
   if (isNightHour(9, hour)) return Date.parse(SOURCE_ARRIVALS.night9SourceBack);
   if (shard === 3 && isNightHour(21, hour)) return Date.parse(SOURCE_ARRIVALS.night21Retries);
@@ -123,7 +123,7 @@ export function shardLandedAt(hour: number, shard: number): number {
  * When the connector called the hour complete. Night 27's connector did so with two shards of three (the
  * partial load the watermark then advanced past); night 21's only once its retries had brought shard 3.
  */
-export function hourSourceLandedAt(hour: number): number {
+function hourSourceLandedAt(hour: number): number {
   if (isNightHour(27, hour)) return Math.max(shardLandedAt(hour, 1), shardLandedAt(hour, 2));
   return Math.max(...[1, 2, 3].map((shard) => shardLandedAt(hour, shard)));
 }
@@ -179,7 +179,7 @@ function generateHourOrders(random: () => number, hour: number, rateOf: (date: s
 }
 
 /** round(cents × rate, 2) as PostgreSQL's numeric round does it: half away from zero. */
-export function amountBaseCents(localCents: number, rateMicros: number): number {
+function amountBaseCents(localCents: number, rateMicros: number): number {
   const product = localCents * rateMicros;
   if (!Number.isSafeInteger(product)) throw new Error(`amount ${localCents} × rate ${rateMicros} is too large to compute exactly`);
   const magnitude = Math.floor((Math.abs(product) + MICROS / 2) / MICROS);
@@ -200,7 +200,7 @@ export function dayTotalCents(data: Pick<DemoData, 'orders' | 'fxRates'>, date: 
     .reduce((sum, order) => sum + amountBaseCents(order.amountLocalCents, stepRate(version, order.currencyRaw, date, rateOf)), 0);
 }
 
-export function decimalToCents(value: string): number {
+function decimalToCents(value: string): number {
   const match = /^(-?)(\d+)\.(\d{2})$/.exec(value);
   if (!match) throw new Error(`not a two-decimal amount: ${value}`);
   const cents = Number(match[2]) * 100 + Number(match[3]);
@@ -220,7 +220,7 @@ export function microsToDecimal(micros: number): string {
  * The smallest local amount whose booking error under v1 (a − round(a × rate)) is exactly `wanted` cents.
  * For a rate below 1 that error grows by 0 or 1 per cent of a, so every positive value is reached.
  */
-export function localAmountWithError(wanted: number, rateMicros: number): number {
+function localAmountWithError(wanted: number, rateMicros: number): number {
   if (!(rateMicros < MICROS) || wanted <= 0) throw new Error('the balancing order needs a rate below 1 and a positive error');
   const error = (local: number) => local - amountBaseCents(local, rateMicros);
   let local = Math.max(1, Math.floor(((wanted - 1) * MICROS) / (MICROS - rateMicros)));

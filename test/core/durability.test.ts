@@ -27,11 +27,11 @@ describe('the database is the truth; the queue only carries work', () => {
     try {
       const first = await dispatch(engine.ctx, queue, backfillId);
       const second = await dispatch(engine.ctx, queue, backfillId);
-      expect(first.map((s) => s.key)).toEqual([
-        '2026-11-15T05:00Z', '2026-11-15T06:00Z', '2026-11-15T07:00Z', '2026-11-15T08:00Z', '2026-11-15T09:00Z', '2026-11-15T10:00Z']);
+      // The gate is open (override) but nothing is recomputed before the announcements have gone out.
+      expect(first.map((s) => `${s.kind} ${s.key}`)).toEqual(['announce payout_export', 'announce settlement_report']);
       expect(second).toEqual([]);
-      expect(await queue.count()).toBe(6);
-      expect(await queue.getJob(`bf${backfillId}-recompute-2026-11-15T0500Z`)).toBeDefined();
+      expect(await queue.count()).toBe(2);
+      expect(await queue.getJob(`bf${backfillId}-announce-settlement_report`)).toBeDefined();
     } finally {
       await queue.close();
     }

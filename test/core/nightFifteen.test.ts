@@ -55,7 +55,9 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
   });
 
   it('enqueues and deletes nothing before the owners acknowledge', async () => {
-    expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = $1', [backfillId])).toBe(0);
+    // Only the announcements exist as steps until the gate opens.
+    const steps = await engine.ctx.pool.query('SELECT kind, step_key FROM backfill.backfill_steps WHERE backfill_id = $1 ORDER BY step_key', [backfillId]);
+    expect(steps.rows).toEqual([{ kind: 'announce', step_key: 'payout_export' }, { kind: 'announce', step_key: 'settlement_report' }]);
     const queue = new Queue(STEP_QUEUE, { connection: redisConnection(engine.ctx.config), prefix: engine.ctx.config.QUEUE_PREFIX });
     try {
       expect(await queue.count()).toBe(0);
@@ -66,7 +68,7 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
     const first = await acknowledge(engine.ctx, { backfillId, actor: OWNERS.settlementLead });
     expect(first.approved).toBe(false);
     expect(first.waitingFor.map((w) => w.owner)).toEqual([OWNERS.payouts]);
-    expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = $1', [backfillId])).toBe(0);
+    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = $1 AND kind <> 'announce'`, [backfillId])).toBe(0);
   });
 
   it('records one acknowledgement for a double click', async () => {
@@ -126,11 +128,14 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
 
   it('tells the "after" owner after the run, and keeps every step in the timeline in order', async () => {
     expect(engine.notifier.sent.map((n) => n.owner)).toEqual([OWNERS.forecast]);
+    expect(engine.notifier.announced.map((n) => n.owner).sort()).toEqual([OWNERS.payouts, OWNERS.settlementLead]);
+    expect(engine.notifier.diffs).toEqual([backfillId]);
     const kinds = (await listEvents(engine.ctx.pool, backfillId)).map((e) => e.kind);
     const firstOf = (kind: string) => kinds.indexOf(kind as never);
     expect(firstOf('requested')).toBeLessThan(firstOf('announced'));
     expect(firstOf('announced')).toBeLessThan(firstOf('acknowledged'));
-    expect(firstOf('approved')).toBeLessThan(firstOf('job_enqueued'));
+    expect(firstOf('announcement_sent')).toBeLessThan(firstOf('recomputed'));
+    expect(firstOf('approved')).toBeLessThan(firstOf('recomputed'));
     expect(firstOf('job_enqueued')).toBeLessThan(firstOf('recomputed'));
     expect(firstOf('recomputed')).toBeLessThan(firstOf('watermark_moved'));
     expect(firstOf('watermark_moved')).toBeLessThan(firstOf('replayed'));

@@ -102,7 +102,7 @@ describe('holding', () => {
     expect(held.backfill.state).toBe('held');
     await expect(overrideGate(engine.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'hurry' }))
       .rejects.toSatisfy((e: unknown) => isBackfillError(e, ErrorCode.WrongState) && e.message.includes(`<@${OWNERS.settlementLead}> asked to wait`));
-    expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = $1', [backfill.id])).toBe(0);
+    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = $1 AND kind <> 'announce'`, [backfill.id])).toBe(0);
     const released = await acknowledge(engine.ctx, { backfillId: backfill.id, actor: OWNERS.settlementLead });
     expect(released.approved).toBe(true);
     expect(released.backfill.state).toBe('approved');

@@ -1,29 +1,36 @@
 import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { loadConfig } from '../../src/config.js';
-import type { Notifier, StepContext } from '../../src/core/steps.js';
+import type { Messenger, OwnerMessage, StepContext } from '../../src/core/steps.js';
 import { STEP_QUEUE } from '../../jobs/registry.js';
 import { redisConnection } from '../../src/queue/stepQueue.js';
 import { createTestDatabase } from './db.js';
 
-export interface SentNotification {
-  backfillId: number;
-  consumer: string;
-  owner: string;
-  text: string;
-}
+/** Records what would have been delivered; the engine's own behaviour around it is real. */
+export class RecordingMessenger implements Messenger {
+  readonly announced: OwnerMessage[] = [];
+  readonly sent: OwnerMessage[] = [];
+  readonly diffs: number[] = [];
 
-export class RecordingNotifier implements Notifier {
-  readonly sent: SentNotification[] = [];
+  async announce(message: OwnerMessage): Promise<undefined> {
+    this.announced.push(message);
+    return undefined;
+  }
 
-  async notifyOwner(message: SentNotification): Promise<void> {
+  async notifyOwner(message: OwnerMessage): Promise<void> {
     this.sent.push(message);
   }
+
+  async reportDiff(backfillId: number): Promise<void> {
+    this.diffs.push(backfillId);
+  }
+
+  async changed(): Promise<void> {}
 }
 
 export interface TestEngine {
   ctx: StepContext;
-  notifier: RecordingNotifier;
+  notifier: RecordingMessenger;
   close(): Promise<void>;
 }
 
@@ -42,9 +49,9 @@ export async function createTestEngine(scenario: 'month-end' | 'night-9-outage' 
     WEBHOOK_TIMEOUT_MS: '2000',
     ...env,
   });
-  const notifier = new RecordingNotifier();
+  const notifier = new RecordingMessenger();
   return {
-    ctx: { pool: db.pool, config, notifier },
+    ctx: { pool: db.pool, config, messenger: notifier },
     notifier,
     async close() {
       const queue = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix });
