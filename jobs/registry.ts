@@ -11,3 +11,11 @@ export const stepPayloadSchema = z.object({
 }) satisfies z.ZodType<StepRef>;
 
 export type StepPayload = z.infer<typeof stepPayloadSchema>;
+
+/** A delayed job: re-send an unanswered announcement. Not a step: whether it is due is read from the rows. */
+export const REMIND_JOB = 'remind';
+
+export const remindPayloadSchema = z.object({
+  backfillId: z.number().int().positive(),
+  consumer: z.string().min(1),
+});

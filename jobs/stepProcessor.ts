@@ -2,7 +2,8 @@ import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import { executeStep, failStep, type StepContext, type StepOutcome } from '../src/core/steps.js';
 import { isBackfillError } from '../src/errors.js';
 import { dispatch } from '../src/queue/stepQueue.js';
-import { stepPayloadSchema } from './registry.js';
+import { REMIND_JOB, remindPayloadSchema, stepPayloadSchema } from './registry.js';
+import { sendReminder } from '../src/core/reminders.js';
 
 /**
  * A thin shell over the core: parse, run the step, enqueue whatever became runnable. A failure is recorded
@@ -10,7 +11,13 @@ import { stepPayloadSchema } from './registry.js';
  * is told not to retry.
  */
 export function createStepProcessor(ctx: StepContext, queue: Queue) {
-  return async (job: Job): Promise<StepOutcome> => {
+  return async (job: Job): Promise<StepOutcome | 'reminded' | 'not_due'> => {
+    if (job.name === REMIND_JOB) {
+      const { backfillId, consumer } = remindPayloadSchema.parse(job.data);
+      const sent = await sendReminder(ctx, backfillId, consumer);
+      if (sent) await ctx.messenger.changed(backfillId);
+      return sent ? 'reminded' : 'not_due';
+    }
     const step = stepPayloadSchema.parse(job.data);
     try {
       const outcome = await executeStep(ctx, step);

@@ -28,6 +28,14 @@ const redisUrl = z.string().refine((value) => {
   }
 }, 'REDIS_URL must look like redis://127.0.0.1:6379');
 
+function userIdList(name: string) {
+  return z.string().default('').transform((value, issue) => {
+    const ids = value.split(',').map((id) => id.trim()).filter(Boolean);
+    for (const id of ids) if (!/^[UW][A-Z0-9]+$/.test(id)) issue.addIssue({ code: 'custom', message: `${name}: "${id}" is not a Slack user id (U… or W…)` });
+    return ids;
+  });
+}
+
 export const configSchema = z.object({
   DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/backfill_bot'),
   // The demo drops and recreates this database on every run, so it is never the working one.
@@ -40,6 +48,22 @@ export const configSchema = z.object({
   JOB_BACKOFF_MS: positiveInt('JOB_BACKOFF_MS', 2000),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
   WEBHOOK_SIGNING_SECRET: z.string().min(16, 'WEBHOOK_SIGNING_SECRET must be at least 16 characters').default('backfill-bot-dev-webhook-secret'),
+
+  // Slack. Optional here so the CLI runs without them; `npm start` requires them (see requireSlack).
+  SLACK_BOT_TOKEN: z.string().regex(/^xoxb-/, 'SLACK_BOT_TOKEN must be a bot token starting with xoxb-').optional(),
+  SLACK_SIGNING_SECRET: z.string().min(8, 'SLACK_SIGNING_SECRET is the app\'s signing secret (Basic Information page)').optional(),
+  SLACK_APP_TOKEN: z.string().regex(/^xapp-/, 'SLACK_APP_TOKEN must be an app-level token starting with xapp- (it turns on Socket Mode)').optional(),
+  SLACK_API_URL: z.url('SLACK_API_URL must be a URL such as https://slack.com/api/').optional(),
+  PORT: z.coerce.number({ error: 'PORT must be a port number, e.g. 3000' }).int().min(0).max(65535, 'PORT must be at most 65535').default(3000),
+  BACKFILL_OPERATORS: userIdList('BACKFILL_OPERATORS'),
+  BACKFILL_OPERATOR_GROUP: z.string().regex(/^S[A-Z0-9]+$/, 'BACKFILL_OPERATOR_GROUP must be a user group id such as S0123ABCD').optional(),
+  BACKFILL_CHANNELS: z.string().default('').transform((value, issue) => {
+    const ids = value.split(',').map((id) => id.trim()).filter(Boolean);
+    for (const id of ids) if (!/^[CG][A-Z0-9]+$/.test(id)) issue.addIssue({ code: 'custom', message: `BACKFILL_CHANNELS: "${id}" is not a channel id (C… or G…)` });
+    return ids;
+  }),
+  ANNOUNCE_REMINDER_MS: positiveInt('ANNOUNCE_REMINDER_MS', 30 * 60_000),
+  STATUS_THROTTLE_MS: z.coerce.number().int().min(0).default(1000),
 });
 
 export type Config = z.infer<typeof configSchema>;
@@ -53,4 +77,23 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new BackfillError(ErrorCode.Config, `The configuration is not valid:\n${lines.join('\n')}`);
   }
   return parsed.data;
+}
+
+export interface SlackConfig {
+  botToken: string;
+  signingSecret: string;
+  appToken?: string | undefined;
+  apiUrl?: string | undefined;
+}
+
+/** The Slack settings `npm start` cannot run without, or a message that says which are missing. */
+export function requireSlack(config: Config): SlackConfig {
+  const missing = [
+    config.SLACK_BOT_TOKEN ? undefined : 'SLACK_BOT_TOKEN (xoxb-…, OAuth & Permissions page)',
+    config.SLACK_SIGNING_SECRET ? undefined : 'SLACK_SIGNING_SECRET (Basic Information page)',
+  ].filter((item): item is string => item !== undefined);
+  if (missing.length > 0 || !config.SLACK_BOT_TOKEN || !config.SLACK_SIGNING_SECRET) {
+    throw new BackfillError(ErrorCode.Config, `The Slack app needs ${missing.join(' and ')}. The CLI (npx backfill …) works without them.`);
+  }
+  return { botToken: config.SLACK_BOT_TOKEN, signingSecret: config.SLACK_SIGNING_SECRET, appToken: config.SLACK_APP_TOKEN, apiUrl: config.SLACK_API_URL };
 }

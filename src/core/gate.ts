@@ -31,6 +31,7 @@ export async function acknowledge(ctx: EngineContext, input: { backfillId: numbe
     }
     let changed = false;
     for (const consumer of owned) {
+      // owner records who pressed the button: the owner, or the delegate acting for them.
       const inserted = await tx.query(
         `INSERT INTO backfill.acknowledgements (backfill_id, consumer, owner) VALUES ($1::bigint, $2::text, $3::text)
          ON CONFLICT (backfill_id, consumer) DO NOTHING`, [backfill.id, consumer, input.actor]);
@@ -142,13 +143,16 @@ export async function gateStatus(db: Queryable, backfillId: number): Promise<{ b
 
 async function ownedGateConsumers(tx: PoolClient, backfill: BackfillRow, actor: string, consumer: string | undefined, action: string): Promise<string[]> {
   const consumers = await listBackfillConsumers(tx, backfill.id);
-  const owned = consumers.filter((c) => c.owner === actor && (consumer === undefined || c.consumer === consumer));
+  // An owner may name delegates (backfill.delegates) who can acknowledge or hold in their place.
+  const { rows } = await tx.query<{ owner: string }>('SELECT owner FROM backfill.delegates WHERE delegate = $1::text', [actor]);
+  const actsFor = new Set([actor, ...rows.map((row) => row.owner)]);
+  const owned = consumers.filter((c) => actsFor.has(c.owner) && (consumer === undefined || c.consumer === consumer));
   if (owned.length > 0) return owned.map((c) => c.consumer);
   const owners = consumers.filter((c) => consumer === undefined || c.consumer === consumer).map((c) => `${c.consumer} (<@${c.owner}>)`);
   // The refusal is recorded by recordingRefusals, outside this transaction, which rolls back.
   throw new BackfillError(ErrorCode.NotAllowed,
     `<@${actor}> does not own ${consumer ?? 'any consumer'} in backfill #${backfill.id}, so cannot ${action} it. ` +
-    `Only the owner can: ${owners.join(', ') || 'nobody is listed'}.`, { details: { backfillId: backfill.id, action } });
+    `Only the owner (or a delegate they named) can: ${owners.join(', ') || 'nobody is listed'}.`, { details: { backfillId: backfill.id, action } });
 }
 
 async function isFullyAcknowledged(db: Queryable, backfillId: number, consumers: string[]): Promise<boolean> {

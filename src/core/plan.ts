@@ -19,6 +19,8 @@ export interface BackfillRequest {
   actor: string;
   /** Why more partitions than the configured limit are really needed; without it a long range is refused. */
   limitOverride?: string | undefined;
+  /** The Slack channel it was asked from: announcements' status and the diff go there. */
+  incidentChannel?: string | undefined;
 }
 
 export interface Plan {

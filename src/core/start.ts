@@ -59,14 +59,16 @@ async function insertBackfillRow(tx: PoolClient, plan: Plan, request: BackfillRe
   // total_before is computed by this very INSERT: captured with announced_at, before any delete can happen.
   const { rows } = await tx.query<{ id: number }>(
     `INSERT INTO backfill.backfills (pipeline, reason, requested_by, first_hour, last_hour, partition_count,
-                                     watermark_before, watermark_reset_to, total_before, announced_at, state, limit_override)
+                                     watermark_before, watermark_reset_to, total_before, announced_at, state, limit_override,
+                                     incident_channel)
      SELECT $1::text, $2::text, $3::text, $4::timestamptz, $5::timestamptz, $6::int, $7::timestamptz, $8::timestamptz,
-            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $10::text
+            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $10::text, $11::text
      FROM ${quoteQualified(pipeline.targetTable)}
      WHERE (${partition} AT TIME ZONE 'UTC')::date = ANY ($9::date[])
      RETURNING id`,
     [pipeline.name, request.reason.trim(), request.actor, identified.firstHour, identified.lastHour, identified.hours.length,
-      identified.watermarkBefore, identified.watermarkResetTo, plan.days, request.limitOverride?.trim() || null]);
+      identified.watermarkBefore, identified.watermarkResetTo, plan.days, request.limitOverride?.trim() || null,
+      request.incidentChannel ?? null]);
   const id = rows[0]?.id;
   if (id === undefined) throw new Error('backfill insert returned no id');
   return id;

@@ -37,6 +37,8 @@ export interface Messenger {
   notifyOwner(message: OwnerMessage): Promise<void>;
   /** The diff of a finished backfill, to wherever it was asked for. */
   reportDiff(backfillId: number): Promise<void>;
+  /** An owner has not acknowledged after the configured delay: say it again, and say so where it was asked. */
+  remind(message: OwnerMessage): Promise<void>;
   /** Something about the backfill changed: refresh whatever shows its status. Must not throw. */
   changed(backfillId: number): Promise<void>;
 }

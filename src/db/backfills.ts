@@ -22,6 +22,8 @@ export interface BackfillRow {
   state: BackfillState;
   failure: string | null;
   limitOverride: string | null;
+  incidentChannel: string | null;
+  statusTs: string | null;
 }
 
 const SELECT_BACKFILL = `
@@ -29,7 +31,8 @@ const SELECT_BACKFILL = `
          partition_count AS "partitionCount", watermark_before AS "watermarkBefore",
          watermark_reset_to AS "watermarkResetTo", total_before::text AS "totalBefore", total_after::text AS "totalAfter",
          diff::text AS diff, announced_at AS "announcedAt", ran_at AS "ranAt", ran_by AS "ranBy",
-         finished_at AS "finishedAt", state, failure, limit_override AS "limitOverride"
+         finished_at AS "finishedAt", state, failure, limit_override AS "limitOverride",
+         incident_channel AS "incidentChannel", status_ts AS "statusTs"
   FROM backfill.backfills`;
 
 // NOTE: FOR NO KEY UPDATE, not FOR UPDATE: every timeline insert holds a KEY SHARE lock on its backfill row
@@ -70,6 +73,8 @@ export interface BackfillConsumerRow {
   readDirectly: boolean;
   partitionsRead: number;
   announcement: string;
+  messageChannel: string | null;
+  messageTs: string | null;
   ackedAt: Date | null;
   overriddenBy: string | null;
   overrideReason: string | null;
@@ -79,7 +84,7 @@ export async function listBackfillConsumers(db: Queryable, backfillId: number): 
   const { rows } = await db.query<BackfillConsumerRow>(
     `SELECT bc.consumer, c.kind, bc.owner, bc.notify_rule AS "notifyRule", bc.dependency_rank AS "dependencyRank",
             bc.depends_on AS "dependsOn", bc.read_directly AS "readDirectly", bc.partitions_read AS "partitionsRead",
-            bc.announcement, a.acked_at AS "ackedAt", o.operator AS "overriddenBy", o.reason AS "overrideReason"
+            bc.announcement, bc.message_channel AS "messageChannel", bc.message_ts AS "messageTs", a.acked_at AS "ackedAt", o.operator AS "overriddenBy", o.reason AS "overrideReason"
      FROM backfill.backfill_consumers bc
      JOIN backfill.consumers c ON c.name = bc.consumer
      LEFT JOIN backfill.acknowledgements a ON a.backfill_id = bc.backfill_id AND a.consumer = bc.consumer

@@ -3,7 +3,8 @@ import type { Config } from '../config.js';
 import type { EngineContext } from '../core/context.js';
 import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/dispatch.js';
 import type { StepRef } from '../core/steps.js';
-import { STEP_QUEUE, stepPayloadSchema } from '../../jobs/registry.js';
+import { REMIND_JOB, remindPayloadSchema, STEP_QUEUE, stepPayloadSchema } from '../../jobs/registry.js';
+import { findDueReminders } from '../core/reminders.js';
 
 export function redisConnection(config: Config): ConnectionOptions {
   const url = new URL(config.REDIS_URL);
@@ -54,5 +55,21 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
     await recordEnqueued(ctx.pool, step, jobId);
     added.push(step);
   }
+  await scheduleReminders(ctx, queue, backfillId);
   return added;
+}
+
+/** One delayed reminder per unanswered announcement, due the configured delay after it went out. */
+async function scheduleReminders(ctx: EngineContext, queue: Queue, backfillId?: number): Promise<void> {
+  for (const due of await findDueReminders(ctx.pool, ctx.config.ANNOUNCE_REMINDER_MS, backfillId)) {
+    const jobId = `bf${due.backfillId}-remind-${due.consumer}`;
+    if (await queue.getJob(jobId)) continue;
+    await queue.add(REMIND_JOB, remindPayloadSchema.parse({ backfillId: due.backfillId, consumer: due.consumer }), {
+      jobId,
+      delay: Math.max(0, due.dueAt.getTime() - Date.now()),
+      attempts: ctx.config.JOB_ATTEMPTS,
+      backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
+      removeOnComplete: { age: 24 * 3600 },
+    });
+  }
 }

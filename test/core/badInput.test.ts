@@ -96,7 +96,7 @@ describe('bad input gets a clear error and changes nothing', () => {
     const id = rows[0].id as number;
     const attempt = recordingRefusals(engine.ctx, { actor: 'U07INTRUDER', action: 'acknowledge', backfillId: id },
       () => acknowledge(engine.ctx, { backfillId: id, actor: 'U07INTRUDER' }));
-    await expect(attempt).rejects.toSatisfy(refusedWith(ErrorCode.NotAllowed, new RegExp(`does not own .* Only the owner can: settlement_report \\(<@${OWNERS.settlementLead}>\\)`)));
+    await expect(attempt).rejects.toSatisfy(refusedWith(ErrorCode.NotAllowed, new RegExp(`does not own .* Only the owner \\(or a delegate they named\\) can: settlement_report \\(<@${OWNERS.settlementLead}>\\)`)));
     expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.acknowledgements')).toBe(0);
     expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE backfill_id = $1 AND kind = 'refused' AND actor = 'U07INTRUDER'`, [id])).toBe(1);
   });

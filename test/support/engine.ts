@@ -25,6 +25,12 @@ export class RecordingMessenger implements Messenger {
     this.diffs.push(backfillId);
   }
 
+  readonly reminded: OwnerMessage[] = [];
+
+  async remind(message: OwnerMessage): Promise<void> {
+    this.reminded.push(message);
+  }
+
   async changed(): Promise<void> {}
 }
 

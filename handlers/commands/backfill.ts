@@ -1,0 +1,17 @@
+import type { AllMiddlewareArgs, SlackCommandMiddlewareArgs } from '@slack/bolt';
+import { runBackfillCommand } from '../../src/slack/commands.js';
+import type { SlackDeps } from '../../src/slack/deps.js';
+import { replyForError } from '../reply.js';
+
+/** /backfill: ack at once (Slack allows 3 s), do the work, answer ephemerally through response_url. */
+export function backfillCommand(deps: SlackDeps) {
+  return async ({ command, ack, respond, logger }: AllMiddlewareArgs & SlackCommandMiddlewareArgs): Promise<void> => {
+    await ack();
+    try {
+      const reply = await runBackfillCommand(deps, { user: command.user_id, channel: command.channel_id, text: command.text });
+      await respond({ response_type: 'ephemeral', ...reply });
+    } catch (error) {
+      await respond({ response_type: 'ephemeral', text: replyForError(error, (m) => logger.error(m)) });
+    }
+  };
+}

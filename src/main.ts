@@ -1,0 +1,30 @@
+import { loadConfig, requireSlack } from './config.js';
+import { migrate } from './db/migrate.js';
+import { createPool, ensureDatabase } from './db/pool.js';
+import { isBackfillError } from './errors.js';
+import { createSlackApp } from './slack/app.js';
+
+// npm start: the Slack app (HTTP on PORT, or Socket Mode with SLACK_APP_TOKEN) with the workers in-process.
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const slack = requireSlack(config);
+  await ensureDatabase(config.DATABASE_URL);
+  const pool = createPool(config.DATABASE_URL, 'backfill-bot');
+  await migrate(pool);
+  const bot = await createSlackApp({ ctx: { pool, config }, slack });
+  await bot.start(config.PORT);
+  console.log(slack.appToken ? 'backfill-bot connected over Socket Mode' : `backfill-bot listening on :${config.PORT} (POST /slack/events, GET /healthz)`);
+  const stop = async () => {
+    await bot.stop();
+    await pool.end();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}
+
+main().catch((error: unknown) => {
+  console.error(isBackfillError(error) ? error.message : error);
+  process.exit(1);
+});

@@ -1,0 +1,97 @@
+import { App, LogLevel, type webApi } from '@slack/bolt';
+import type { Server } from 'node:http';
+import { Redis } from 'ioredis';
+import { registerHandlers } from '../../handlers/index.js';
+import type { SlackConfig } from '../config.js';
+import type { EngineContext } from '../core/context.js';
+import { startWorkers, type Workers } from '../worker.js';
+import { SlackMessenger } from './messenger.js';
+import { OperatorPolicy } from './permissions.js';
+
+export interface SlackAppOptions {
+  ctx: EngineContext;
+  slack: SlackConfig;
+  /** Web API client settings on top of ours (tests shorten the retry policy). */
+  clientOptions?: webApi.WebClientOptions;
+  logLevel?: LogLevel;
+  /** Run the step workers in this process (the default for `npm start`). */
+  workers?: boolean;
+}
+
+export interface SlackApp {
+  app: App;
+  messenger: SlackMessenger;
+  workers: Workers | undefined;
+  start(port: number): Promise<Server | undefined>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The Bolt app: the HTTP receiver on /slack/events with signature verification (or Socket Mode when an
+ * app token is set), /healthz, the listeners, and the step workers in the same process.
+ */
+export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp> {
+  const { ctx, slack } = options;
+  const redis = new Redis(ctx.config.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  const clientOptions: webApi.WebClientOptions = {
+    ...(slack.apiUrl ? { slackApiUrl: slack.apiUrl } : {}),
+    // 429s wait Retry-After inside the client; other failures retry a few times, then the step is retried.
+    retryConfig: { retries: 5, factor: 2, minTimeout: 1000, maxTimeout: 30_000 },
+    timeout: 15_000,
+    ...options.clientOptions,
+  };
+  const app = new App({
+    token: slack.botToken,
+    logLevel: options.logLevel ?? LogLevel.INFO,
+    clientOptions,
+    ...(slack.appToken
+      ? { socketMode: true, appToken: slack.appToken }
+      : {
+        signingSecret: slack.signingSecret,
+        customRoutes: [{
+          path: '/healthz',
+          method: ['GET'],
+          handler: (_req, res) => {
+            healthy(ctx, redis).then((ok) => {
+              res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' });
+              res.end(ok ? 'ok' : 'database or redis unreachable');
+            }, () => {
+              res.writeHead(503);
+              res.end('unhealthy');
+            });
+          },
+        }],
+      }),
+  });
+  const messenger = new SlackMessenger(app.client, ctx.pool, ctx.config.STATUS_THROTTLE_MS);
+  const policy = new OperatorPolicy(ctx.config, app.client);
+  const workers = options.workers === false ? undefined : await startWorkers({ ...ctx, messenger });
+  const kick = async (backfillId: number) => {
+    if (workers) await workers.kick(backfillId);
+  };
+  registerHandlers(app, { ctx, messenger, policy, kick });
+  return {
+    app,
+    messenger,
+    workers,
+    async start(port: number) {
+      const server = await app.start(port);
+      return slack.appToken ? undefined : (server as Server);
+    },
+    async stop() {
+      await app.stop().catch(() => undefined);
+      await workers?.close();
+      redis.disconnect();
+    },
+  };
+}
+
+async function healthy(ctx: EngineContext, redis: Redis): Promise<boolean> {
+  try {
+    await ctx.pool.query('SELECT 1');
+    if (redis.status === 'wait') await redis.connect();
+    return (await redis.ping()) === 'PONG';
+  } catch {
+    return false;
+  }
+}

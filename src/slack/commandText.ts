@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import { BackfillError, ErrorCode } from '../errors.js';
+
+/** A /backfill invocation, parsed and checked before anything runs. */
+export type BackfillCommand =
+  | { kind: 'help' }
+  | { kind: 'plan'; pipeline: string; target: string; reason: string }
+  | { kind: 'start'; pipeline: string; target: string; reason: string }
+  | { kind: 'status'; backfillId?: number | undefined }
+  | { kind: 'override'; backfillId: number; reason: string }
+  | { kind: 'cancel'; backfillId: number; reason?: string | undefined };
+
+const backfillId = z.string().regex(/^#?[1-9]\d{0,15}$/, 'is not a backfill id; ids are whole numbers such as 12').transform((id) => Number(id.replace('#', '')));
+const word = z.string().min(1);
+
+const USAGE: Record<Exclude<BackfillCommand['kind'], 'help'>, string> = {
+  plan: '/backfill plan <pipeline> <night YYYY-MM-DD | from..to> [reason]',
+  start: '/backfill start <pipeline> <night YYYY-MM-DD | from..to> <reason>, e.g. /backfill start orders 2026-11-15 currency parsed as text',
+  status: '/backfill status [id]',
+  override: '/backfill override <id> <reason>',
+  cancel: '/backfill cancel <id> [reason]',
+};
+
+const schemas = {
+  plan: z.tuple([word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'plan' as const, pipeline, target, reason: reason.join(' ') || '(dry run)' })),
+  start: z.tuple([word, word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'start' as const, pipeline, target, reason: reason.join(' ') })),
+  status: z.union([z.tuple([]), z.tuple([backfillId])]).transform((args) => ({ kind: 'status' as const, backfillId: args[0] })),
+  override: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'override' as const, backfillId: id, reason: reason.join(' ') })),
+  cancel: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'cancel' as const, backfillId: id, reason: reason.join(' ') || undefined })),
+};
+
+export function parseBackfillCommand(text: string): BackfillCommand {
+  const [sub, ...args] = text.trim().split(/\s+/).filter(Boolean);
+  if (!sub || sub === 'help') return { kind: 'help' };
+  if (!(sub in schemas)) {
+    throw new BackfillError(ErrorCode.BadInput, `\`${sub}\` is not a /backfill command. Try one of: help, plan, start, status, override, cancel (\`/backfill help\` shows examples).`);
+  }
+  const name = sub as keyof typeof schemas;
+  const parsed = schemas[name].safeParse(args);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.find((issue) => issue.code === 'invalid_format' || issue.code === 'custom');
+    const what = detail ? `\`${String(args[Number(detail.path[0] ?? 0)] ?? '')}\` ${detail.message}. ` : 'Missing or extra arguments. ';
+    throw new BackfillError(ErrorCode.BadInput, `${what}Usage: \`${USAGE[name]}\``);
+  }
+  return parsed.data;
+}

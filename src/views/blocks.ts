@@ -1,0 +1,158 @@
+import type { types } from '@slack/bolt';
+import type { BackfillConsumerRow } from '../db/backfills.js';
+import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
+import type { Plan } from '../core/plan.js';
+import { describeState } from '../core/stateMachine.js';
+import type { BackfillReport } from '../core/status.js';
+import { formatHour, formatHourRange, formatTime } from '../core/time.js';
+
+// Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
+
+type Block = types.KnownBlock;
+
+export const ActionId = {
+  Acknowledge: 'backfill_acknowledge',
+  Hold: 'backfill_hold',
+} as const;
+
+/** What a button carries: an opaque reference. Who pressed it and what they may do is checked on the server. */
+export interface ButtonReference {
+  backfillId: number;
+  consumer: string;
+}
+
+export function encodeButtonValue(reference: ButtonReference): string {
+  return JSON.stringify({ b: reference.backfillId, c: reference.consumer });
+}
+
+const money = (amount: string | null) => (amount === null ? '—' : formatMoney(amount));
+const mrkdwn = (text: string): types.MrkdwnElement => ({ type: 'mrkdwn', text });
+const section = (text: string): Block => ({ type: 'section', text: mrkdwn(text.slice(0, 3000)) });
+const context = (text: string): Block => ({ type: 'context', elements: [mrkdwn(text.slice(0, 3000))] });
+const header = (text: string): Block => ({ type: 'header', text: { type: 'plain_text', text: text.slice(0, 150) } });
+
+export interface Message {
+  text: string;
+  blocks: Block[];
+}
+
+/** The DM an owner gets: the generated announcement with Acknowledge and Hold. */
+export function announcementMessage(reference: ButtonReference, text: string, options: { reminder?: boolean } = {}): Message {
+  const value = encodeButtonValue(reference);
+  const lead = options.reminder ? '*Reminder: still waiting for your acknowledgement.*\n' : '';
+  return {
+    text: `${options.reminder ? 'Reminder: ' : ''}backfill #${reference.backfillId} needs your acknowledgement (${reference.consumer})`,
+    blocks: [
+      header(`Backfill #${reference.backfillId}: please acknowledge`),
+      section(`${lead}${text}`),
+      {
+        type: 'actions',
+        block_id: `announce_${reference.backfillId}_${reference.consumer}`.slice(0, 255),
+        elements: [
+          { type: 'button', action_id: ActionId.Acknowledge, style: 'primary', value, text: { type: 'plain_text', text: 'Acknowledge' } },
+          {
+            type: 'button', action_id: ActionId.Hold, style: 'danger', value, text: { type: 'plain_text', text: 'Hold' },
+            confirm: {
+              title: { type: 'plain_text', text: 'Hold this backfill?' },
+              text: mrkdwn('Nothing runs until you acknowledge. The incident channel is told you asked to wait.'),
+              confirm: { type: 'plain_text', text: 'Hold' },
+              deny: { type: 'plain_text', text: 'Cancel' },
+            },
+          },
+        ],
+      },
+    ],
+  };
+}
+
+/** The announcement after the owner answered: the buttons give way to what they did. */
+export function answeredAnnouncementMessage(reference: ButtonReference, text: string, answer: string): Message {
+  return {
+    text: `backfill #${reference.backfillId}: ${answer}`,
+    blocks: [header(`Backfill #${reference.backfillId}`), section(text), context(answer)],
+  };
+}
+
+function gateLine(c: BackfillConsumerRow): string {
+  if (c.notifyRule === 'after') return `${c.consumer} <@${c.owner}>: told after the run`;
+  if (c.ackedAt) return `:white_check_mark: ${c.consumer} <@${c.owner}>: acknowledged ${formatTime(c.ackedAt)}`;
+  if (c.overriddenBy) return `:warning: ${c.consumer} <@${c.owner}>: overridden by <@${c.overriddenBy}> (${c.overrideReason ?? ''})`;
+  return `:hourglass: ${c.consumer} <@${c.owner}>: waiting`;
+}
+
+/** The one status message in the incident channel, re-rendered from the database on every change. */
+export function statusMessage(report: BackfillReport): Message {
+  const { backfill, steps } = report;
+  const count = (kind: string, status?: string) => steps.filter((s) => s.kind === kind && (status === undefined || s.status === status)).length;
+  const progress = count('recompute') === 0 ? 'not started'
+    : `partitions ${count('recompute', 'done')} of ${count('recompute')} · replays ${count('replay', 'done')} of ${count('replay')} · compare ${count('compare', 'done') ? 'done' : 'pending'}`;
+  const blocks: Block[] = [
+    header(`Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`),
+    section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Why:* ${backfill.reason}\n*Asked by* <@${backfill.requestedBy}>`),
+    section(`*Gate*\n${report.consumers.map(gateLine).join('\n') || 'no readers'}`),
+    section(`*Progress:* ${progress}${backfill.failure ? `\n:x: ${backfill.failure}` : ''}`),
+    context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
+  ];
+  return { text: `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`, blocks };
+}
+
+/** The diff posted when the compare is done: what finance asks for, next to every correction. */
+export function diffMessage(report: BackfillReport): Message {
+  const { backfill } = report;
+  const figures = report.signed.map((f) =>
+    `*${f.report} ${f.period}*: signed *${money(f.signedTotal)}* by <@${f.signedBy}> at ${formatTime(f.signedAt)} → now *${money(f.reportAfter)}*, difference *${f.diff === null ? '—' : formatSignedMoney(f.diff)}*`);
+  const replays = report.steps.filter((s) => s.kind === 'replay').map((s, i) =>
+    `${i + 1}. ${s.key}: ${s.status}${s.finishedAt ? ` at ${formatTime(s.finishedAt)}` : ''}`);
+  const rows = report.targets.map((t) => {
+    const diff = t.totalAfter === null ? '—' : formatSignedMoney(subtractMoney(t.totalAfter, t.totalBefore));
+    return `${formatHour(t.partitionHour)}  ${String(t.rowsBefore).padStart(4)} → ${String(t.rowsAfter ?? '—').padEnd(4)}  ${money(t.totalBefore).padStart(11)} → ${money(t.totalAfter).padStart(11)}  ${diff}`;
+  });
+  return {
+    text: `Backfill #${backfill.id} done: total ${money(backfill.totalBefore)} → ${money(backfill.totalAfter)} (${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)})`,
+    blocks: [
+      header(`Backfill #${backfill.id} diff: ${backfill.pipeline}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`),
+      ...(figures.length ? [section(figures.join('\n'))] : []),
+      section([
+        `*Partitions:* ${backfill.partitionCount}`,
+        `*Total before:* ${money(backfill.totalBefore)}`,
+        `*Total after:* ${money(backfill.totalAfter)}`,
+        `*Difference:* ${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)}`,
+        `*Announced at:* ${formatTime(backfill.announcedAt)}`,
+        `*Ran at:* ${backfill.ranAt ? formatTime(backfill.ranAt) : '—'} by <@${backfill.ranBy ?? backfill.requestedBy}>`,
+        `*Finished at:* ${backfill.finishedAt ? formatTime(backfill.finishedAt) : '—'}`,
+      ].join('\n')),
+      section(`*Consumers re-triggered, in order*\n${replays.join('\n') || 'none'}`),
+      section(`*Per partition* (rows, total)\n\`\`\`${['partition          rows          before →       after  difference', ...rows].join('\n')}\`\`\``),
+    ],
+  };
+}
+
+export function planMessage(plan: Plan): Message {
+  const { identified } = plan;
+  const readers = plan.readers.map((r) => `${r.dependencyRank}. ${r.consumer} (${r.kind}), <@${r.owner}>, told ${r.notifyRule}${r.readDirectly ? '' : `, via ${r.dependsOn.join(', ')}`}`);
+  const signed = plan.signed.map((f) => `${f.report} ${f.period}: *${formatMoney(f.total)}* signed by <@${f.signedBy}> at ${formatTime(f.signedAt)}`);
+  const skipped = identified.skipped.map((s) => `${formatHour(s.hour)}: ${s.why}`);
+  return {
+    text: `Plan: ${plan.pipeline.name}, ${identified.hours.length} partitions`,
+    blocks: [
+      header(`Plan (dry run): ${plan.pipeline.name}`),
+      section(`*${identified.hours.length} partitions*, ${formatHourRange(identified.firstHour, identified.lastHour)}` +
+        `${skipped.length ? `\n_left alone:_\n${skipped.join('\n')}` : ''}`),
+      section(`*Readers, in dependency order*\n${readers.join('\n') || 'none'}`),
+      section(`*Signed figures affected*\n${signed.join('\n') || 'none'}`),
+      section(`*Watermark:* ${identified.watermarkBefore ? formatHour(identified.watermarkBefore) : 'none'} → ${formatHour(identified.watermarkResetTo)}\n` +
+        `*Expected direction:* ${plan.direction} · *waits for:* ${plan.gateOwners.map((o) => `<@${o}>`).join(', ') || 'nobody'}`),
+      context('Nothing was written but an audit event. `/backfill start` with the same arguments and a reason runs it.'),
+    ],
+  };
+}
+
+export const HELP_TEXT = [
+  '*/backfill* runs a safe backfill: announced to the readers first, run only after their owners acknowledge.',
+  '`/backfill plan <pipeline> <night YYYY-MM-DD | from..to> [reason]`: dry run, e.g. `/backfill plan orders 2026-11-15`',
+  '`/backfill start <pipeline> <night | from..to> <reason>`: e.g. `/backfill start orders 2026-11-15 currency parsed as text`',
+  '`/backfill status [id]`: one backfill, or the recent ones',
+  '`/backfill override <id> <reason>`: proceed without a missing acknowledgement (operators)',
+  '`/backfill cancel <id>`: stop it before it runs (operators)',
+  'Ranges are UTC and include both ends: `2026-11-15T05:00..2026-11-15T10:00`.',
+].join('\n');

@@ -1,0 +1,36 @@
+import { App, LogLevel } from '@slack/bolt';
+import { loadConfig, requireSlack } from './config.js';
+import { migrate } from './db/migrate.js';
+import { createPool, ensureDatabase } from './db/pool.js';
+import { isBackfillError } from './errors.js';
+import { SlackMessenger } from './slack/messenger.js';
+import { startWorkers } from './worker.js';
+
+// npm run worker: step workers alone, delivering through Slack. Run as many as you like against one Redis
+// and one database: deterministic job ids and the step rows keep them from doing anything twice.
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const slack = requireSlack(config);
+  await ensureDatabase(config.DATABASE_URL);
+  const pool = createPool(config.DATABASE_URL, 'backfill-worker');
+  await migrate(pool);
+  // A Bolt App is used only for its configured Web API client; no receiver is started.
+  const app = new App({ token: slack.botToken, signingSecret: slack.signingSecret, logLevel: LogLevel.WARN,
+    clientOptions: slack.apiUrl ? { slackApiUrl: slack.apiUrl } : {} });
+  const messenger = new SlackMessenger(app.client, pool, config.STATUS_THROTTLE_MS);
+  const workers = await startWorkers({ pool, config, messenger });
+  console.log(`backfill-bot workers running (concurrency ${config.WORKER_CONCURRENCY}, prefix ${config.QUEUE_PREFIX})`);
+  const stop = async () => {
+    await workers.close();
+    await pool.end();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}
+
+main().catch((error: unknown) => {
+  console.error(isBackfillError(error) ? error.message : error);
+  process.exit(1);
+});

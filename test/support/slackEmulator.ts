@@ -1,0 +1,807 @@
+// A local stand-in for the Slack Web API (and for response_url and file-upload targets), served by node:http on
+// 127.0.0.1 with an ephemeral port. Tests and `npm run demo` point `clientOptions.slackApiUrl` at `emulator.url`.
+// It records every call, can be told to answer 429 / 5xx / ok:false, and renders what a person would have seen.
+// No vitest imports here: the demo runs this file under tsx.
+
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface RecordedCall {
+  method: string;
+  /** Form (or JSON / multipart) fields; the JSON-stringified ones (blocks, view, files, attachments, …) parsed. */
+  params: Record<string, unknown>;
+  /** Date.now() when the request arrived. */
+  at: number;
+  /** HTTP status the emulator answered with. */
+  status: number;
+  /** The JSON body the emulator answered with. */
+  response: Record<string, unknown>;
+}
+
+export interface SlackEmulator {
+  /** Base for `clientOptions.slackApiUrl`, ending in '/api/'. */
+  url: string;
+  /** http://127.0.0.1:PORT (for response_url endpoints). */
+  origin: string;
+  botUserId: string;
+  teamId: string;
+  /** Every call that got an HTTP 200 answer, ok:true or ok:false (not the 429/5xx ones). */
+  calls: RecordedCall[];
+  /** Every attempt, including the ones answered 429 / 5xx and the unauthenticated ones. */
+  attempts: RecordedCall[];
+  /** POSTs to `${origin}/response/<id>` (response_url targets); `body` is the parsed JSON. */
+  responses: { path: string; body: unknown }[];
+  /** Bytes POSTed to the upload URLs handed out by files.getUploadURLExternal, by file id. */
+  uploads: Map<string, Buffer>;
+  /** A fresh response_url pointing at the emulator. */
+  responseUrl(id?: string): string;
+  callsTo(method: string): RecordedCall[];
+  /** Next `times` calls of `method` answer HTTP 429 with Retry-After: retryAfterSeconds. */
+  rateLimit(method: string, times: number, retryAfterSeconds: number): void;
+  /** Next `times` calls answer HTTP `status` (e.g. 500). */
+  failHttp(method: string, times: number, status: number): void;
+  /** Next `times` calls answer 200 { ok:false, error }. */
+  failWith(method: string, times: number, error: string): void;
+  /** Members returned by usergroups.users.list for `usergroup` (default: none). */
+  setUsergroup(id: string, users: string[]): void;
+  /**
+   * Resolves with all recorded calls of `method` once there are at least `count` (default 1) of them in `calls`
+   * (HTTP 200, ok:true or ok:false). Polls; rejects after timeoutMs (default 10000) listing the methods seen.
+   */
+  waitFor(method: string, count?: number, timeoutMs?: number): Promise<RecordedCall[]>;
+  /**
+   * Messages as a person would see them: per channel, each chat.postMessage with its chat.update replacements
+   * applied in place, rendered from blocks to plain text; ephemeral messages, shared files, response_url replies
+   * and the App Home views too.
+   */
+  transcript(): string;
+  /** Forgets calls, messages, responses, uploads, usergroups and pending failures (timestamps keep increasing). */
+  reset(): void;
+  close(): Promise<void>;
+}
+
+type Rec = Record<string, unknown>;
+
+type Fault =
+  | { kind: 'rate'; retryAfterSeconds: number }
+  | { kind: 'http'; status: number }
+  | { kind: 'error'; error: string };
+
+interface Content {
+  text?: string;
+  blocks?: unknown;
+  attachments?: unknown;
+}
+
+type Entry =
+  | ({ kind: 'message'; channel: string; ts: string; threadTs?: string; edits: number; deleted: boolean } & Content)
+  | ({ kind: 'ephemeral'; channel: string; user: string; ts: string; threadTs?: string } & Content)
+  | { kind: 'file'; channel: string; threadTs?: string; comment?: string; files: { id: string; title: string }[] }
+  | { kind: 'response'; id: string; body: unknown }
+  | { kind: 'home'; user: string; view: unknown; publishes: number };
+
+/** Form fields web-api sends JSON-stringified that tests want as objects. */
+const JSON_FIELDS = new Set([
+  'blocks',
+  'attachments',
+  'view',
+  'files',
+  'metadata',
+  'unfurls',
+  'user_auth_blocks',
+  'file_uploads',
+]);
+
+const BASE_SECONDS = 1764480000;
+const BOT_ID = 'BBOT';
+const TEAM_NAME = 'Harborlight';
+
+const isRec = (value: unknown): value is Rec => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function str(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  return undefined;
+}
+
+const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+
+function parseJsonFields(params: Rec): Rec {
+  for (const [key, value] of Object.entries(params)) {
+    if (JSON_FIELDS.has(key) && typeof value === 'string') {
+      try {
+        params[key] = JSON.parse(value) as unknown;
+      } catch {
+        // left as sent: Slack would answer invalid_blocks_format or similar, the test can see the raw string
+      }
+    }
+  }
+  return params;
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
+  return Buffer.concat(chunks);
+}
+
+interface ParsedBody {
+  fields: Rec;
+  files: Buffer[];
+  invalid: boolean;
+}
+
+async function parseBody(contentType: string, raw: Buffer): Promise<ParsedBody> {
+  const type = (contentType.split(';')[0] ?? '').trim().toLowerCase();
+  const fields: Rec = {};
+  const files: Buffer[] = [];
+  if (raw.length === 0) return { fields, files, invalid: false };
+  if (type === 'application/json') {
+    try {
+      const parsed: unknown = JSON.parse(raw.toString('utf8'));
+      if (!isRec(parsed)) return { fields, files, invalid: true };
+      return { fields: { ...parsed }, files, invalid: false };
+    } catch {
+      return { fields, files, invalid: true };
+    }
+  }
+  if (type === 'multipart/form-data') {
+    try {
+      const form = await new Response(new Uint8Array(raw), { headers: { 'content-type': contentType } }).formData();
+      for (const [key, value] of form.entries()) {
+        if (typeof value === 'string') {
+          fields[key] = value;
+        } else {
+          const bytes = Buffer.from(await value.arrayBuffer());
+          fields[key] = bytes;
+          files.push(bytes);
+        }
+      }
+      return { fields, files, invalid: false };
+    } catch {
+      return { fields, files, invalid: true };
+    }
+  }
+  // application/x-www-form-urlencoded, or anything else web-api might send: treat as a form.
+  for (const [key, value] of new URLSearchParams(raw.toString('utf8'))) fields[key] = value;
+  return { fields, files, invalid: false };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Rendering Block Kit to plain text
+
+function textOf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (isRec(value)) return str(value.text) ?? '';
+  return '';
+}
+
+function renderElement(element: unknown): string {
+  if (!isRec(element)) return '';
+  switch (element.type) {
+    case 'button':
+      return `[${textOf(element.text)}]`;
+    case 'image':
+      return `[image: ${str(element.alt_text) ?? ''}]`;
+    case 'plain_text':
+    case 'mrkdwn':
+      return textOf(element);
+    case 'overflow':
+      return '[…]';
+    case 'datepicker':
+      return `[${str(element.initial_date) ?? textOf(element.placeholder)} ▾]`;
+    case 'checkboxes':
+    case 'radio_buttons':
+      return list(element.options)
+        .map((option) => `( ) ${isRec(option) ? textOf(option.text) : ''}`)
+        .join(' ');
+    default: {
+      const selected = isRec(element.initial_option) ? textOf(element.initial_option.text) : '';
+      const label = selected || textOf(element.placeholder) || str(element.type) || 'element';
+      return `[${label} ▾]`;
+    }
+  }
+}
+
+function renderRichText(value: unknown): string {
+  if (!isRec(value)) return '';
+  switch (value.type) {
+    case 'text':
+      return str(value.text) ?? '';
+    case 'link':
+      return str(value.text) ?? str(value.url) ?? '';
+    case 'user':
+      return `<@${str(value.user_id) ?? ''}>`;
+    case 'channel':
+      return `<#${str(value.channel_id) ?? ''}>`;
+    case 'usergroup':
+      return `<!subteam^${str(value.usergroup_id) ?? ''}>`;
+    case 'emoji':
+      return `:${str(value.name) ?? ''}:`;
+    case 'broadcast':
+      return `<!${str(value.range) ?? ''}>`;
+    case 'date':
+      return str(value.fallback) ?? '';
+    case 'rich_text_list':
+      return list(value.elements)
+        .map((item) => `• ${renderRichText(item)}`)
+        .join('\n');
+    default:
+      return list(value.elements).map(renderRichText).join('');
+  }
+}
+
+function renderTableCell(cell: unknown): string {
+  if (!isRec(cell)) return '';
+  if (cell.type === 'rich_text') return renderRichText(cell);
+  return str(cell.text) ?? str(cell.value) ?? '';
+}
+
+function renderBlock(block: unknown): string[] {
+  if (!isRec(block)) return [];
+  switch (block.type) {
+    case 'header':
+      return [textOf(block.text)];
+    case 'section': {
+      const lines: string[] = [];
+      const text = textOf(block.text);
+      const accessory = block.accessory === undefined ? '' : renderElement(block.accessory);
+      if (text) lines.push(...text.split('\n'));
+      for (const field of list(block.fields)) lines.push(...textOf(field).split('\n'));
+      if (accessory) {
+        if (lines.length === 0) lines.push(accessory);
+        else lines[lines.length - 1] = `${lines[lines.length - 1] ?? ''} ${accessory}`;
+      }
+      return lines;
+    }
+    case 'context':
+      return [list(block.elements).map(renderElement).join(' ')];
+    case 'actions':
+      return [list(block.elements).map(renderElement).join(' ')];
+    case 'divider':
+      return ['----------'];
+    case 'image':
+      return [`[image: ${str(block.alt_text) ?? ''}]`];
+    case 'markdown':
+      return (str(block.text) ?? '').split('\n');
+    case 'rich_text':
+      return renderRichText(block).split('\n');
+    case 'input':
+      return [`${textOf(block.label)}: ${renderElement(block.element)}`];
+    case 'table':
+      return list(block.rows).map((row) => list(row).map(renderTableCell).join(' | '));
+    default:
+      return [`[${str(block.type) ?? 'unknown'} block]`];
+  }
+}
+
+function renderContent(content: Content): string[] {
+  const lines: string[] = [];
+  const blocks = list(content.blocks);
+  if (blocks.length > 0) {
+    for (const block of blocks) lines.push(...renderBlock(block));
+  } else if (content.text) {
+    lines.push(...content.text.split('\n'));
+  }
+  for (const attachment of list(content.attachments)) {
+    if (!isRec(attachment)) continue;
+    const inner: string[] = [];
+    const pretext = str(attachment.pretext);
+    if (pretext) inner.push(pretext);
+    const attachmentBlocks = list(attachment.blocks);
+    if (attachmentBlocks.length > 0) {
+      for (const block of attachmentBlocks) inner.push(...renderBlock(block));
+    } else {
+      const title = str(attachment.title);
+      if (title) inner.push(title);
+      const text = str(attachment.text) ?? str(attachment.fallback);
+      if (text) inner.push(...text.split('\n'));
+      for (const field of list(attachment.fields)) {
+        if (isRec(field)) inner.push(`${str(field.title) ?? ''}: ${str(field.value) ?? ''}`);
+      }
+    }
+    lines.push(...inner.map((line) => `| ${line}`));
+  }
+  return lines;
+}
+
+const indent = (lines: string[]): string[] => lines.map((line) => (line ? `  ${line}` : ''));
+
+// ---------------------------------------------------------------------------------------------------------------
+
+export async function startSlackEmulator(options: { botUserId?: string; teamId?: string } = {}): Promise<SlackEmulator> {
+  const botUserId = options.botUserId ?? 'UBOT';
+  const teamId = options.teamId ?? 'T0HARBOR';
+
+  const calls: RecordedCall[] = [];
+  const attempts: RecordedCall[] = [];
+  const responses: { path: string; body: unknown }[] = [];
+  const uploads = new Map<string, Buffer>();
+  const faults = new Map<string, { fault: Fault; remaining: number }[]>();
+  const usergroups = new Map<string, string[]>();
+  const pendingFiles = new Map<string, { filename: string; length: number }>();
+  let entries: Entry[] = [];
+  let messages = new Map<string, Extract<Entry, { kind: 'message' }>>();
+
+  // Counters survive reset(), so a ts or file id is never handed out twice by one emulator.
+  let tsCounter = 0;
+  let fileCounter = 0;
+  let viewCounter = 0;
+  let responseCounter = 0;
+
+  function nextTs(): string {
+    tsCounter += 1;
+    const micros = tsCounter * 100;
+    const seconds = BASE_SECONDS + Math.floor(micros / 1_000_000);
+    return `${seconds}.${String(micros % 1_000_000).padStart(6, '0')}`;
+  }
+
+  function addFault(method: string, times: number, fault: Fault): void {
+    if (!Number.isInteger(times) || times < 0) throw new Error(`times must be a non-negative integer, got ${times}`);
+    if (times === 0) return;
+    const queue = faults.get(method) ?? [];
+    queue.push({ fault, remaining: times });
+    faults.set(method, queue);
+  }
+
+  function takeFault(method: string): Fault | undefined {
+    const queue = faults.get(method);
+    const head = queue?.[0];
+    if (!queue || !head) return undefined;
+    head.remaining -= 1;
+    if (head.remaining <= 0) queue.shift();
+    return head.fault;
+  }
+
+  const messageKey = (channel: string, ts: string): string => `${channel}\u0000${ts}`;
+  /** Posting to a user ID lands in the bot's DM with that user, as on Slack; the answer carries the D… id. */
+  const conversationFor = (channel: string): string => (/^[UW][A-Z0-9]+$/.test(channel) ? `D${channel}` : channel);
+
+  function content(params: Rec): Content {
+    const result: Content = {};
+    const text = str(params.text);
+    if (text !== undefined) result.text = text;
+    if (params.blocks !== undefined) result.blocks = params.blocks;
+    if (params.attachments !== undefined) result.attachments = params.attachments;
+    return result;
+  }
+
+  function handleMethod(method: string, params: Rec): Rec {
+    switch (method) {
+      case 'auth.test':
+        return {
+          ok: true,
+          url: 'https://harborlight.slack.com/',
+          team: TEAM_NAME,
+          user: 'backfill-bot',
+          team_id: teamId,
+          user_id: botUserId,
+          bot_id: BOT_ID,
+          is_enterprise_install: false,
+        };
+
+      case 'conversations.open': {
+        const users = (str(params.users) ?? '')
+          .split(',')
+          .map((user) => user.trim())
+          .filter(Boolean);
+        const existing = str(params.channel);
+        if (existing) return { ok: true, channel: { id: existing } };
+        if (users.length === 0) return { ok: false, error: 'users_list_not_supplied' };
+        const id = users.length === 1 ? `D${users[0] ?? ''}` : `G${[...users].sort().join('')}`;
+        return { ok: true, no_op: false, already_open: false, channel: { id } };
+      }
+
+      case 'chat.postMessage': {
+        const requested = str(params.channel);
+        if (!requested) return { ok: false, error: 'channel_not_found' };
+        const body = content(params);
+        if (body.text === undefined && body.blocks === undefined && body.attachments === undefined) {
+          return { ok: false, error: 'no_text' };
+        }
+        const channel = conversationFor(requested);
+        const ts = nextTs();
+        const threadTs = str(params.thread_ts);
+        const entry: Extract<Entry, { kind: 'message' }> = {
+          kind: 'message',
+          channel,
+          ts,
+          edits: 0,
+          deleted: false,
+          ...body,
+          ...(threadTs ? { threadTs } : {}),
+        };
+        entries.push(entry);
+        messages.set(messageKey(channel, ts), entry);
+        return {
+          ok: true,
+          channel,
+          ts,
+          message: {
+            type: 'message',
+            user: botUserId,
+            bot_id: BOT_ID,
+            ts,
+            ...(threadTs ? { thread_ts: threadTs } : {}),
+            ...body,
+          },
+        };
+      }
+
+      case 'chat.update': {
+        const channel = str(params.channel);
+        const ts = str(params.ts);
+        if (!channel) return { ok: false, error: 'channel_not_found' };
+        const entry = ts === undefined ? undefined : messages.get(messageKey(channel, ts));
+        if (!entry || entry.deleted || ts === undefined) return { ok: false, error: 'message_not_found' };
+        const next = content(params);
+        // As on Slack: new blocks replace the old; text sent without blocks removes them.
+        if (next.blocks !== undefined) entry.blocks = next.blocks;
+        else if (next.text !== undefined) delete entry.blocks;
+        if (next.text !== undefined) entry.text = next.text;
+        if (next.attachments !== undefined) entry.attachments = next.attachments;
+        entry.edits += 1;
+        return {
+          ok: true,
+          channel,
+          ts,
+          text: entry.text ?? '',
+          message: { type: 'message', user: botUserId, bot_id: BOT_ID, text: entry.text, blocks: entry.blocks },
+        };
+      }
+
+      case 'chat.delete': {
+        const channel = str(params.channel) ?? '';
+        const ts = str(params.ts) ?? '';
+        const entry = messages.get(messageKey(channel, ts));
+        if (!entry || entry.deleted) return { ok: false, error: 'message_not_found' };
+        entry.deleted = true;
+        return { ok: true, channel, ts };
+      }
+
+      case 'chat.postEphemeral': {
+        const channel = str(params.channel);
+        const user = str(params.user);
+        if (!channel) return { ok: false, error: 'channel_not_found' };
+        if (!user) return { ok: false, error: 'user_not_found' };
+        const ts = nextTs();
+        const threadTs = str(params.thread_ts);
+        entries.push({ kind: 'ephemeral', channel, user, ts, ...content(params), ...(threadTs ? { threadTs } : {}) });
+        return { ok: true, message_ts: ts };
+      }
+
+      case 'views.publish': {
+        const user = str(params.user_id);
+        if (!user) return { ok: false, error: 'invalid_arguments' };
+        if (!isRec(params.view)) return { ok: false, error: 'invalid_arguments' };
+        const existing = entries.find(
+          (entry): entry is Extract<Entry, { kind: 'home' }> => entry.kind === 'home' && entry.user === user,
+        );
+        if (existing) {
+          existing.view = params.view;
+          existing.publishes += 1;
+        } else {
+          entries.push({ kind: 'home', user, view: params.view, publishes: 1 });
+        }
+        viewCounter += 1;
+        return {
+          ok: true,
+          view: { ...params.view, id: `VHOME${user}`, team_id: teamId, hash: `${Date.now()}.${viewCounter}` },
+        };
+      }
+
+      case 'views.open':
+      case 'views.push':
+      case 'views.update': {
+        if (!isRec(params.view)) return { ok: false, error: 'invalid_arguments' };
+        viewCounter += 1;
+        const id = str(params.view_id) ?? `V${String(viewCounter).padStart(8, '0')}`;
+        return { ok: true, view: { ...params.view, id, team_id: teamId, hash: `${Date.now()}.${viewCounter}` } };
+      }
+
+      case 'files.getUploadURLExternal': {
+        const filename = str(params.filename);
+        const length = Number(str(params.length));
+        if (!filename || !Number.isFinite(length)) return { ok: false, error: 'invalid_arguments' };
+        fileCounter += 1;
+        const fileId = `F${String(fileCounter).padStart(10, '0')}`;
+        pendingFiles.set(fileId, { filename, length });
+        return { ok: true, upload_url: `${origin}/upload/${fileId}`, file_id: fileId };
+      }
+
+      case 'files.completeUploadExternal': {
+        const requested = list(params.files);
+        if (requested.length === 0) return { ok: false, error: 'invalid_arguments' };
+        const files: { id: string; title: string; name: string; size: number }[] = [];
+        for (const item of requested) {
+          const id = isRec(item) ? str(item.id) : undefined;
+          const pending = id === undefined ? undefined : pendingFiles.get(id);
+          if (!id || !pending) return { ok: false, error: 'file_not_found' };
+          const title = (isRec(item) ? str(item.title) : undefined) ?? pending.filename;
+          files.push({ id, title, name: pending.filename, size: uploads.get(id)?.length ?? 0 });
+        }
+        const channel = str(params.channel_id) ?? str(params.channels)?.split(',')[0];
+        if (channel) {
+          const threadTs = str(params.thread_ts);
+          const comment = str(params.initial_comment);
+          entries.push({
+            kind: 'file',
+            channel: conversationFor(channel),
+            files: files.map(({ id, title }) => ({ id, title })),
+            ...(threadTs ? { threadTs } : {}),
+            ...(comment ? { comment } : {}),
+          });
+        }
+        return { ok: true, files };
+      }
+
+      case 'usergroups.users.list':
+        return { ok: true, users: [...(usergroups.get(str(params.usergroup) ?? '') ?? [])] };
+
+      default:
+        return { ok: true };
+    }
+  }
+
+  function send(res: ServerResponse, status: number, body: Rec, headers: Record<string, string> = {}): void {
+    const payload = JSON.stringify(body);
+    res.writeHead(status, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(payload),
+      ...headers,
+    });
+    res.end(payload);
+  }
+
+  function authorised(req: IncomingMessage, params: Rec): boolean {
+    const header = req.headers.authorization ?? '';
+    if (/^Bearer xoxb-\S+$/.test(header)) return true;
+    const token = str(params.token);
+    return token !== undefined && token.startsWith('xoxb-');
+  }
+
+  async function handleApi(req: IncomingMessage, res: ServerResponse, method: string, query: URLSearchParams) {
+    const at = Date.now();
+    const raw = await readBody(req);
+    const parsed = await parseBody(req.headers['content-type'] ?? '', raw);
+    const params: Rec = {};
+    for (const [key, value] of query) params[key] = value;
+    Object.assign(params, parsed.fields);
+    parseJsonFields(params);
+
+    const record = (status: number, response: Rec): RecordedCall => {
+      const call: RecordedCall = { method, params, at, status, response };
+      attempts.push(call);
+      if (status === 200) calls.push(call);
+      return call;
+    };
+
+    if (parsed.invalid) {
+      const json = (req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json');
+      const body = { ok: false, error: json ? 'invalid_json' : 'invalid_form_data' };
+      record(200, body);
+      send(res, 200, body);
+      return;
+    }
+    if (!authorised(req, params)) {
+      const body = { ok: false, error: 'not_authed' };
+      record(200, body);
+      send(res, 200, body);
+      return;
+    }
+    const fault = takeFault(method);
+    if (fault?.kind === 'rate') {
+      const body = { ok: false, error: 'ratelimited' };
+      record(429, body);
+      send(res, 429, body, { 'retry-after': String(fault.retryAfterSeconds) });
+      return;
+    }
+    if (fault?.kind === 'http') {
+      const body = { ok: false, error: `http_${fault.status}` };
+      record(fault.status, body);
+      send(res, fault.status, body);
+      return;
+    }
+    const body = fault?.kind === 'error' ? { ok: false, error: fault.error } : handleMethod(method, params);
+    record(200, body);
+    send(res, 200, body);
+  }
+
+  async function handleUpload(req: IncomingMessage, res: ServerResponse, fileId: string) {
+    const raw = await readBody(req);
+    if (!pendingFiles.has(fileId)) {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('file not found');
+      return;
+    }
+    const contentType = req.headers['content-type'] ?? '';
+    let bytes = raw;
+    if (contentType.toLowerCase().startsWith('multipart/form-data')) {
+      const parsed = await parseBody(contentType, raw);
+      // web-api sends one multipart field, `body`, holding the bytes.
+      const field = parsed.fields.body;
+      bytes = Buffer.isBuffer(field) ? field : (parsed.files[0] ?? Buffer.from(str(field) ?? ''));
+    }
+    uploads.set(fileId, bytes);
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end(`OK - ${bytes.length}`);
+  }
+
+  async function handleResponseUrl(req: IncomingMessage, res: ServerResponse, path: string) {
+    const raw = (await readBody(req)).toString('utf8');
+    let body: unknown = raw;
+    try {
+      body = JSON.parse(raw) as unknown;
+    } catch {
+      // not JSON: kept as the raw string
+    }
+    responses.push({ path, body });
+    entries.push({ kind: 'response', id: decodeURIComponent(path.slice('/response/'.length)), body });
+    send(res, 200, { ok: true });
+  }
+
+  const server = createServer((req, res) => {
+    const requestUrl = new URL(req.url ?? '/', 'http://127.0.0.1');
+    const path = requestUrl.pathname;
+    let work: Promise<void>;
+    if (path.startsWith('/api/') && (req.method === 'POST' || req.method === 'GET')) {
+      work = handleApi(req, res, decodeURIComponent(path.slice('/api/'.length)), requestUrl.searchParams);
+    } else if (path.startsWith('/upload/') && req.method === 'POST') {
+      work = handleUpload(req, res, decodeURIComponent(path.slice('/upload/'.length)));
+    } else if (path.startsWith('/response/') && req.method === 'POST') {
+      work = handleResponseUrl(req, res, path);
+    } else {
+      req.resume();
+      send(res, 404, { ok: false, error: 'not_found' });
+      return;
+    }
+    work.catch((error: unknown) => {
+      if (!res.headersSent) send(res, 500, { ok: false, error: 'emulator_failure', detail: String(error) });
+      else res.destroy();
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
+
+  function renderTranscript(): string {
+    const sections = new Map<string, string[]>();
+    const section = (title: string): string[] => {
+      let lines = sections.get(title);
+      if (!lines) {
+        lines = [];
+        sections.set(title, lines);
+      }
+      return lines;
+    };
+    const threadNote = (threadTs: string | undefined): string => (threadTs ? `, in thread ${threadTs}` : '');
+
+    for (const entry of entries) {
+      switch (entry.kind) {
+        case 'message': {
+          const lines = section(entry.channel);
+          const notes = [entry.edits > 0 ? `edited ×${entry.edits}` : '', entry.threadTs ? `in thread ${entry.threadTs}` : '']
+            .filter(Boolean)
+            .join(', ');
+          if (entry.deleted) {
+            lines.push(`-- ${entry.ts} (deleted)`);
+            break;
+          }
+          lines.push(`-- ${entry.ts}${notes ? ` (${notes})` : ''}`, ...indent(renderContent(entry)));
+          break;
+        }
+        case 'ephemeral':
+          section(entry.channel).push(
+            `-- ${entry.ts} (ephemeral, only ${entry.user} sees it${threadNote(entry.threadTs)})`,
+            ...indent(renderContent(entry)),
+          );
+          break;
+        case 'file': {
+          const lines = section(entry.channel);
+          lines.push(`-- file${entry.files.length > 1 ? 's' : ''} shared${entry.threadTs ? ` (in thread ${entry.threadTs})` : ''}`);
+          if (entry.comment) lines.push(...indent(entry.comment.split('\n')));
+          lines.push(...indent(entry.files.map((file) => `[file: ${file.title} (${file.id})]`)));
+          break;
+        }
+        case 'response': {
+          const lines = section(`response_url ${entry.id}`);
+          const body = isRec(entry.body) ? entry.body : { text: str(entry.body) ?? '' };
+          const flags = [
+            str(body.response_type) ?? 'ephemeral',
+            body.replace_original === true || body.replace_original === 'true' ? 'replace_original' : '',
+            body.delete_original === true || body.delete_original === 'true' ? 'delete_original' : '',
+          ]
+            .filter(Boolean)
+            .join(', ');
+          lines.push(`-- reply (${flags})`, ...indent(renderContent(content(body))));
+          break;
+        }
+        case 'home': {
+          const lines = section(`App Home of ${entry.user}`);
+          const view = isRec(entry.view) ? entry.view : {};
+          lines.push(`-- home view (published ×${entry.publishes})`, ...indent(renderContent({ blocks: view.blocks })));
+          break;
+        }
+      }
+    }
+    const out: string[] = [];
+    for (const [title, lines] of sections) out.push(`=== ${title} ===`, ...lines, '');
+    return out.join('\n');
+  }
+
+  return {
+    url: `${origin}/api/`,
+    origin,
+    botUserId,
+    teamId,
+    calls,
+    attempts,
+    responses,
+    uploads,
+    responseUrl(id?: string): string {
+      responseCounter += 1;
+      return `${origin}/response/${encodeURIComponent(id ?? `r${responseCounter}`)}`;
+    },
+    callsTo(method: string): RecordedCall[] {
+      return calls.filter((call) => call.method === method);
+    },
+    rateLimit(method: string, times: number, retryAfterSeconds: number): void {
+      addFault(method, times, { kind: 'rate', retryAfterSeconds });
+    },
+    failHttp(method: string, times: number, status: number): void {
+      addFault(method, times, { kind: 'http', status });
+    },
+    failWith(method: string, times: number, error: string): void {
+      addFault(method, times, { kind: 'error', error });
+    },
+    setUsergroup(id: string, users: string[]): void {
+      usergroups.set(id, [...users]);
+    },
+    async waitFor(method: string, count = 1, timeoutMs = 10_000): Promise<RecordedCall[]> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const matching = calls.filter((call) => call.method === method);
+        if (matching.length >= count) return matching;
+        if (Date.now() >= deadline) {
+          const tally = (from: RecordedCall[]): string => {
+            const counts = new Map<string, number>();
+            for (const call of from) counts.set(call.method, (counts.get(call.method) ?? 0) + 1);
+            return counts.size === 0 ? 'none' : [...counts].map(([name, n]) => `${name} ×${n}`).join(', ');
+          };
+          const failed = attempts.filter((call) => call.status !== 200);
+          throw new Error(
+            `waitFor('${method}', ${count}) timed out after ${timeoutMs} ms with ${matching.length}. ` +
+              `Calls seen: ${tally(calls)}. Attempts answered 429/5xx: ${tally(failed)}.`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    },
+    transcript: renderTranscript,
+    reset(): void {
+      calls.length = 0;
+      attempts.length = 0;
+      responses.length = 0;
+      uploads.clear();
+      faults.clear();
+      usergroups.clear();
+      pendingFiles.clear();
+      entries = [];
+      messages = new Map();
+    },
+    async close(): Promise<void> {
+      if (!server.listening) return;
+      await new Promise<void>((resolve, reject) => {
+        server.close((error) => (error ? reject(error) : resolve()));
+        server.closeAllConnections();
+      });
+    },
+  };
+}

@@ -1,0 +1,188 @@
+// Signed requests, shaped like Slack's own, for driving the real Bolt HTTP receiver in tests.
+// Bolt parses a body as a form only when content-type is exactly 'application/x-www-form-urlencoded' (a
+// '; charset=…' suffix gets a 400), so bodies are sent as strings with that header set by hand.
+
+import { createHmac, randomBytes } from 'node:crypto';
+
+export interface SignedPostOptions {
+  /** Unix seconds used for the header and the signature (set an old one to test the staleness check). */
+  timestamp?: number;
+  /** Sent instead of the computed signature (a forged request). */
+  signature?: string;
+}
+
+export interface EventPostOptions extends SignedPostOptions {
+  /** event_id of the envelope; defaults to a fresh unique one. Reuse one to simulate a redelivery. */
+  eventId?: string;
+  teamId?: string;
+  /** Sets X-Slack-Retry-Num (and X-Slack-Retry-Reason, default 'http_timeout'), as on Slack's retries. */
+  retryNum?: number;
+  retryReason?: string;
+}
+
+export const TEST_TEAM_ID = 'T0HARBOR';
+export const TEST_API_APP_ID = 'A0BACKFILL';
+const TEAM_DOMAIN = 'harborlight';
+const LEGACY_TOKEN = 'legacy-verification-token';
+/** Nothing listens on the discard port: a handler that calls respond() without a response_url fails fast. */
+const DEAD_RESPONSE_URL = 'http://127.0.0.1:9/response/unset';
+
+let sequence = 0;
+const unique = (): string => `${Date.now().toString(36)}${(sequence += 1).toString(36)}${randomBytes(3).toString('hex')}`;
+const triggerId = (): string => `${Date.now()}.${Math.floor(Math.random() * 1e10)}.${randomBytes(16).toString('hex')}`;
+const nowSeconds = (): number => Math.floor(Date.now() / 1000);
+const actionTs = (): string => (Date.now() / 1000).toFixed(6);
+
+export function signSlackBody(
+  rawBody: string,
+  secret: string,
+  timestamp: number = nowSeconds(),
+): { 'x-slack-request-timestamp': string; 'x-slack-signature': string } {
+  const signature = `v0=${createHmac('sha256', secret).update(`v0:${timestamp}:${rawBody}`).digest('hex')}`;
+  return { 'x-slack-request-timestamp': String(timestamp), 'x-slack-signature': signature };
+}
+
+async function postSigned(
+  url: string,
+  secret: string,
+  rawBody: string,
+  contentType: 'application/x-www-form-urlencoded' | 'application/json',
+  options: SignedPostOptions,
+  extraHeaders: Record<string, string> = {},
+): Promise<Response> {
+  const headers = signSlackBody(rawBody, secret, options.timestamp);
+  if (options.signature !== undefined) headers['x-slack-signature'] = options.signature;
+  return fetch(url, {
+    method: 'POST',
+    body: rawBody,
+    headers: { 'content-type': contentType, ...headers, ...extraHeaders },
+  });
+}
+
+export async function postSlashCommand(
+  eventsUrl: string,
+  secret: string,
+  fields: {
+    text: string;
+    user_id: string;
+    channel_id: string;
+    response_url: string;
+    command?: string;
+    team_id?: string;
+    user_name?: string;
+    channel_name?: string;
+    trigger_id?: string;
+  },
+  options: SignedPostOptions = {},
+): Promise<Response> {
+  const body = new URLSearchParams({
+    token: LEGACY_TOKEN,
+    team_id: fields.team_id ?? TEST_TEAM_ID,
+    team_domain: TEAM_DOMAIN,
+    channel_id: fields.channel_id,
+    channel_name: fields.channel_name ?? (fields.channel_id.startsWith('D') ? 'directmessage' : 'backfills'),
+    user_id: fields.user_id,
+    user_name: fields.user_name ?? fields.user_id.toLowerCase(),
+    command: fields.command ?? '/backfill',
+    text: fields.text,
+    api_app_id: TEST_API_APP_ID,
+    is_enterprise_install: 'false',
+    response_url: fields.response_url,
+    trigger_id: fields.trigger_id ?? triggerId(),
+  }).toString();
+  return postSigned(eventsUrl, secret, body, 'application/x-www-form-urlencoded', options);
+}
+
+export async function postBlockAction(
+  eventsUrl: string,
+  secret: string,
+  payload: {
+    user: string;
+    actionId: string;
+    value: string;
+    blockId?: string;
+    channel?: string;
+    messageTs?: string;
+    responseUrl?: string;
+    teamId?: string;
+  },
+  options: SignedPostOptions = {},
+): Promise<Response> {
+  const teamId = payload.teamId ?? TEST_TEAM_ID;
+  const channel = payload.channel ?? 'C0BACKFILLS';
+  const messageTs = payload.messageTs ?? '1764480000.000100';
+  const blockId = payload.blockId ?? 'actions';
+  const buttonText = { type: 'plain_text', text: payload.actionId, emoji: true };
+  const action = {
+    type: 'button',
+    action_id: payload.actionId,
+    block_id: blockId,
+    value: payload.value,
+    text: buttonText,
+    action_ts: actionTs(),
+  };
+  const json = {
+    type: 'block_actions',
+    user: { id: payload.user, username: payload.user.toLowerCase(), name: payload.user.toLowerCase(), team_id: teamId },
+    api_app_id: TEST_API_APP_ID,
+    token: LEGACY_TOKEN,
+    container: { type: 'message', message_ts: messageTs, channel_id: channel, is_ephemeral: false },
+    trigger_id: triggerId(),
+    team: { id: teamId, domain: TEAM_DOMAIN },
+    enterprise: null,
+    is_enterprise_install: false,
+    channel: { id: channel, name: channel.startsWith('D') ? 'directmessage' : 'backfills' },
+    message: {
+      type: 'message',
+      subtype: 'bot_message',
+      text: 'message with buttons',
+      ts: messageTs,
+      bot_id: 'BBOT',
+      blocks: [
+        {
+          type: 'actions',
+          block_id: blockId,
+          elements: [{ type: 'button', action_id: payload.actionId, value: payload.value, text: buttonText }],
+        },
+      ],
+    },
+    state: { values: {} },
+    response_url: payload.responseUrl ?? DEAD_RESPONSE_URL,
+    actions: [action],
+  };
+  const body = new URLSearchParams({ payload: JSON.stringify(json) }).toString();
+  return postSigned(eventsUrl, secret, body, 'application/x-www-form-urlencoded', options);
+}
+
+export async function postEvent(
+  eventsUrl: string,
+  secret: string,
+  event: Record<string, unknown>,
+  options: EventPostOptions = {},
+): Promise<Response> {
+  const teamId = options.teamId ?? TEST_TEAM_ID;
+  const eventTs =
+    typeof event.event_ts === 'string' ? event.event_ts : typeof event.ts === 'string' ? event.ts : actionTs();
+  const envelope = {
+    token: LEGACY_TOKEN,
+    team_id: teamId,
+    context_team_id: teamId,
+    context_enterprise_id: null,
+    api_app_id: TEST_API_APP_ID,
+    event: { ...event, event_ts: eventTs },
+    type: 'event_callback',
+    event_id: options.eventId ?? `Ev${unique().toUpperCase()}`,
+    event_time: nowSeconds(),
+    authorizations: [
+      { enterprise_id: null, team_id: teamId, user_id: 'UBOT', is_bot: true, is_enterprise_install: false },
+    ],
+    is_ext_shared_channel: false,
+    event_context: `4-${unique()}`,
+  };
+  const extra: Record<string, string> = {};
+  if (options.retryNum !== undefined) {
+    extra['x-slack-retry-num'] = String(options.retryNum);
+    extra['x-slack-retry-reason'] = options.retryReason ?? 'http_timeout';
+  }
+  return postSigned(eventsUrl, secret, JSON.stringify(envelope), 'application/json', options, extra);
+}
