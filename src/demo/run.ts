@@ -1,27 +1,33 @@
+import type { AddressInfo } from 'node:net';
+import { LogLevel } from '@slack/bolt';
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { STEP_QUEUE } from '../../jobs/registry.js';
-import { runUntilSettled } from '../cli/runner.js';
+import { startSlackEmulator } from '../../test/support/slackEmulator.js';
+import { postBlockAction, postSlashCommand } from '../../test/support/slackRequests.js';
 import { loadConfig } from '../config.js';
-import type { EngineContext } from '../core/context.js';
-import { acknowledge } from '../core/gate.js';
-import { planBackfill } from '../core/plan.js';
-import { startBackfill } from '../core/start.js';
+import { loadBackfillReport } from '../core/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, quoteIdent } from '../db/pool.js';
 import { isBackfillError } from '../errors.js';
 import { redisConnection } from '../queue/stepQueue.js';
-import { renderDiff, renderPlan } from '../views/text.js';
+import { createSlackApp } from '../slack/app.js';
+import { ActionId, encodeButtonValue } from '../views/blocks.js';
+import { renderDiff } from '../views/text.js';
 import { OWNERS } from './constants.js';
 import { seedDemo } from './seed.js';
 
-// npm run demo: the night-15 backfill end to end on local Postgres and Redis, the demo answering as the owners.
+// npm run demo: the night-15 backfill end to end on local Postgres and Redis, driven the way Slack drives it:
+// signed slash commands and button clicks into the real Bolt receiver, the bot's Web API calls answered by a
+// local Slack emulator, whose messages are printed as a person would have seen them.
 
 const OPERATOR = 'U07ONCALL';
+const INCIDENT = 'C0INCIDENT';
+const SECRET = 'demo-signing-secret';
 
 function section(title: string): void {
-  console.log(`\n━━ ${title} ${'━'.repeat(Math.max(0, 70 - title.length))}`);
+  console.log(`\n━━ ${title} ${'━'.repeat(Math.max(0, 74 - title.length))}`);
 }
 
 async function recreateDatabase(url: string): Promise<void> {
@@ -38,9 +44,17 @@ async function recreateDatabase(url: string): Promise<void> {
   }
 }
 
+async function until(check: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`the demo timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 async function main(): Promise<void> {
   const base = loadConfig();
-  const config = { ...base, DATABASE_URL: base.DEMO_DATABASE_URL, QUEUE_PREFIX: `${base.QUEUE_PREFIX}-demo` };
+  const config = { ...base, DATABASE_URL: base.DEMO_DATABASE_URL, QUEUE_PREFIX: `${base.QUEUE_PREFIX}-demo`, BACKFILL_OPERATORS: [OPERATOR], STATUS_THROTTLE_MS: 0 };
   const queue = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix: config.QUEUE_PREFIX });
   await queue.obliterate({ force: true });
   await queue.close();
@@ -48,49 +62,70 @@ async function main(): Promise<void> {
   section(`Seeding the Harborlight demo into ${new URL(config.DATABASE_URL).pathname.slice(1)}`);
   await recreateDatabase(config.DATABASE_URL);
   const pool = createPool(config.DATABASE_URL, 'backfill-demo');
-  const ctx: EngineContext = { pool, config };
+  await migrate(pool);
+  const slack = await startSlackEmulator();
+  const bot = await createSlackApp({
+    ctx: { pool, config },
+    slack: { botToken: 'xoxb-demo', signingSecret: SECRET, apiUrl: slack.url },
+    logLevel: LogLevel.WARN,
+  });
   try {
-    await migrate(pool);
     const started = Date.now();
     const summary = await seedDemo(pool);
-    console.log(`November 2026 built by the pipeline's own step in ${((Date.now() - started) / 1000).toFixed(1)} s:`, summary);
+    console.log(`November 2026 built by the pipeline's own step in ${((Date.now() - started) / 1000).toFixed(1)} s: ` +
+      `${summary.orderRows} rows in ${summary.partitions} partitions, ${summary.unreconciled} unreconciled, watermark ${summary.watermark}`);
 
-    section('Night 15: plan (dry run, writes only an audit event)');
-    const request = { pipeline: 'orders', target: '2026-11-15', reason: 'currency column parsed as text on the 05:00–10:00 batch', actor: OPERATOR };
-    console.log(renderPlan(await planBackfill(ctx, request)));
+    const server = await bot.start(0);
+    const events = `http://127.0.0.1:${(server?.address() as AddressInfo).port}/slack/events`;
+    const type = async (user: string, text: string) => {
+      console.log(`<@${user}> in <#${INCIDENT}>: /backfill ${text}`);
+      await postSlashCommand(events, SECRET, { text, user_id: user, channel_id: INCIDENT, response_url: slack.responseUrl(`${user}-${Date.now()}`) });
+      await until(async () => slack.responses.length > 0 && slack.responses.length >= typed + 1, 'the reply');
+      typed += 1;
+    };
+    let typed = 0;
 
-    section('Start: before-total captured with announced_at, announcements sent');
-    const { backfill, announcements } = await startBackfill(ctx, request);
-    console.log(`Backfill #${backfill.id}: total before ${backfill.totalBefore}, announced at ${backfill.announcedAt.toISOString()}`);
-    for (const a of announcements) console.log(`\n→ to <@${a.owner}> (${a.consumer}, told ${a.notifyRule})\n${a.text.replace(/^/gm, '  ')}`);
+    section('In the incident channel');
+    await type(OPERATOR, 'plan orders 2026-11-15');
+    await type(OPERATOR, 'start orders 2026-11-15 currency column parsed as text on the 05:00-10:00 batch');
+    await until(async () => slack.callsTo('chat.postMessage').filter((c) => String(c.params.channel).startsWith('D')).length === 2, 'the announcements');
 
-    section('Acknowledgements (the demo answers as the owners)');
-    for (const owner of [OWNERS.settlementLead, OWNERS.payouts]) {
-      const result = await acknowledge(ctx, { backfillId: backfill.id, actor: owner });
-      console.log(`<@${owner}> acknowledged; ${result.approved ? 'gate open: steps enqueued' : `still waiting for ${result.waitingFor.map((w) => w.owner).join(', ')}`}`);
+    section('The owners acknowledge in their DMs (the demo presses the buttons for them)');
+    for (const [owner, consumer] of [[OWNERS.settlementLead, 'settlement_report'], [OWNERS.payouts, 'payout_export']] as const) {
+      console.log(`<@${owner}> presses Acknowledge on the ${consumer} announcement`);
+      await postBlockAction(events, SECRET, { user: owner, actionId: ActionId.Acknowledge, value: encodeButtonValue({ backfillId: 1, consumer }), responseUrl: slack.responseUrl() });
     }
+    await until(async () => (await loadBackfillReport(pool, 1)).backfill.state === 'done', 'the backfill to finish');
+    await until(async () => slack.callsTo('chat.postMessage').filter((c) => c.params.channel === INCIDENT).length >= 2, 'the diff message');
+    await until(async () => slack.callsTo('chat.postMessage').some((c) => c.params.channel === `D${OWNERS.forecast}`), 'the after-run DM');
+
+    section('What Slack showed (the emulator\'s transcript)');
+    console.log(slack.transcript());
 
     section('Jobs (BullMQ, deterministic ids), in the order they finished');
-    const report = await runUntilSettled(ctx, backfill.id, (line) => console.log(line));
-    for (const event of await listEvents(pool, backfill.id)) {
-      if (['recomputed', 'watermark_moved', 'replayed', 'compared'].includes(event.kind)) {
-        console.log(`${event.at.toISOString().slice(11, 23)}  ${event.kind.padEnd(16)} ${summarize(event.detail)}`);
+    for (const event of await listEvents(pool, 1)) {
+      if (['announcement_sent', 'acknowledged', 'approved', 'recomputed', 'watermark_moved', 'replayed', 'compared', 'notified', 'diff_posted'].includes(event.kind)) {
+        console.log(`${event.at.toISOString().slice(11, 23)}  ${event.actor.padEnd(12)} ${event.kind.padEnd(18)} ${summarize(event.detail)}`);
       }
     }
 
-    section('Diff, filed in the backfill log');
+    section('The backfill log row');
+    const report = await loadBackfillReport(pool, 1);
     console.log(renderDiff(report));
     if (report.backfill.state !== 'done') throw new Error(`backfill ended ${report.backfill.state}: ${report.backfill.failure ?? ''}`);
   } finally {
+    await bot.stop();
+    await slack.close();
     await pool.end();
   }
 }
 
 function summarize(detail: Record<string, unknown>): string {
   if (typeof detail.partition === 'string') return `${detail.partition}  rows ${String(detail.rowsBefore)} → ${String(detail.rowsAfter)}  total ${String(detail.totalBefore)} → ${String(detail.totalAfter)}`;
-  if (typeof detail.consumer === 'string') return `${detail.consumer} via ${String(detail.via)}`;
+  if (typeof detail.consumer === 'string') return `${detail.consumer}${detail.via ? ` via ${String(detail.via)}` : ''}`;
   if ('from' in detail) return `${String(detail.from)} → ${String(detail.to)}`;
-  return `total ${String(detail.totalBefore)} → ${String(detail.totalAfter)} (${String(detail.diff)})`;
+  if ('totalAfter' in detail) return `total ${String(detail.totalBefore)} → ${String(detail.totalAfter)} (${String(detail.diff)})`;
+  return '';
 }
 
 main().then(() => process.exit(0), (error: unknown) => {
