@@ -1,12 +1,12 @@
 import { loadConfig, requireSlack } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool, ensureDatabase } from './db/pool.js';
-import { isBackfillError } from './errors.js';
+import { runService } from './processLifecycle.js';
 import { createSlackApp } from './slack/app.js';
 
 // npm start: the Slack app (HTTP on PORT, or Socket Mode with SLACK_APP_TOKEN) with the workers in-process.
 
-async function main(): Promise<void> {
+runService(async () => {
   const config = loadConfig();
   const slack = requireSlack(config);
   await ensureDatabase(config.DATABASE_URL);
@@ -15,16 +15,8 @@ async function main(): Promise<void> {
   const bot = await createSlackApp({ ctx: { pool, config }, slack });
   await bot.start(config.PORT);
   console.log(slack.appToken ? 'backfill-bot connected over Socket Mode' : `backfill-bot listening on :${config.PORT} (POST /slack/events, GET /healthz)`);
-  const stop = async () => {
+  return async () => {
     await bot.stop();
     await pool.end();
-    process.exit(0);
   };
-  process.once('SIGINT', () => void stop());
-  process.once('SIGTERM', () => void stop());
-}
-
-main().catch((error: unknown) => {
-  console.error(isBackfillError(error) ? error.message : error);
-  process.exit(1);
 });

@@ -2,14 +2,14 @@ import { App, LogLevel } from '@slack/bolt';
 import { loadConfig, requireSlack } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool, ensureDatabase } from './db/pool.js';
-import { isBackfillError } from './errors.js';
+import { runService } from './processLifecycle.js';
 import { SlackMessenger } from './slack/messenger.js';
 import { startWorkers } from './worker.js';
 
 // npm run worker: step workers alone, delivering through Slack. Run as many as you like against one Redis
 // and one database: deterministic job ids and the step rows keep them from doing anything twice.
 
-async function main(): Promise<void> {
+runService(async () => {
   const config = loadConfig();
   const slack = requireSlack(config);
   await ensureDatabase(config.DATABASE_URL);
@@ -21,16 +21,8 @@ async function main(): Promise<void> {
   const messenger = new SlackMessenger(app.client, pool, config.STATUS_THROTTLE_MS);
   const workers = await startWorkers({ pool, config, messenger });
   console.log(`backfill-bot workers running (concurrency ${config.WORKER_CONCURRENCY}, prefix ${config.QUEUE_PREFIX})`);
-  const stop = async () => {
+  return async () => {
     await workers.close();
     await pool.end();
-    process.exit(0);
   };
-  process.once('SIGINT', () => void stop());
-  process.once('SIGTERM', () => void stop());
-}
-
-main().catch((error: unknown) => {
-  console.error(isBackfillError(error) ? error.message : error);
-  process.exit(1);
 });

@@ -4,17 +4,11 @@ import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, INCIDENT_CHANNEL, type SlackHarness } from '../support/slackApp.js';
 import type { RecordedCall } from '../support/slackEmulator.js';
+import { waitUntil } from '../support/wait.js';
 
 const blocksText = (call: RecordedCall | undefined) => JSON.stringify(call?.params.blocks ?? []);
 const postsTo = (h: SlackHarness, channel: string) => h.slack.callsTo('chat.postMessage').filter((c) => c.params.channel === channel);
 
-async function waitUntil(check: () => Promise<boolean> | boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('night 15 from /backfill start to the diff, through the signed Bolt receiver', () => {
   let h: SlackHarness;

@@ -2,14 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { OWNERS } from '../../src/demo/constants.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, type SlackHarness } from '../support/slackApp.js';
+import { waitUntil } from '../support/wait.js';
 
-async function waitUntil(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const dmPosts = (h: SlackHarness) => h.slack.callsTo('chat.postMessage').filter((c) => String(c.params.channel).startsWith('D'));
 
