@@ -19,3 +19,12 @@ export const remindPayloadSchema = z.object({
   backfillId: z.number().int().positive(),
   consumer: z.string().min(1),
 });
+
+/** Tell one stale reader that hours it read while missing are now real (a catch-up notice row). */
+export const STALE_READER_JOB = 'tell-stale-reader';
+
+export const staleReaderPayloadSchema = z.object({
+  catchUpId: z.number().int().positive(),
+  consumer: z.string().min(1),
+  period: z.string().regex(/^\d{4}-\d{2}-\d{2}$/),
+});

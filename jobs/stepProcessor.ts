@@ -2,7 +2,8 @@ import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import { executeStep, failStep, type StepContext, type StepOutcome } from '../src/core/steps.js';
 import { isBackfillError } from '../src/errors.js';
 import { dispatch } from '../src/queue/stepQueue.js';
-import { REMIND_JOB, remindPayloadSchema, stepPayloadSchema } from './registry.js';
+import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from './registry.js';
+import { tellStaleReader } from '../src/core/catchUps.js';
 import { sendReminder } from '../src/core/reminders.js';
 
 /**
@@ -11,7 +12,10 @@ import { sendReminder } from '../src/core/reminders.js';
  * is told not to retry.
  */
 export function createStepProcessor(ctx: StepContext, queue: Queue) {
-  return async (job: Job): Promise<StepOutcome | 'reminded' | 'not_due'> => {
+  return async (job: Job): Promise<StepOutcome | 'reminded' | 'not_due' | 'told'> => {
+    if (job.name === STALE_READER_JOB) {
+      return (await tellStaleReader(ctx, staleReaderPayloadSchema.parse(job.data))) ? 'told' : 'already_done';
+    }
     if (job.name === REMIND_JOB) {
       const { backfillId, consumer } = remindPayloadSchema.parse(job.data);
       const sent = await sendReminder(ctx, backfillId, consumer);

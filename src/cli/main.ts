@@ -1,4 +1,9 @@
+import { writeFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
+import { buildIncidentPackage, incidentPackageJson, incidentPackageMarkdown } from '../core/incidentPackage.js';
+import { formatMoney } from '../core/money.js';
+import { answerPaidAgainst } from '../core/paidAgainst.js';
+import { addSigner, listSigners, removeSigner, signReport } from '../core/signing.js';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import type { EngineContext } from '../core/context.js';
@@ -14,7 +19,7 @@ import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, ensureDatabase } from '../db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
-import { renderBackfillList, renderDiff, renderPlan, renderStatus, renderTick, renderTimeline } from '../views/text.js';
+import { renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderStatus, renderTick, renderTimeline } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
 
 const USAGE = `backfill <command> [arguments] [--as <user>]
@@ -29,6 +34,10 @@ const USAGE = `backfill <command> [arguments] [--as <user>]
   status [id]                                   one backfill, or the recent ones
   log [id]                                      the backfill log, or one backfill's diff and timeline
   tick <pipeline> [--until <hour>]              the normal run: process the hours after the watermark
+  paid-against [report] <date>                  the signed figure, every correction since, the current one
+  sign <report> <date>                          sign the report's current total (as --as; must be a signer)
+  signer add|remove <report> <user>             who may sign which report; signer list [report]
+  export <id> [--format md|json] [--out <file>] the incident package: the log row and the whole timeline
   worker                                        run the step workers until interrupted
   migrate                                       apply database migrations
 
@@ -44,6 +53,8 @@ async function main(argv: string[]): Promise<number> {
       consumer: { type: 'string' },
       'override-limit': { type: 'string' },
       until: { type: 'string' },
+      format: { type: 'string', default: 'md' },
+      out: { type: 'string' },
       wait: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -72,6 +83,8 @@ interface Options {
   'override-limit'?: string | undefined;
   until?: string | undefined;
   wait?: boolean | undefined;
+  format?: string | undefined;
+  out?: string | undefined;
 }
 
 async function run(ctx: EngineContext, command: string, args: string[], options: Options): Promise<number> {
@@ -149,6 +162,45 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
       const [pipeline = ''] = need(args, 1, 'tick <pipeline> [--until <hour>]');
       const until = options.until ? parseHour(options.until) : undefined;
       console.log(renderTick(await tick(ctx, { pipeline, actor, until })));
+      return 0;
+    }
+    case 'paid-against': {
+      const [first = '', second] = need(args, 1, 'paid-against [report] <date>');
+      const answer = await answerPaidAgainst(ctx.pool, second === undefined ? { date: first } : { report: first, date: second });
+      console.log(renderPaidAgainst(answer));
+      return 0;
+    }
+    case 'sign': {
+      const [report = '', period = ''] = need(args, 2, 'sign <report> <date> --as <user>');
+      const signed = await recordingRefusals(ctx, { actor, action: 'sign', input: { report, period } }, () => signReport(ctx, { report, period, actor }));
+      console.log(`Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by <@${signed.signedBy}> (signature ${signed.signatureNumber}).`);
+      return 0;
+    }
+    case 'signer': {
+      const [action = '', report, user] = need(args, 1, 'signer add|remove <report> <user> | signer list [report]');
+      if (action === 'list') {
+        const { rows } = await ctx.pool.query<{ report: string; signer: string }>(
+          'SELECT report, signer FROM backfill.signers WHERE $1::text IS NULL OR report = $1::text ORDER BY report, signer', [report ?? null]);
+        console.log(rows.map((r) => `${r.report}: <@${r.signer}>`).join('\n') || 'No signers configured.');
+        return 0;
+      }
+      if ((action !== 'add' && action !== 'remove') || !report || !user) throw new BackfillError(ErrorCode.BadInput, 'Usage: backfill signer add|remove <report> <user> | signer list [report]');
+      if (action === 'add') await addSigner(ctx, { report, signer: user, actor });
+      else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`<@${user}> was not a signer of ${report}.`);
+      console.log(`Signers of ${report}: ${(await listSigners(ctx.pool, report)).map((s) => `<@${s}>`).join(', ') || 'none'}`);
+      return 0;
+    }
+    case 'export': {
+      const id = backfillId(need(args, 1, 'export <id> [--format md|json] [--out <file>]')[0]);
+      if (options.format !== 'md' && options.format !== 'json') throw new BackfillError(ErrorCode.BadInput, `--format is md or json, not "${options.format ?? ''}".`);
+      const pkg = await buildIncidentPackage(ctx.pool, id);
+      const text = options.format === 'json' ? incidentPackageJson(pkg) : incidentPackageMarkdown(pkg);
+      if (options.out) {
+        await writeFile(options.out, text);
+        console.log(`Wrote ${options.out}.`);
+      } else {
+        console.log(text);
+      }
       return 0;
     }
     case 'worker': {

@@ -19,6 +19,10 @@ export class PrintingMessenger implements Messenger {
 
   async reportDiff(): Promise<void> {}
 
+  async directMessage(user: string, text: string): Promise<void> {
+    this.print(`--- to <@${user}> ---\n${text}`);
+  }
+
   async remind(message: OwnerMessage): Promise<void> {
     this.print(`(reminder to <@${message.owner}>: backfill #${message.backfillId} still waits for ${message.consumer})`);
   }

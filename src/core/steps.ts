@@ -39,6 +39,8 @@ export interface Messenger {
   reportDiff(backfillId: number): Promise<void>;
   /** An owner has not acknowledged after the configured delay: say it again, and say so where it was asked. */
   remind(message: OwnerMessage): Promise<void>;
+  /** A plain message to one person (a stale reader told the numbers are now real). */
+  directMessage(user: string, text: string): Promise<void>;
   /** Something about the backfill changed: refresh whatever shows its status. Must not throw. */
   changed(backfillId: number): Promise<void>;
 }

@@ -4,6 +4,7 @@ import { withTransaction } from '../db/pool.js';
 import type { EngineContext } from './context.js';
 import { replacePartition, snapshotPartition, sourceShards } from './partitionStep.js';
 import type { Queryable } from '../db/pool.js';
+import { recordCatchUp } from './catchUps.js';
 import { formatHour, HOUR_MS } from './time.js';
 
 export interface StaleReader {
@@ -20,6 +21,8 @@ export interface TickResult {
   stoppedBecause: string;
   /** Consumers that read a partition this tick filled before it had landed: they must be told it is now real. */
   staleReaders: StaleReader[];
+  /** The recorded catch-up whose notices tell those readers, when there were any. */
+  catchUpId: number | undefined;
 }
 
 /**
@@ -75,6 +78,7 @@ export async function tick(ctx: EngineContext, input: { pipeline: string; actor:
     if (step.hour && step.firstBuild) filled.push(step.hour);
   }
   const staleReaders = await findStaleReaders(ctx, pipeline.name, filled);
+  const catchUpId = staleReaders.length > 0 ? await recordCatchUp(ctx, { pipeline, filled, actor: input.actor }) : undefined;
   if (processed.length > 0) {
     await recordEvent(ctx.pool, {
       actor: input.actor, kind: 'tick',
@@ -82,7 +86,7 @@ export async function tick(ctx: EngineContext, input: { pipeline: string; actor:
         staleReaders: staleReaders.map((r) => ({ consumer: r.consumer, owner: r.owner, partition: formatHour(r.partitionHour), readAt: r.readAt })) },
     });
   }
-  return { processed, watermark, stoppedBecause, staleReaders };
+  return { processed, watermark, stoppedBecause, staleReaders, catchUpId };
 }
 
 /** Signed reports (report and day) that read this hour: a change under them needs an announcement. */

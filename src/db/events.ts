@@ -5,7 +5,8 @@ export type EventKind =
   | 'planned' | 'requested' | 'announced' | 'acknowledged' | 'held' | 'released' | 'overridden' | 'approved'
   | 'cancelled' | 'refused' | 'state_changed' | 'job_enqueued' | 'step_started' | 'step_retried' | 'step_done'
   | 'step_failed' | 'recomputed' | 'watermark_moved' | 'replayed' | 'compared' | 'notified' | 'finished' | 'failed'
-  | 'tick' | 'announcement_sent' | 'reminded' | 'diff_posted' | 'status_posted';
+  | 'tick' | 'announcement_sent' | 'reminded' | 'diff_posted' | 'status_posted'
+  | 'signed' | 'signer_added' | 'signer_removed' | 'caught_up' | 'stale_readers_told' | 'package_uploaded';
 
 export interface TimelineEvent {
   id: number;

@@ -142,6 +142,8 @@ async function registerConsumers(db: Queryable): Promise<void> {
   await db.query(
     `INSERT INTO backfill.consumer_dependencies (consumer, depends_on) SELECT * FROM unnest($1::text[], $2::text[])`,
     [links.map(([consumer]) => consumer), links.map(([, dependsOn]) => dependsOn)]);
+  // The settlement duty lead signs the daily settlement report (and is the only one who may).
+  await db.query(`INSERT INTO backfill.signers (report, signer, added_by) VALUES ('settlement_report', $1::text, 'seed')`, [OWNERS.settlementLead]);
 }
 
 // ---- reset and static data ------------------------------------------------------------------------------

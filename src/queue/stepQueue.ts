@@ -3,7 +3,8 @@ import type { Config } from '../config.js';
 import type { EngineContext } from '../core/context.js';
 import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/dispatch.js';
 import type { StepRef } from '../core/steps.js';
-import { REMIND_JOB, remindPayloadSchema, STEP_QUEUE, stepPayloadSchema } from '../../jobs/registry.js';
+import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from '../../jobs/registry.js';
+import { listUntoldNotices } from '../core/catchUps.js';
 import { findDueReminders } from '../core/reminders.js';
 
 export function redisConnection(config: Config): ConnectionOptions {
@@ -56,7 +57,24 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
     added.push(step);
   }
   await scheduleReminders(ctx, queue, backfillId);
+  if (backfillId === undefined) await scheduleStaleReaderNotices(ctx, queue);
   return added;
+}
+
+/** Untold catch-up notices become jobs; the notice row, not Redis, says whether it was told. */
+export async function scheduleStaleReaderNotices(ctx: EngineContext, queue: Queue): Promise<void> {
+  for (const notice of await listUntoldNotices(ctx.pool)) {
+    const jobId = `cu${notice.catchUpId}-${notice.consumer}-${notice.period}`;
+    const existing = await queue.getJob(jobId);
+    if (existing && !(await existing.isFailed())) continue;
+    if (existing) await existing.remove();
+    await queue.add(STALE_READER_JOB, staleReaderPayloadSchema.parse({ catchUpId: notice.catchUpId, consumer: notice.consumer, period: notice.period }), {
+      jobId,
+      attempts: ctx.config.JOB_ATTEMPTS,
+      backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
+      removeOnComplete: { age: 24 * 3600 },
+    });
+  }
 }
 
 /** One delayed reminder per unanswered announcement, due the configured delay after it went out. */

@@ -8,10 +8,14 @@ export type BackfillCommand =
   | { kind: 'start'; pipeline: string; target: string; reason: string }
   | { kind: 'status'; backfillId?: number | undefined }
   | { kind: 'override'; backfillId: number; reason: string }
-  | { kind: 'cancel'; backfillId: number; reason?: string | undefined };
+  | { kind: 'cancel'; backfillId: number; reason?: string | undefined }
+  | { kind: 'paid-against'; report?: string | undefined; date: string }
+  | { kind: 'sign'; report: string; date: string }
+  | { kind: 'log'; backfillId: number };
 
 const backfillId = z.string().regex(/^#?[1-9]\d{0,15}$/, 'is not a backfill id; ids are whole numbers such as 12').transform((id) => Number(id.replace('#', '')));
 const word = z.string().min(1);
+const date = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'is not a date; write it as YYYY-MM-DD, e.g. 2026-11-15');
 
 const USAGE: Record<Exclude<BackfillCommand['kind'], 'help'>, string> = {
   plan: '/backfill plan <pipeline> <night YYYY-MM-DD | from..to> [reason]',
@@ -19,6 +23,9 @@ const USAGE: Record<Exclude<BackfillCommand['kind'], 'help'>, string> = {
   status: '/backfill status [id]',
   override: '/backfill override <id> <reason>',
   cancel: '/backfill cancel <id> [reason]',
+  'paid-against': '/backfill paid-against [report] <YYYY-MM-DD>, e.g. /backfill paid-against settlement_report 2026-11-15',
+  sign: '/backfill sign <report> <YYYY-MM-DD>',
+  log: '/backfill log <id>',
 };
 
 const schemas = {
@@ -27,6 +34,10 @@ const schemas = {
   status: z.union([z.tuple([]), z.tuple([backfillId])]).transform((args) => ({ kind: 'status' as const, backfillId: args[0] })),
   override: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'override' as const, backfillId: id, reason: reason.join(' ') })),
   cancel: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'cancel' as const, backfillId: id, reason: reason.join(' ') || undefined })),
+  'paid-against': z.union([z.tuple([date]), z.tuple([word, date])]).transform((args) =>
+    (args.length === 1 ? { kind: 'paid-against' as const, date: args[0] } : { kind: 'paid-against' as const, report: args[0], date: args[1] })),
+  sign: z.tuple([word, date]).transform(([report, day]) => ({ kind: 'sign' as const, report, date: day })),
+  log: z.tuple([backfillId]).transform(([id]) => ({ kind: 'log' as const, backfillId: id })),
 };
 
 export function parseBackfillCommand(text: string): BackfillCommand {

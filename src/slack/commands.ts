@@ -6,7 +6,10 @@ import { startBackfill } from '../core/start.js';
 import { loadBackfillReport } from '../core/status.js';
 import { formatMoney, formatSignedMoney } from '../core/money.js';
 import { formatHourRange } from '../core/time.js';
-import { HELP_TEXT, planMessage, statusMessage, type Message } from '../views/blocks.js';
+import { HELP_TEXT, paidAgainstMessage, planMessage, statusMessage, type Message } from '../views/blocks.js';
+import { answerPaidAgainst } from '../core/paidAgainst.js';
+import { signReport } from '../core/signing.js';
+import { formatTime } from '../core/time.js';
 import { parseBackfillCommand } from './commandText.js';
 import type { SlackDeps } from './deps.js';
 
@@ -63,6 +66,18 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
         await deps.messenger.postToIncident(command.backfillId, `:no_entry: <@${actor}> cancelled backfill #${command.backfillId}${command.reason ? `: ${command.reason}` : ''}. Nothing was changed.`);
         await deps.messenger.changed(command.backfillId);
         return plain(`Backfill #${command.backfillId} cancelled.`);
+      }
+      case 'paid-against':
+        return paidAgainstMessage(await answerPaidAgainst(ctx.pool, { report: command.report, date: command.date }));
+      case 'sign': {
+        const signed = await signReport(ctx, { report: command.report, period: command.date, actor });
+        return plain(`Signed: ${signed.report} for ${signed.period} = *${formatMoney(signed.total)}* by <@${signed.signedBy}> at ${formatTime(signed.signedAt)}` +
+          `${signed.signatureNumber > 1 ? ` (signature ${signed.signatureNumber}; the earlier ones are kept)` : ''}.`);
+      }
+      case 'log': {
+        const where = await deps.messenger.uploadIncidentPackage(command.backfillId);
+        return plain(where ? `The incident package of backfill #${command.backfillId} (Markdown and JSON) is in <#${where}>'s incident thread.`
+          : `Backfill #${command.backfillId} has no incident channel (it was started from the CLI); export it with \`backfill export ${command.backfillId}\`.`);
       }
       default: {
         const unreachable: never = command;

@@ -3,6 +3,7 @@ import type { Pool } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import type { Messenger, OwnerMessage } from '../core/steps.js';
 import { loadBackfillReport } from '../core/status.js';
+import { buildIncidentPackage, incidentPackageFiles } from '../core/incidentPackage.js';
 import { announcementMessage, diffMessage, statusMessage, type Message } from '../views/blocks.js';
 
 type WebClient = webApi.WebClient;
@@ -52,6 +53,10 @@ export class SlackMessenger implements Messenger {
     await this.client.chat.postMessage({ channel, text: message.text });
   }
 
+  async directMessage(user: string, text: string): Promise<void> {
+    await this.client.chat.postMessage({ channel: await this.openDm(user), text });
+  }
+
   async reportDiff(backfillId: number): Promise<void> {
     const report = await loadBackfillReport(this.pool, backfillId);
     if (!report.backfill.incidentChannel) return;
@@ -60,6 +65,27 @@ export class SlackMessenger implements Messenger {
 
   async updateMessage(channel: string, ts: string, message: Message): Promise<void> {
     await this.client.chat.update({ channel, ts, ...message });
+  }
+
+  /**
+   * Uploads the incident package (Markdown and JSON, the same facts) to the backfill's incident thread.
+   * Returns the channel, or undefined when the backfill has no incident channel.
+   */
+  async uploadIncidentPackage(backfillId: number): Promise<string | undefined> {
+    const pkg = await buildIncidentPackage(this.pool, backfillId);
+    const { rows } = await this.pool.query<{ channel: string | null; ts: string | null }>(
+      'SELECT incident_channel AS channel, status_ts AS ts FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
+    const channel = rows[0]?.channel;
+    if (!channel) return undefined;
+    const files = incidentPackageFiles(pkg).map((file) => ({ content: file.content, filename: file.filename, title: file.title }));
+    await this.client.filesUploadV2({
+      channel_id: channel,
+      ...(rows[0]?.ts ? { thread_ts: rows[0].ts } : {}),
+      initial_comment: `Incident package of backfill #${backfillId}: the log row and the whole timeline, as Markdown and as JSON.`,
+      file_uploads: files,
+    });
+    await recordEvent(this.pool, { backfillId, actor: 'backfill-bot', kind: 'package_uploaded', detail: { channel, files: files.map((f) => f.filename) } });
+    return channel;
   }
 
   /** A plain message in the backfill's incident channel (a hold, a cancel, a reminder flag). */

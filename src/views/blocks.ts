@@ -1,5 +1,6 @@
 import type { types } from '@slack/bolt';
-import type { BackfillConsumerRow } from '../db/backfills.js';
+import type { BackfillConsumerRow, BackfillRow } from '../db/backfills.js';
+import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/plan.js';
 import { describeState } from '../core/stateMachine.js';
@@ -154,5 +155,59 @@ export const HELP_TEXT = [
   '`/backfill status [id]`: one backfill, or the recent ones',
   '`/backfill override <id> <reason>`: proceed without a missing acknowledgement (operators)',
   '`/backfill cancel <id>`: stop it before it runs (operators)',
+  '`/backfill paid-against <report> <date>`: the signed figure and every correction since (anyone), e.g. `/backfill paid-against settlement_report 2026-11-15`',
+  '`/backfill sign <report> <date>`: sign the report\'s current total (configured signers)',
+  '`/backfill log <id>`: the incident package (Markdown and JSON) in the incident thread',
   'Ranges are UTC and include both ends: `2026-11-15T05:00..2026-11-15T10:00`.',
 ].join('\n');
+
+/** "What did we pay against?": the signed figure first, then every correction, then what stands now. */
+export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
+  const signatures = answer.signatures.map((s, i) =>
+    `${answer.signatures.length > 1 ? `${i + 1}. ` : ''}*${formatMoney(s.total)}*, signed by <@${s.signedBy}> at ${formatTime(s.signedAt)}`);
+  const corrections = answer.corrections.map((c) => [
+    `• *Backfill #${c.backfillId}* (${c.reason}): corrected to *${formatMoney(c.corrected)}*, ${formatSignedMoney(c.diffFromSigned)} against the signed ${formatMoney(c.signedTotal)}`,
+    `   announced ${formatTime(c.announcedAt)}, ran ${c.ranAt ? formatTime(c.ranAt) : '—'} by <@${c.ranBy ?? '?'}>, finished ${formatTime(c.finishedAt)}`,
+    `   acknowledged by ${c.acknowledgedBy.map((a) => `<@${a.owner}> (${a.consumer}, ${formatTime(a.at)})`).join(', ') || 'nobody'}` +
+      `${c.overriddenBy.length ? `; overridden by ${c.overriddenBy.map((o) => `<@${o.operator}> for ${o.consumer}: ${o.reason}`).join(', ')}` : ''}`,
+  ].join('\n'));
+  const current = answer.current.source === 'signature'
+    ? `*Current figure:* ${formatMoney(answer.current.total)} (the latest signature)`
+    : `*Current figure:* ${formatMoney(answer.current.total)} (after backfill #${answer.current.backfillId ?? '?'}; not signed again since)`;
+  return {
+    text: `${answer.report} ${answer.period}: paid against ${formatMoney(answer.signatures[0]?.total ?? '0')}; current ${formatMoney(answer.current.total)}`,
+    blocks: [
+      header(`What we paid against: ${answer.report}, ${answer.period}`),
+      section(`*Signed*\n${signatures.join('\n')}`),
+      section(`*Corrections since*\n${corrections.join('\n') || 'none: the signed figure stands'}`),
+      section(current),
+    ],
+  };
+}
+
+export interface HomeData {
+  inFlight: BackfillReport[];
+  recent: BackfillRow[];
+}
+
+/** The App Home tab: backfills in flight with their gate, and the latest log rows with their differences. */
+export function homeView(data: HomeData): types.HomeView {
+  const inFlight = data.inFlight.flatMap((report): Block[] => [
+    section(`*#${report.backfill.id} ${report.backfill.pipeline}*, ${formatHourRange(report.backfill.firstHour, report.backfill.lastHour)}: ${describeState(report.backfill.state)}\n` +
+      `${report.consumers.map(gateLine).join('\n') || 'no readers'}`),
+  ]);
+  const recent = data.recent.map((b) =>
+    `#${b.id} ${b.pipeline} ${formatHourRange(b.firstHour, b.lastHour)}: ${b.state} · before ${money(b.totalBefore)} · after ${money(b.totalAfter)} · ` +
+    `difference ${b.diff === null ? '—' : formatSignedMoney(b.diff)}`);
+  return {
+    type: 'home',
+    blocks: [
+      header('Backfills in flight'),
+      ...(inFlight.length ? inFlight : [section('None right now.')]),
+      { type: 'divider' },
+      header('Backfill log'),
+      section(recent.join('\n') || 'No backfills yet.'),
+      context('Ask "what did we pay against on YYYY-MM-DD?" by mentioning the bot or in a DM, or use `/backfill paid-against <report> <date>`.'),
+    ].slice(0, 100),
+  };
+}

@@ -2,6 +2,7 @@ import type { BackfillRow } from '../db/backfills.js';
 import type { TimelineEvent } from '../db/events.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/plan.js';
+import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
 import { describeState } from '../core/stateMachine.js';
 import type { BackfillReport } from '../core/status.js';
 import type { TickResult } from '../core/tick.js';
@@ -116,5 +117,18 @@ export function renderTick(result: TickResult): string {
     lines.push('Read these hours before they landed; to be told the numbers are now real:');
     for (const [consumer, { owner, n }] of byConsumer) lines.push(`  ${consumer} <@${owner}> (${n} partition(s))`);
   }
+  return lines.join('\n');
+}
+
+export function renderPaidAgainst(answer: PaidAgainstAnswer): string {
+  const lines = [`What we paid against: ${answer.report} ${answer.period}`];
+  for (const s of answer.signatures) lines.push(`  signed ${formatMoney(s.total)} by <@${s.signedBy}> at ${formatTime(s.signedAt)}`);
+  if (answer.corrections.length === 0) lines.push('  no corrections since');
+  for (const c of answer.corrections) {
+    lines.push(`  backfill #${c.backfillId} (${c.reason}): ${formatMoney(c.corrected)}, ${formatSignedMoney(c.diffFromSigned)} against the signed ${formatMoney(c.signedTotal)}; ` +
+      `announced ${formatTime(c.announcedAt)}, ran ${c.ranAt ? formatTime(c.ranAt) : '—'} by <@${c.ranBy ?? '?'}>, ` +
+      `acknowledged by ${c.acknowledgedBy.map((a) => `<@${a.owner}>`).join(', ') || 'nobody'}`);
+  }
+  lines.push(`  current: ${formatMoney(answer.current.total)} (${answer.current.source === 'signature' ? 'the latest signature' : `after backfill #${answer.current.backfillId ?? '?'}`})`);
   return lines.join('\n');
 }

@@ -26,6 +26,12 @@ export class RecordingMessenger implements Messenger {
   }
 
   readonly reminded: OwnerMessage[] = [];
+  readonly direct: { user: string; text: string }[] = [];
+
+  async directMessage(user: string, text: string): Promise<void> {
+    this.direct.push({ user, text });
+  }
+
 
   async remind(message: OwnerMessage): Promise<void> {
     this.reminded.push(message);

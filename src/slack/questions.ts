@@ -1,0 +1,43 @@
+import { listRecentBackfills } from '../db/backfills.js';
+import type { Queryable } from '../db/pool.js';
+import { answerPaidAgainst } from '../core/paidAgainst.js';
+import { loadBackfillReport } from '../core/status.js';
+import { ACTIVE_STATES } from '../core/stateMachine.js';
+import { homeView, paidAgainstMessage, type Message } from '../views/blocks.js';
+import type { types } from '@slack/bolt';
+
+/** A question asked in plain words: "what did we pay against on 2026-11-15?" (a report may be named too). */
+export interface PaidAgainstQuestion {
+  date: string;
+  report?: string | undefined;
+}
+
+export async function parsePaidAgainstQuestion(db: Queryable, text: string): Promise<PaidAgainstQuestion | undefined> {
+  if (!/pa(id|y)\s+against/i.test(text)) return undefined;
+  const date = /\b(\d{4}-\d{2}-\d{2})\b/.exec(text)?.[1];
+  if (!date) return undefined;
+  const { rows } = await db.query<{ name: string }>(`SELECT name FROM backfill.consumers WHERE kind = 'report' ORDER BY length(name) DESC`);
+  const lower = text.toLowerCase();
+  const report = rows.find((r) => lower.includes(r.name) || lower.includes(r.name.replaceAll('_', ' ')))?.name;
+  return { date, report };
+}
+
+const HOW_TO_ASK = 'Ask me "what did we pay against on 2026-11-15?" (you may name the report, e.g. settlement report), ' +
+  'or use `/backfill paid-against <report> <date>`.';
+
+/** The reply to a mention or a DM. Anyone may ask; refusals (unknown report, unsigned date) come back as text. */
+export async function answerQuestion(db: Queryable, text: string): Promise<Message> {
+  const question = await parsePaidAgainstQuestion(db, text);
+  if (!question) return { text: HOW_TO_ASK, blocks: [{ type: 'section', text: { type: 'mrkdwn', text: HOW_TO_ASK } }] };
+  return paidAgainstMessage(await answerPaidAgainst(db, question));
+}
+
+/** The Home tab: the backfills in flight with their gate, and the latest log rows. */
+export async function buildHome(db: Queryable): Promise<types.HomeView> {
+  const recent = await listRecentBackfills(db, 15);
+  const inFlight = [];
+  for (const backfill of recent.filter((b) => ACTIVE_STATES.includes(b.state))) {
+    inFlight.push(await loadBackfillReport(db, backfill.id));
+  }
+  return homeView({ inFlight, recent });
+}
