@@ -312,7 +312,7 @@ export function incidentPackageMarkdown(p: IncidentPackage): string {
     '',
     ...table(
       ['Hour', 'Rows before', 'Rows after', 'Total before', 'Total after', 'Difference', 'Checksum before', 'Checksum after', 'Recomputed at'],
-      p.partitions.map((t) => [formatPartitionHour(t.hour), String(t.rowsBefore), text(t.rowsAfter), money(t.totalBefore), money(t.totalBefore),
+      p.partitions.map((t) => [formatPartitionHour(t.hour), String(t.rowsBefore), text(t.rowsAfter), money(t.totalBefore), money(t.totalAfter),
         signedMoney(t.diff), t.checksumBefore, text(t.checksumAfter), instant(t.recomputedAt)]), [1, 2, 3, 4, 5]),
     '',
     '## Consumers, in dependency order',
