@@ -44,6 +44,10 @@ export const configSchema = z.object({
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,40}$/, 'QUEUE_PREFIX may hold letters, digits, _ and - (at most 40), e.g. backfill').default('backfill'),
   WORKER_CONCURRENCY: positiveInt('WORKER_CONCURRENCY', 4),
   MAX_PARTITIONS: positiveInt('MAX_PARTITIONS', 48),
+  // More partitions than this need a second operator's approval.
+  CAPACITY_LIMIT: positiveInt('CAPACITY_LIMIT', 24),
+  // After the one-partition canary, partitions are published in waves of this size, each reconciled first.
+  WAVE_SIZE: positiveInt('WAVE_SIZE', 4),
   JOB_ATTEMPTS: positiveInt('JOB_ATTEMPTS', 3),
   JOB_BACKOFF_MS: positiveInt('JOB_BACKOFF_MS', 2000),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),

@@ -1,4 +1,4 @@
-import { formatMoney, type Direction } from './money.js';
+import { formatMoney, formatSignedMoney, subtractMoney, type Direction } from './money.js';
 import type { Reader, SignedFigure } from './readers.js';
 import { formatHourRange, formatTime } from './time.js';
 
@@ -11,6 +11,10 @@ export interface AnnouncementInput {
   lastHour: Date;
   partitionCount: number;
   direction: Direction;
+  /** Totals over the affected days now and after the change, from the step run in a rolled-back preview. */
+  totalBefore: string;
+  expectedTotalAfter: string;
+  days: string[];
   reader: Reader;
   signed: SignedFigure[];
   /** Owners whose acknowledgement the run waits for. */
@@ -42,6 +46,9 @@ export function announcementText(input: AnnouncementInput): string {
     lines.push(`Signed figure: ${figure.report} for ${figure.period} = ${formatMoney(figure.total)}, signed by <@${figure.signedBy}> at ${formatTime(figure.signedAt)}.`);
   }
   lines.push(`Expected direction of the change: ${DIRECTION_TEXT[input.direction]}.`);
+  lines.push(`Expected new total for ${input.days.join(', ')}: ${formatMoney(input.expectedTotalAfter)} ` +
+    `(${formatSignedMoney(subtractMoney(input.expectedTotalAfter, input.totalBefore))} from ${formatMoney(input.totalBefore)} now), ` +
+    'from a preview of the step; each partition is checked against it before it is published.');
   lines.push(reader.notifyRule === 'before'
     ? `When: it runs once ${input.gateOwners.map((owner) => `<@${owner}>`).join(', ')} acknowledge${input.gateOwners.length === 1 ? 's' : ''}; nothing is deleted before. Please acknowledge or hold.`
     : `When: as soon as the owners who must acknowledge have; you will be told the result after the run.`);

@@ -19,15 +19,29 @@ export async function findRunnableSteps(db: Queryable, backfillId?: number): Pro
        AND CASE s.kind
          WHEN 'announce' THEN b.state IN ('announced', 'held', 'approved')
          WHEN 'recompute' THEN b.state = 'running'
+         WHEN 'stage' THEN b.state = 'running'
+         -- The canary (wave 0) first; each later wave only once every earlier one is published and reconciled.
+         WHEN 'publish' THEN b.state = 'running' AND NOT EXISTS (
+           SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.status <> 'done')
+           AND NOT EXISTS (
+           SELECT 1 FROM backfill.backfill_steps p
+           JOIN backfill.backfill_targets pt ON pt.backfill_id = p.backfill_id AND p.step_key = to_char(pt.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
+           JOIN backfill.backfill_targets st ON st.backfill_id = s.backfill_id AND s.step_key = to_char(st.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
+           WHERE p.backfill_id = s.backfill_id AND p.kind = 'publish' AND p.status <> 'done' AND pt.wave < st.wave)
          WHEN 'watermark' THEN b.state = 'running' AND NOT EXISTS (
-           SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'recompute' AND r.status <> 'done')
-         WHEN 'replay' THEN b.state = 'replaying' AND NOT EXISTS (
+           SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind IN ('recompute', 'stage', 'publish') AND r.status <> 'done')
+         -- A replay waits for every consumer it depends on; during a rollback the keys carry "@rollback".
+         WHEN 'replay' THEN (b.state = 'replaying' AND s.step_key NOT LIKE '%@rollback' OR b.state = 'rolling_back' AND s.step_key LIKE '%@rollback')
+           AND NOT EXISTS (
            SELECT 1 FROM backfill.backfill_consumers bc
-           JOIN backfill.backfill_steps d ON d.backfill_id = bc.backfill_id AND d.kind = 'replay' AND d.step_key = ANY (bc.depends_on)
-           WHERE bc.backfill_id = s.backfill_id AND bc.consumer = s.step_key AND d.status <> 'done')
+           JOIN backfill.backfill_steps d ON d.backfill_id = bc.backfill_id AND d.kind = 'replay'
+             AND split_part(d.step_key, '@', 1) = ANY (bc.depends_on)
+             AND (d.step_key LIKE '%@rollback') = (s.step_key LIKE '%@rollback')
+           WHERE bc.backfill_id = s.backfill_id AND bc.consumer = split_part(s.step_key, '@', 1) AND d.status <> 'done')
          WHEN 'compare' THEN b.state = 'comparing'
-         WHEN 'notify' THEN b.state = 'done'
-         WHEN 'report' THEN b.state = 'done'
+         WHEN 'notify' THEN (b.state = 'done' AND s.step_key NOT LIKE '%@rollback') OR (b.state = 'rolling_back' AND s.step_key LIKE '%@rollback' AND NOT EXISTS (
+           SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'replay' AND r.step_key LIKE '%@rollback' AND r.status <> 'done'))
+         WHEN 'report' THEN (b.state = 'done' AND s.step_key <> 'rollback') OR (b.state = 'rolled_back' AND s.step_key = 'rollback')
          ELSE false
        END
      ORDER BY s.backfill_id, array_position($2::text[], s.kind), s.step_key`, [backfillId ?? null, [...STEP_KINDS]]);
@@ -59,7 +73,7 @@ export async function startApproved(ctx: EngineContext, backfillId?: number): Pr
 
 /** Heals a backfill whose last step committed but whose phase move was lost (it is idempotent). */
 export async function advanceAll(ctx: EngineContext): Promise<void> {
-  const { rows } = await ctx.pool.query<{ id: number }>(`SELECT id FROM backfill.backfills WHERE state IN ('running', 'replaying')`);
+  const { rows } = await ctx.pool.query<{ id: number }>(`SELECT id FROM backfill.backfills WHERE state IN ('running', 'replaying', 'rolling_back')`);
   for (const row of rows) await withTransaction(ctx.pool, (tx) => advanceBackfill(tx, row.id));
 }
 

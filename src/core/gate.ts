@@ -45,7 +45,7 @@ export async function acknowledge(ctx: EngineContext, input: { backfillId: numbe
       await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'released', detail: {} });
       changed = true;
     }
-    const approved = await approveIfGateOpen(tx, backfill.id, input.actor);
+    const approved = await approveIfGateOpen(tx, backfill.id, input.actor, ctx.config.WAVE_SIZE);
     return { ...(await gateStatus(tx, backfill.id)), approved, changed };
   });
 }
@@ -80,14 +80,38 @@ export async function overrideGate(ctx: EngineContext, input: { backfillId: numb
     }
     if (backfill.state !== 'announced') throw wrongState(backfill.id, backfill.state, 'there is no acknowledgement left to override');
     const { waitingFor } = await gateStatus(tx, backfill.id);
-    for (const missing of waitingFor) {
+    for (const missing of waitingFor.filter((w) => w.consumer !== CAPACITY_GATE)) {
       await tx.query(
         `INSERT INTO backfill.gate_overrides (backfill_id, consumer, operator, reason) VALUES ($1::bigint, $2::text, $3::text, $4::text)
          ON CONFLICT DO NOTHING`, [backfill.id, missing.consumer, input.actor, input.reason.trim()]);
       await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'overridden', detail: { consumer: missing.consumer, owner: missing.owner, reason: input.reason.trim() } });
     }
-    const approved = await approveIfGateOpen(tx, backfill.id, input.actor);
+    const approved = await approveIfGateOpen(tx, backfill.id, input.actor, ctx.config.WAVE_SIZE);
     return { ...(await gateStatus(tx, backfill.id)), approved, changed: waitingFor.length > 0 };
+  });
+}
+
+/** The gate entry of a backfill larger than the capacity limit: a second operator must approve it. */
+export const CAPACITY_GATE = 'capacity approval';
+
+/**
+ * A second operator (not the one who asked) approves a backfill larger than the capacity limit; recorded.
+ * An override cannot stand in for it: the point is a second pair of eyes on the size.
+ */
+export async function approveCapacity(ctx: EngineContext, input: { backfillId: number; actor: string }): Promise<GateResult> {
+  return withTransaction(ctx.pool, async (tx) => {
+    const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
+    if (!backfill.needsSecondApproval) {
+      throw new BackfillError(ErrorCode.BadInput, `Backfill #${backfill.id} is within the capacity limit (${backfill.partitionCount} partitions): it needs no second approval.`);
+    }
+    if (backfill.requestedBy === input.actor) {
+      throw new BackfillError(ErrorCode.NotAllowed, `<@${input.actor}> asked for backfill #${backfill.id}, so cannot also be its second approval: another operator must approve it.`);
+    }
+    if (backfill.state !== 'announced' && backfill.state !== 'held') throw wrongState(backfill.id, backfill.state, 'approvals are taken only before it runs');
+    const inserted = await tx.query('INSERT INTO backfill.capacity_approvals (backfill_id, operator) VALUES ($1::bigint, $2::text) ON CONFLICT DO NOTHING', [backfill.id, input.actor]);
+    if (inserted.rowCount === 1) await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'capacity_approved', detail: { partitions: backfill.partitionCount, limit: ctx.config.CAPACITY_LIMIT } });
+    const approved = await approveIfGateOpen(tx, backfill.id, input.actor, ctx.config.WAVE_SIZE);
+    return { ...(await gateStatus(tx, backfill.id)), approved, changed: inserted.rowCount === 1 };
   });
 }
 
@@ -108,22 +132,29 @@ export async function cancelBackfill(ctx: EngineContext, input: { backfillId: nu
  * Opens the gate when every "before" consumer is acknowledged or overridden: moves to approved and writes
  * the steps as rows, so the dispatcher (in any process) can enqueue them. Returns true when it opened now.
  */
-export async function approveIfGateOpen(tx: PoolClient, backfillId: number, actor: string): Promise<boolean> {
+export async function approveIfGateOpen(tx: PoolClient, backfillId: number, actor: string, waveSize: number): Promise<boolean> {
   const { waitingFor, backfill } = await gateStatus(tx, backfillId);
   if (waitingFor.length > 0 || backfill.state !== 'announced') return false;
   const moved = await transition(tx, { backfillId, to: 'approved', actor });
   if (!moved) return false;
-  await createSteps(tx, backfillId);
+  await createSteps(tx, backfillId, waveSize);
   await recordEvent(tx, { backfillId, actor, kind: 'approved', detail: {} });
   return true;
 }
 
-/** recompute per target, one watermark move, replay per consumer, one compare, notify per "after" owner, the diff post. */
-async function createSteps(tx: PoolClient, backfillId: number): Promise<void> {
+/**
+ * stage and publish per target (the first target is the canary, wave 0; the rest go in waves of waveSize),
+ * one watermark move, replay per consumer, one compare, notify per "after" owner, the diff post.
+ */
+async function createSteps(tx: PoolClient, backfillId: number, waveSize: number): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfill_targets t SET wave = CASE WHEN o.n = 1 THEN 0 ELSE 1 + (o.n - 2) / $2::int END
+     FROM (SELECT partition_hour, row_number() OVER (ORDER BY partition_hour) AS n FROM backfill.backfill_targets WHERE backfill_id = $1::bigint) o
+     WHERE t.backfill_id = $1::bigint AND t.partition_hour = o.partition_hour`, [backfillId, waveSize]);
   await tx.query(
     `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
-     SELECT $1::bigint, 'recompute', to_char(partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
-       FROM backfill.backfill_targets WHERE backfill_id = $1::bigint
+     SELECT $1::bigint, kind, to_char(partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
+       FROM backfill.backfill_targets CROSS JOIN (VALUES ('stage'), ('publish')) AS k(kind) WHERE backfill_id = $1::bigint
      UNION ALL SELECT $1::bigint, 'watermark', 'reset'
      UNION ALL SELECT $1::bigint, 'replay', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
      UNION ALL SELECT $1::bigint, 'compare', 'totals'
@@ -138,6 +169,10 @@ export async function gateStatus(db: Queryable, backfillId: number): Promise<{ b
   const waitingFor = consumers
     .filter((c) => c.notifyRule === 'before' && !c.ackedAt && !c.overriddenBy)
     .map((c) => ({ consumer: c.consumer, owner: c.owner }));
+  if (backfill.needsSecondApproval) {
+    const { rows } = await db.query('SELECT 1 FROM backfill.capacity_approvals WHERE backfill_id = $1::bigint', [backfillId]);
+    if (rows.length === 0) waitingFor.push({ consumer: CAPACITY_GATE, owner: 'a second operator' });
+  }
   return { backfill, waitingFor };
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Pool } from '../db/pool.js';
 import { withClient } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
@@ -19,6 +20,8 @@ export interface BackfillRequest {
   actor: string;
   /** Why more partitions than the configured limit are really needed; without it a long range is refused. */
   limitOverride?: string | undefined;
+  /** Start exactly what this frozen plan previewed; refused if its inputs changed since. */
+  planId?: number | undefined;
   /** The Slack channel it was asked from: announcements' status and the diff go there. */
   incidentChannel?: string | undefined;
 }
@@ -35,6 +38,11 @@ export interface Plan {
   totalBefore: string;
   /** From a recompute run in a transaction that is rolled back: nothing is written. */
   expectedTotalAfter: string;
+  /** The same preview per partition: the envelope each published partition is checked against. */
+  expected: { hour: Date; rows: number; total: string }[];
+  /** The frozen plan's id and hash (set when the plan was recorded by planBackfill). */
+  planId?: number;
+  inputsHash: string;
   direction: Direction;
   announcements: { consumer: string; owner: string; notifyRule: 'before' | 'after'; text: string }[];
 }
@@ -42,11 +50,44 @@ export interface Plan {
 /** Everything a backfill would do, computed without writing anything but an audit event. */
 export async function planBackfill(ctx: EngineContext, request: BackfillRequest): Promise<Plan> {
   const plan = await buildPlan(ctx, request);
+  // The plan is frozen: its inputs and their hash are kept, so `start` from it can refuse if they changed.
+  const { rows } = await ctx.pool.query<{ id: number }>(
+    `INSERT INTO backfill.plans (pipeline, target, inputs_hash, inputs, created_by) VALUES ($1::text, $2::text, $3::text, $4::jsonb, $5::text) RETURNING id`,
+    [plan.pipeline.name, request.target, plan.inputsHash, JSON.stringify(planInputs(plan)), request.actor]);
+  const planId = rows[0]?.id;
   await recordEvent(ctx.pool, {
     actor: request.actor, kind: 'planned',
-    detail: { pipeline: plan.pipeline.name, target: request.target, partitions: plan.identified.hours.length, reason: request.reason },
+    detail: { planId, pipeline: plan.pipeline.name, target: request.target, partitions: plan.identified.hours.length, reason: request.reason, hash: plan.inputsHash },
   });
-  return plan;
+  return planId === undefined ? plan : { ...plan, planId };
+}
+
+/** What a plan's hash covers: the partitions, who reads them (and how they are told), and the step itself. */
+export function planInputs(plan: Pick<Plan, 'pipeline' | 'identified' | 'readers'>): Record<string, unknown> {
+  return {
+    pipeline: plan.pipeline.name,
+    partitions: plan.identified.hours.map((h) => h.toISOString()),
+    consumers: plan.readers.map((r) => ({ consumer: r.consumer, owner: r.owner, rule: r.notifyRule, rank: r.dependencyRank })),
+    step: createHash('sha256').update(plan.pipeline.stepSql).digest('hex'),
+  };
+}
+
+function hashInputs(inputs: Record<string, unknown>): string {
+  return createHash('sha256').update(JSON.stringify(inputs)).digest('hex');
+}
+
+/** Refuses when the frozen plan's inputs differ from what a plan made now would use, naming what changed. */
+export async function checkFrozenPlan(ctx: EngineContext, planId: number, plan: Plan): Promise<void> {
+  const { rows } = await ctx.pool.query<{ pipeline: string; target: string; hash: string; inputs: Record<string, unknown> }>(
+    'SELECT pipeline, target, inputs_hash AS hash, inputs FROM backfill.plans WHERE id = $1::bigint', [planId]);
+  const frozen = rows[0];
+  if (!frozen) throw new BackfillError(ErrorCode.BadInput, `There is no plan #${planId}. \`/backfill plan\` makes one and shows its id.`);
+  if (frozen.hash === plan.inputsHash) return;
+  const now = planInputs(plan);
+  const changed = Object.keys(now).filter((key) => JSON.stringify(now[key]) !== JSON.stringify(frozen.inputs[key]));
+  throw new BackfillError(ErrorCode.WrongState,
+    `Plan #${planId} is out of date: its ${changed.join(', ')} changed since it was previewed, so it would not run what was shown. ` +
+    'Make a new plan, review it, and start that one.', { details: { changed } });
 }
 
 export async function buildPlan(ctx: EngineContext, request: BackfillRequest): Promise<Plan> {
@@ -60,9 +101,10 @@ export async function buildPlan(ctx: EngineContext, request: BackfillRequest): P
   const readers = await listReaders(ctx.pool, pipeline.name, identified.hours);
   const signed = await listSignedFigures(ctx.pool, readers.filter((r) => r.kind === 'report').map((r) => r.consumer), days);
   const gateOwners = [...new Set(readers.filter((r) => r.notifyRule === 'before').map((r) => r.owner))];
-  const { before, after } = await previewTotals(ctx.pool, pipeline, identified.hours, days);
+  const { before, after, expected } = await previewTotals(ctx.pool, pipeline, identified.hours, days);
   const direction = directionOf(subtractMoney(after, before));
-  const plan = { pipeline, spec, identified, days, readers, signed, gateOwners, totalBefore: before, expectedTotalAfter: after, direction };
+  const inputsHash = hashInputs(planInputs({ pipeline, identified, readers }));
+  const plan = { pipeline, spec, identified, days, readers, signed, gateOwners, totalBefore: before, expectedTotalAfter: after, expected, direction, inputsHash };
   return { ...plan, announcements: announcementsFor(plan, request, null) };
 }
 
@@ -76,6 +118,7 @@ export function announcementsFor(plan: Omit<Plan, 'announcements'>, request: Bac
       backfillId, pipeline: plan.pipeline.name, reason: request.reason, requestedBy: request.actor,
       firstHour: plan.identified.firstHour, lastHour: plan.identified.lastHour, partitionCount: plan.identified.hours.length,
       direction: plan.direction, reader, signed: plan.signed, gateOwners: plan.gateOwners,
+      totalBefore: plan.totalBefore, expectedTotalAfter: plan.expectedTotalAfter, days: plan.days,
     }),
   }));
 }
@@ -84,14 +127,18 @@ export function announcementsFor(plan: Omit<Plan, 'announcements'>, request: Bac
  * Runs the real step over the targets inside a transaction that is always rolled back, so the plan can say
  * which way the total will move. The per-partition locks make it wait for, never interleave with, a writer.
  */
-async function previewTotals(pool: Pool, pipeline: Pipeline, hours: Date[], days: string[]): Promise<{ before: string; after: string }> {
+async function previewTotals(pool: Pool, pipeline: Pipeline, hours: Date[], days: string[]): Promise<{ before: string; after: string; expected: Plan['expected'] }> {
   return withClient(pool, async (client) => {
     await client.query('BEGIN');
     try {
       const before = await totalOverDays(client, pipeline, days);
-      for (const hour of hours) await replacePartition(client, pipeline, hour);
+      const expected: Plan['expected'] = [];
+      for (const hour of hours) {
+        const snapshot = await replacePartition(client, pipeline, hour);
+        expected.push({ hour, rows: snapshot.rows, total: snapshot.total });
+      }
       const after = await totalOverDays(client, pipeline, days);
-      return { before, after };
+      return { before, after, expected };
     } finally {
       await client.query('ROLLBACK');
     }

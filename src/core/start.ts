@@ -4,7 +4,7 @@ import { quoteIdent, quoteQualified, withTransaction, type PoolClient } from '..
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { approveIfGateOpen } from './gate.js';
-import { announcementsFor, buildPlan, type BackfillRequest, type Plan } from './plan.js';
+import { announcementsFor, buildPlan, checkFrozenPlan, type BackfillRequest, type Plan } from './plan.js';
 import { formatHourRange } from './time.js';
 
 export interface StartResult {
@@ -21,10 +21,11 @@ export interface StartResult {
  */
 export async function startBackfill(ctx: EngineContext, request: BackfillRequest): Promise<StartResult> {
   const plan = await buildPlan(ctx, request);
+  if (request.planId !== undefined) await checkFrozenPlan(ctx, request.planId, plan);
   const { pipeline, identified } = plan;
   try {
     return await withTransaction(ctx.pool, async (tx) => {
-      const id = await insertBackfillRow(tx, plan, request);
+      const id = await insertBackfillRow(tx, plan, request, ctx.config.CAPACITY_LIMIT);
       await insertTargets(tx, id, plan);
       const announcements = announcementsFor(plan, request, id);
       await insertReaders(tx, id, plan, announcements);
@@ -44,7 +45,7 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       await tx.query(
         `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
          SELECT $1::bigint, 'announce', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'before'`, [id]);
-      await approveIfGateOpen(tx, id, request.actor);
+      await approveIfGateOpen(tx, id, request.actor, ctx.config.WAVE_SIZE);
       return { backfill: await requireBackfill(tx, id), plan, announcements };
     });
   } catch (error) {
@@ -53,22 +54,22 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
   }
 }
 
-async function insertBackfillRow(tx: PoolClient, plan: Plan, request: BackfillRequest): Promise<number> {
+async function insertBackfillRow(tx: PoolClient, plan: Plan, request: BackfillRequest, capacityLimit: number): Promise<number> {
   const { pipeline, identified } = plan;
   const partition = quoteIdent(pipeline.partitionColumn);
   // total_before is computed by this very INSERT: captured with announced_at, before any delete can happen.
   const { rows } = await tx.query<{ id: number }>(
     `INSERT INTO backfill.backfills (pipeline, reason, requested_by, first_hour, last_hour, partition_count,
                                      watermark_before, watermark_reset_to, total_before, announced_at, state, limit_override,
-                                     incident_channel)
+                                     incident_channel, plan_id, needs_second_approval)
      SELECT $1::text, $2::text, $3::text, $4::timestamptz, $5::timestamptz, $6::int, $7::timestamptz, $8::timestamptz,
-            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $10::text, $11::text
+            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $10::text, $11::text, $12::bigint, $13::boolean
      FROM ${quoteQualified(pipeline.targetTable)}
      WHERE (${partition} AT TIME ZONE 'UTC')::date = ANY ($9::date[])
      RETURNING id`,
     [pipeline.name, request.reason.trim(), request.actor, identified.firstHour, identified.lastHour, identified.hours.length,
       identified.watermarkBefore, identified.watermarkResetTo, plan.days, request.limitOverride?.trim() || null,
-      request.incidentChannel ?? null]);
+      request.incidentChannel ?? null, request.planId ?? null, identified.hours.length > capacityLimit]);
   const id = rows[0]?.id;
   if (id === undefined) throw new Error('backfill insert returned no id');
   return id;
@@ -78,12 +79,13 @@ async function insertTargets(tx: PoolClient, id: number, plan: Plan): Promise<vo
   const { pipeline } = plan;
   const order = pipeline.keyColumns.map((column) => `t.${quoteIdent(column)}`).join(', ');
   await tx.query(
-    `INSERT INTO backfill.backfill_targets (backfill_id, partition_hour, rows_before, total_before, checksum_before)
-     SELECT $1::bigint, h, count(t.*), coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0),
-            md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), ''))
-     FROM unnest($2::timestamptz[]) h
-     LEFT JOIN ${quoteQualified(pipeline.targetTable)} t ON t.${quoteIdent(pipeline.partitionColumn)} = h
-     GROUP BY h`, [id, plan.identified.hours]);
+    `INSERT INTO backfill.backfill_targets (backfill_id, partition_hour, rows_before, total_before, checksum_before, expected_rows, expected_total)
+     SELECT $1::bigint, e.h, count(t.*), coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0),
+            md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')), e.rows, e.total
+     FROM unnest($2::timestamptz[], $3::bigint[], $4::numeric[]) AS e(h, rows, total)
+     LEFT JOIN ${quoteQualified(pipeline.targetTable)} t ON t.${quoteIdent(pipeline.partitionColumn)} = e.h
+     GROUP BY e.h, e.rows, e.total`,
+    [id, plan.expected.map((e) => e.hour), plan.expected.map((e) => e.rows), plan.expected.map((e) => e.total)]);
 }
 
 async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {

@@ -17,6 +17,10 @@ import { BackfillError, ErrorCode } from '../errors.js';
  * replaying: consumers re-triggered in dependency order.
  * comparing: signed figures compared with what the rebuilt reports show; the log row is completed.
  * failed: a step ran out of attempts; the failure names it. cancelled: stopped before it ran.
+ * paused: a canary or wave showed a difference the plan did not predict (or duplicate keys): the expansion
+ *   stopped with both generations kept; an operator continues (accepting it) or rolls back.
+ * stopped: an operator fenced it: queued jobs removed, no write of its generation may commit any more.
+ * rolling_back → rolled_back: the preserved rows were restored in one transaction; consumers replay again.
  *
  * Each move is one UPDATE … WHERE state = ANY(expected), so two processes cannot make the same move twice,
  * and writes its timeline row in the same transaction.
@@ -26,26 +30,34 @@ export const BackfillState = {
   Held: 'held',
   Approved: 'approved',
   Running: 'running',
+  Paused: 'paused',
   Replaying: 'replaying',
   Comparing: 'comparing',
   Done: 'done',
   Failed: 'failed',
   Cancelled: 'cancelled',
+  Stopped: 'stopped',
+  RollingBack: 'rolling_back',
+  RolledBack: 'rolled_back',
 } as const;
 export type BackfillState = (typeof BackfillState)[keyof typeof BackfillState];
 
-export const ACTIVE_STATES: readonly BackfillState[] = ['announced', 'held', 'approved', 'running', 'replaying', 'comparing'];
+export const ACTIVE_STATES: readonly BackfillState[] = ['announced', 'held', 'approved', 'running', 'paused', 'replaying', 'comparing', 'rolling_back'];
 
 const ALLOWED: Record<BackfillState, readonly BackfillState[]> = {
-  announced: ['held', 'approved', 'cancelled'],
-  held: ['announced', 'approved', 'cancelled'],
-  approved: ['running', 'cancelled'],
-  running: ['replaying', 'failed'],
-  replaying: ['comparing', 'failed'],
-  comparing: ['done', 'failed'],
-  done: [],
-  failed: [],
+  announced: ['held', 'approved', 'cancelled', 'stopped'],
+  held: ['announced', 'approved', 'cancelled', 'stopped'],
+  approved: ['running', 'cancelled', 'stopped'],
+  running: ['replaying', 'paused', 'failed', 'stopped'],
+  paused: ['running', 'stopped', 'rolling_back'],
+  replaying: ['comparing', 'failed', 'stopped'],
+  comparing: ['done', 'failed', 'stopped'],
+  done: ['rolling_back'],
+  failed: ['rolling_back'],
   cancelled: [],
+  stopped: ['rolling_back'],
+  rolling_back: ['rolled_back', 'failed'],
+  rolled_back: [],
 };
 
 export function canMove(from: BackfillState, to: BackfillState): boolean {
@@ -63,6 +75,10 @@ export function describeState(state: BackfillState): string {
     case 'done': return 'done';
     case 'failed': return 'failed';
     case 'cancelled': return 'cancelled';
+    case 'paused': return 'paused: the expansion stopped, waiting for an operator';
+    case 'stopped': return 'stopped (fenced)';
+    case 'rolling_back': return 'rolling back';
+    case 'rolled_back': return 'rolled back';
     default: {
       const unreachable: never = state;
       return unreachable;
@@ -75,7 +91,7 @@ export interface Transition {
   to: BackfillState;
   actor: string;
   /** Extra column assignments done by the same UPDATE (e.g. ran_at). Keys are fixed in code, never user input. */
-  set?: Partial<Record<'ran_at' | 'ran_by' | 'finished_at' | 'failure', string | Date | null>>;
+  set?: Partial<Record<'ran_at' | 'ran_by' | 'finished_at' | 'failure' | 'paused_reason' | 'stopped_by' | 'stop_reason' | 'rolled_back_by' | 'rolled_back_at', string | Date | null>>;
   detail?: Record<string, unknown>;
 }
 

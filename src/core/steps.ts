@@ -2,15 +2,16 @@ import { requireBackfill, listBackfillSignoffs, type BackfillRow } from '../db/b
 import { recordEvent } from '../db/events.js';
 import { requirePipeline } from '../db/pipelines.js';
 import { withTransaction, type PoolClient } from '../db/pool.js';
-import { BackfillError, describeError, ErrorCode } from '../errors.js';
+import { BackfillError, describeError, ErrorCode, isBackfillError } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
 import { replacePartition, totalOverDays } from './partitionStep.js';
 import { callWebhook, parseRetrigger, runSqlRetrigger } from './retrigger.js';
+import { pauseBackfill, publishPartition, stagePartition, type PublishHooks } from './stagePublish.js';
 import { transition, type BackfillState } from './stateMachine.js';
 import { distinctDays, formatHour } from './time.js';
 
-export const STEP_KINDS = ['announce', 'recompute', 'watermark', 'replay', 'compare', 'notify', 'report'] as const;
+export const STEP_KINDS = ['announce', 'recompute', 'stage', 'publish', 'watermark', 'replay', 'compare', 'notify', 'report'] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
 
 export interface StepRef {
@@ -47,6 +48,8 @@ export interface Messenger {
 
 export interface StepContext extends EngineContext {
   messenger: Messenger;
+  /** Test seams around a publish's commit (a stop arriving, a late writer); never set in production. */
+  hooks?: PublishHooks;
 }
 
 export type StepOutcome = 'done' | 'already_done' | 'not_runnable';
@@ -57,11 +60,13 @@ const ENGINE = 'backfill-bot';
 const RUNS_IN: Record<StepKind, readonly BackfillState[]> = {
   announce: ['announced', 'held', 'approved'],
   recompute: ['running'],
+  stage: ['running'],
+  publish: ['running'],
   watermark: ['running'],
-  replay: ['replaying'],
+  replay: ['replaying', 'rolling_back'],
   compare: ['comparing'],
-  notify: ['done'],
-  report: ['done'],
+  notify: ['done', 'rolling_back'],
+  report: ['done', 'rolled_back'],
 };
 
 /**
@@ -75,6 +80,8 @@ export async function executeStep(ctx: StepContext, ref: StepRef): Promise<StepO
   switch (ref.kind) {
     case 'announce': return announce(ctx, ref);
     case 'recompute': return recompute(ctx, ref);
+    case 'stage': return stage(ctx, ref);
+    case 'publish': return publish(ctx, ref);
     case 'watermark': return moveWatermark(ctx, ref);
     case 'replay': return replay(ctx, ref);
     case 'compare': return compare(ctx, ref);
@@ -124,12 +131,12 @@ async function finishStep(tx: PoolClient, ref: StepRef, result: Record<string, u
   return backfill;
 }
 
-async function withinStep(ctx: StepContext, ref: StepRef, work: (tx: PoolClient) => Promise<void>): Promise<StepOutcome> {
+async function withinStep(ctx: StepContext, _ref: StepRef, work: (tx: PoolClient) => Promise<void>, options: { rethrowWrongState?: boolean } = {}): Promise<StepOutcome> {
   try {
     await withTransaction(ctx.pool, work);
     return 'done';
   } catch (error) {
-    if (error instanceof BackfillError && error.code === ErrorCode.WrongState) return 'not_runnable';
+    if (!options.rethrowWrongState && error instanceof BackfillError && error.code === ErrorCode.WrongState) return 'not_runnable';
     throw error;
   }
 }
@@ -154,6 +161,49 @@ async function recompute(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   });
 }
 
+async function stage(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  return withinStep(ctx, ref, async (tx) => {
+    const backfill = await requireBackfill(tx, ref.backfillId);
+    const outcome = await stagePartition(tx, backfill, new Date(ref.key));
+    await finishStep(tx, ref, { outcome });
+  });
+}
+
+/**
+ * Publishes one partition. A breach of the announced envelope pauses the backfill (both generations kept,
+ * the step left pending for an operator's continue); a fenced generation's write is refused and recorded.
+ */
+async function publish(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
+  let paused: string | undefined;
+  try {
+    const outcome = await withinStep(ctx, ref, async (tx) => {
+      const backfill = await requireBackfill(tx, ref.backfillId);
+      const result = await publishPartition(tx, backfill, new Date(ref.key), ctx.hooks);
+      if (result.kind === 'paused') {
+        paused = result.reason;
+        throw new BackfillError(ErrorCode.WrongState, result.reason);
+      }
+      await finishStep(tx, ref, { outcome: result.kind });
+    }, { rethrowWrongState: true });
+    return outcome;
+  } catch (error) {
+    if (paused !== undefined) {
+      await pauseBackfill(ctx.pool, ref.backfillId, paused);
+      await ctx.pool.query(`UPDATE backfill.backfill_steps SET status = 'pending' WHERE backfill_id = $1::bigint AND kind = 'publish' AND step_key = $2::text`, [ref.backfillId, ref.key]);
+      return 'not_runnable';
+    }
+    if (isBackfillError(error, ErrorCode.WrongState)) {
+      if (error.details.fenced) {
+        await ctx.pool.query(`UPDATE backfill.backfill_steps SET status = 'skipped', error = $3::text WHERE backfill_id = $1::bigint AND kind = 'publish' AND step_key = $2::text`,
+          [ref.backfillId, ref.key, error.message]);
+        await recordEvent(ctx.pool, { backfillId: ref.backfillId, actor: ENGINE, kind: 'write_fenced', detail: { step: ref.kind, key: ref.key, message: error.message } });
+      }
+      return 'not_runnable';
+    }
+    throw error;
+  }
+}
+
 async function moveWatermark(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   return withinStep(ctx, ref, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
@@ -171,24 +221,30 @@ async function moveWatermark(ctx: StepContext, ref: StepRef): Promise<StepOutcom
   });
 }
 
+/** A replay or notify key is the consumer, with "@rollback" when it is part of undoing the backfill. */
+function consumerOf(ref: StepRef): string {
+  return ref.key.split('@')[0] ?? ref.key;
+}
+
 async function replay(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   const backfill = await requireBackfill(ctx.pool, ref.backfillId);
-  const { rows } = await ctx.pool.query<{ retrigger: unknown }>('SELECT retrigger FROM backfill.consumers WHERE name = $1::text', [ref.key]);
-  const retrigger = parseRetrigger(ref.key, rows[0]?.retrigger);
+  const consumer = consumerOf(ref);
+  const { rows } = await ctx.pool.query<{ retrigger: unknown }>('SELECT retrigger FROM backfill.consumers WHERE name = $1::text', [consumer]);
+  const retrigger = parseRetrigger(consumer, rows[0]?.retrigger);
   const hours = await targetHours(ctx, ref.backfillId);
   if (retrigger.kind === 'sql') {
     return withinStep(ctx, ref, async (tx) => {
       const result = await runSqlRetrigger(tx, retrigger, hours);
-      await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer: ref.key, via: 'sql', ...result } });
+      await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, via: 'sql', rollback: ref.key !== consumer, ...result } });
       await finishStep(tx, ref, { via: 'sql', ...result });
     });
   }
   const result = await callWebhook(retrigger, {
-    backfillId: backfill.id, consumer: ref.key, partitions: hours,
+    backfillId: backfill.id, consumer, partitions: hours,
     secret: ctx.config.WEBHOOK_SIGNING_SECRET, timeoutMs: ctx.config.WEBHOOK_TIMEOUT_MS,
   });
   return withinStep(ctx, ref, async (tx) => {
-    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer: ref.key, via: 'webhook', url: retrigger.url, status: result.status } });
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, via: 'webhook', url: retrigger.url, status: result.status, rollback: ref.key !== consumer } });
     await finishStep(tx, ref, { via: 'webhook', status: result.status });
   });
 }
@@ -248,7 +304,7 @@ async function report(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
 
 async function backfillConsumer(ctx: StepContext, ref: StepRef): Promise<{ owner: string; announcement: string }> {
   const { rows } = await ctx.pool.query<{ owner: string; announcement: string }>(
-    'SELECT owner, announcement FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [ref.backfillId, ref.key]);
+    'SELECT owner, announcement FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [ref.backfillId, consumerOf(ref)]);
   const row = rows[0];
   if (!row) throw new BackfillError(ErrorCode.UnknownConsumer, `consumer ${ref.key} is not part of backfill #${ref.backfillId}`);
   return row;
@@ -257,12 +313,16 @@ async function backfillConsumer(ctx: StepContext, ref: StepRef): Promise<{ owner
 async function notify(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   const backfill = await requireBackfill(ctx.pool, ref.backfillId);
   const { owner } = await backfillConsumer(ctx, ref);
-  const text = `Backfill #${backfill.id} of ${backfill.pipeline} has run (${backfill.reason}): ${ref.key} was re-triggered. ` +
-    `Total over the affected days ${formatMoney(backfill.totalBefore)} → ${backfill.totalAfter ? formatMoney(backfill.totalAfter) : '—'}` +
-    ` (difference ${backfill.diff ? formatSignedMoney(backfill.diff) : '—'}).`;
-  await ctx.messenger.notifyOwner({ backfillId: backfill.id, consumer: ref.key, owner, text });
+  const consumer = consumerOf(ref);
+  const text = backfill.state === 'rolling_back'
+    ? `Backfill #${backfill.id} of ${backfill.pipeline} was rolled back by <@${backfill.rolledBackBy ?? '?'}>: the prior rows are restored and ${consumer} was re-triggered on them. ` +
+      `The figures are back to what they were before the backfill (total ${formatMoney(backfill.totalBefore)}).`
+    : `Backfill #${backfill.id} of ${backfill.pipeline} has run (${backfill.reason}): ${consumer} was re-triggered. ` +
+      `Total over the affected days ${formatMoney(backfill.totalBefore)} → ${backfill.totalAfter ? formatMoney(backfill.totalAfter) : '—'}` +
+      ` (difference ${backfill.diff ? formatSignedMoney(backfill.diff) : '—'}).`;
+  await ctx.messenger.notifyOwner({ backfillId: backfill.id, consumer, owner, text });
   return withinStep(ctx, ref, async (tx) => {
-    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'notified', detail: { consumer: ref.key, owner, after: true } });
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'notified', detail: { consumer, owner, after: true, rollback: ref.key !== consumer } });
     await finishStep(tx, ref, { owner });
   });
 }
@@ -291,14 +351,19 @@ export async function failStep(ctx: StepContext, ref: StepRef, error: unknown, f
 
 /** Moves running → replaying → comparing when a phase's steps are all done. Safe to call any time. */
 export async function advanceBackfill(tx: PoolClient, backfillId: number): Promise<void> {
-  const { rows } = await tx.query<{ state: BackfillState; openRunning: number; openReplays: number }>(
+  const { rows } = await tx.query<{ state: BackfillState; openRunning: number; openReplays: number; openRollback: number }>(
     `SELECT b.state,
-            count(*) FILTER (WHERE s.kind IN ('recompute', 'watermark') AND s.status <> 'done')::int AS "openRunning",
-            count(*) FILTER (WHERE s.kind = 'replay' AND s.status <> 'done')::int AS "openReplays"
+            count(*) FILTER (WHERE s.kind IN ('recompute', 'stage', 'publish', 'watermark') AND s.status <> 'done')::int AS "openRunning",
+            count(*) FILTER (WHERE s.kind = 'replay' AND s.step_key NOT LIKE '%@rollback' AND s.status <> 'done')::int AS "openReplays",
+            count(*) FILTER (WHERE s.kind IN ('replay', 'notify') AND s.step_key LIKE '%@rollback' AND s.status <> 'done')::int AS "openRollback"
      FROM backfill.backfills b LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id
      WHERE b.id = $1::bigint GROUP BY b.state`, [backfillId]);
   const row = rows[0];
   if (!row) return;
+  if (row.state === 'rolling_back' && row.openRollback === 0) {
+    await transition(tx, { backfillId, to: 'rolled_back', actor: ENGINE, set: { finished_at: new Date() } });
+    return;
+  }
   if (row.state === 'running' && row.openRunning === 0) {
     await transition(tx, { backfillId, to: 'replaying', actor: ENGINE });
     row.state = 'replaying';

@@ -24,6 +24,14 @@ export interface BackfillRow {
   limitOverride: string | null;
   incidentChannel: string | null;
   statusTs: string | null;
+  generation: number;
+  fencedGeneration: number;
+  stoppedBy: string | null;
+  stopReason: string | null;
+  pausedReason: string | null;
+  rolledBackBy: string | null;
+  rolledBackAt: Date | null;
+  needsSecondApproval: boolean;
 }
 
 const SELECT_BACKFILL = `
@@ -32,7 +40,9 @@ const SELECT_BACKFILL = `
          watermark_reset_to AS "watermarkResetTo", total_before::text AS "totalBefore", total_after::text AS "totalAfter",
          diff::text AS diff, announced_at AS "announcedAt", ran_at AS "ranAt", ran_by AS "ranBy",
          finished_at AS "finishedAt", state, failure, limit_override AS "limitOverride",
-         incident_channel AS "incidentChannel", status_ts AS "statusTs"
+         incident_channel AS "incidentChannel", status_ts AS "statusTs", generation, fenced_generation AS "fencedGeneration",
+         stopped_by AS "stoppedBy", stop_reason AS "stopReason", paused_reason AS "pausedReason", rolled_back_by AS "rolledBackBy",
+         rolled_back_at AS "rolledBackAt", needs_second_approval AS "needsSecondApproval"
   FROM backfill.backfills`;
 
 // NOTE: FOR NO KEY UPDATE, not FOR UPDATE: every timeline insert holds a KEY SHARE lock on its backfill row
@@ -58,7 +68,7 @@ export async function findOverlappingActive(db: Queryable, pipeline: string, fir
   const { rows } = await db.query<BackfillRow>(
     `${SELECT_BACKFILL} WHERE pipeline = $1::text
        AND tstzrange(first_hour, last_hour, '[]') && tstzrange($2::timestamptz, $3::timestamptz, '[]')
-       AND state IN ('announced', 'held', 'approved', 'running', 'replaying', 'comparing')
+       AND state IN ('announced', 'held', 'approved', 'running', 'paused', 'replaying', 'comparing', 'rolling_back')
      ORDER BY id LIMIT 1`, [pipeline, first, last]);
   return rows[0];
 }

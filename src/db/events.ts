@@ -6,7 +6,9 @@ export type EventKind =
   | 'cancelled' | 'refused' | 'state_changed' | 'job_enqueued' | 'step_started' | 'step_retried' | 'step_done'
   | 'step_failed' | 'recomputed' | 'watermark_moved' | 'replayed' | 'compared' | 'notified' | 'finished' | 'failed'
   | 'tick' | 'announcement_sent' | 'reminded' | 'diff_posted' | 'status_posted'
-  | 'signed' | 'signer_added' | 'signer_removed' | 'caught_up' | 'stale_readers_told' | 'package_uploaded';
+  | 'signed' | 'signer_added' | 'signer_removed' | 'caught_up' | 'stale_readers_told' | 'package_uploaded'
+  | 'staged' | 'unavailable' | 'paused' | 'continued' | 'stopped' | 'write_fenced' | 'rolled_back'
+  | 'capacity_approved' | 'plan_frozen' | 'late_rows_kept';
 
 export interface TimelineEvent {
   id: number;

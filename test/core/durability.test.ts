@@ -52,7 +52,7 @@ describe('the database is the truth; the queue only carries work', () => {
 
   it('treats a repeated delivery of a finished step as a no-op', async () => {
     const events = await countRows(engine.ctx, 'SELECT 1 FROM backfill.events WHERE backfill_id = $1', [backfillId]);
-    for (const step of [{ kind: 'recompute', key: '2026-11-15T05:00Z' }, { kind: 'replay', key: 'settlement_report' }, { kind: 'compare', key: 'totals' }] as const) {
+    for (const step of [{ kind: 'publish', key: '2026-11-15T05:00Z' }, { kind: 'stage', key: '2026-11-15T05:00Z' }, { kind: 'replay', key: 'settlement_report' }, { kind: 'compare', key: 'totals' }] as const) {
       expect(await executeStep(engine.ctx, { backfillId, ...step })).toBe('already_done');
     }
     expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.events WHERE backfill_id = $1', [backfillId])).toBe(events);

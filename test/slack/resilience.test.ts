@@ -50,10 +50,12 @@ describe('Slack answering 429 and 500', () => {
     await waitUntil(() => dmPosts(harness).length === 4, 'two announcements and two reminders');
     const reminders = dmPosts(harness).filter((c) => String(c.params.text).startsWith('Reminder:'));
     expect(reminders.map((c) => c.params.channel).sort()).toEqual([`D${OWNERS.payouts}`, `D${OWNERS.settlementLead}`]);
-    const flags = harness.slack.callsTo('chat.postMessage').filter((c) => c.params.channel === 'C0INCIDENT' && String(c.params.text).includes('has not acknowledged'));
-    expect(flags).toHaveLength(2);
+    const flags = () => harness.slack.callsTo('chat.postMessage').filter((c) => c.params.channel === 'C0INCIDENT' && String(c.params.text).includes('has not acknowledged'));
+    // Each reminder is a DM first, then the flag in the channel.
+    await waitUntil(() => flags().length >= 2, 'the flags in the incident channel');
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(dmPosts(harness)).toHaveLength(4);
+    expect(flags()).toHaveLength(2);
     expect(await countRows(harness.engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'reminded'`)).toBe(2);
   });
 });

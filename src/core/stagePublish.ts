@@ -1,0 +1,215 @@
+import type { BackfillRow } from '../db/backfills.js';
+import { recordEvent } from '../db/events.js';
+import { requirePipeline, type Pipeline } from '../db/pipelines.js';
+import { quoteIdent, quoteQualified, withTransaction, type Pool, type PoolClient, type Queryable } from '../db/pool.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+import { toCents } from './money.js';
+import { lockPartition, replacePartition, snapshotPartition, sourceShards } from './partitionStep.js';
+import { reconcileByKey, type Reconciliation, type RowSet } from './reconcile.js';
+import { transition } from './stateMachine.js';
+import { formatHour } from './time.js';
+
+// Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
+//
+// stage   runs the pipeline's own step inside a savepoint that is rolled back, keeping what it produced as
+//         staged rows of this generation, and the live keys at that moment (the baseline);
+// publish replaces the live partition from staging in one transaction, under the same per-partition lock
+//         as the normal run, after preserving the live rows; rows that arrived after the baseline (late
+//         rows from normal ingestion) are carried into the published generation; and the fence is read
+//         inside that transaction just before it commits.
+
+const ENGINE = 'backfill-bot';
+
+const liveRows = (pipeline: Pipeline, hour: Date): RowSet => ({
+  sql: `SELECT to_jsonb(t) AS row_data FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`,
+  params: [hour],
+});
+const stagedRows = (backfillId: number, generation: number, hour: Date): RowSet => ({
+  sql: 'SELECT row_data FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz',
+  params: [backfillId, generation, hour],
+});
+const preservedRows = (backfillId: number, generation: number, hour: Date): RowSet => ({
+  sql: 'SELECT row_data FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz',
+  params: [backfillId, generation, hour],
+});
+
+export type StageOutcome = 'staged' | 'unavailable';
+
+/** Builds one partition into staging. Nothing live changes: the step runs in a savepoint that is rolled back. */
+export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date): Promise<StageOutcome> {
+  const pipeline = await requirePipeline(tx, backfill.pipeline);
+  const generation = await generationOf(tx, backfill.id);
+  const shards = await sourceShards(tx, pipeline, hour);
+  if (shards < pipeline.shardsExpected) {
+    // No source, no corrected history: the partition is left as it is and the diff says so.
+    await tx.query(`UPDATE backfill.backfill_targets SET status = 'unavailable' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, hour]);
+    await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'unavailable', detail: { partition: formatHour(hour), shards, shardsExpected: pipeline.shardsExpected } });
+    return 'unavailable';
+  }
+  await lockPartition(tx, pipeline.name, hour);
+  const where = [backfill.id, generation, hour];
+  await tx.query('DELETE FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz', where);
+  await tx.query('DELETE FROM backfill.stage_baselines WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz', where);
+  await tx.query(
+    `INSERT INTO backfill.stage_baselines (backfill_id, generation, partition_hour, row_key)
+     SELECT $1::bigint, $2::int, $3::timestamptz, backfill.row_key(to_jsonb(t), $4::text[])
+     FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $3::timestamptz`,
+    [...where, pipeline.keyColumns]);
+  await tx.query('SAVEPOINT stage_partition');
+  await replacePartition(tx, pipeline, hour);
+  // PERF: the staged rows cross into Node and back because a rollback to the savepoint would undo any table
+  // they were written to. One partition is an hour of rows; the live table is never touched.
+  const { rows: staged } = await tx.query<{ rowKey: unknown; rowData: unknown }>(
+    `SELECT backfill.row_key(to_jsonb(t), $2::text[]) AS "rowKey", to_jsonb(t) AS "rowData"
+     FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour, pipeline.keyColumns]);
+  await tx.query('ROLLBACK TO SAVEPOINT stage_partition');
+  await tx.query(
+    `INSERT INTO backfill.staged_rows (backfill_id, generation, partition_hour, row_key, row_data)
+     SELECT $1::bigint, $2::int, $3::timestamptz, k, d FROM unnest($4::jsonb[], $5::jsonb[]) AS u(k, d)`,
+    [...where, staged.map((r) => JSON.stringify(r.rowKey)), staged.map((r) => JSON.stringify(r.rowData))]);
+  const result = await reconcileByKey(tx, pipeline, liveRows(pipeline, hour), stagedRows(backfill.id, generation, hour));
+  await saveReconciliation(tx, backfill.id, generation, hour, 'staged', result, 0);
+  await tx.query(`UPDATE backfill.backfill_targets SET status = 'staged' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, hour]);
+  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), generation, ...result } });
+  return 'staged';
+}
+
+export type PublishOutcome = { kind: 'published' | 'unavailable' } | { kind: 'paused'; reason: string };
+
+/** Hooks for tests that must act between a publish's writes and its commit (a stop, a late writer). */
+export interface PublishHooks {
+  beforeFenceCheck?(backfillId: number, hour: Date): Promise<void>;
+}
+
+/**
+ * Replaces the live partition from staging, or pauses the backfill when the staged data holds duplicate keys
+ * or a difference the plan did not predict. Throws a WrongState error when the generation is fenced.
+ */
+export async function publishPartition(tx: PoolClient, backfill: BackfillRow, hour: Date, hooks: PublishHooks = {}): Promise<PublishOutcome> {
+  const pipeline = await requirePipeline(tx, backfill.pipeline);
+  const generation = await generationOf(tx, backfill.id);
+  const target = await targetRow(tx, backfill.id, hour);
+  if (target.status === 'unavailable') return { kind: 'unavailable' };
+  const staged = await stagedReconciliation(tx, backfill.id, generation, hour);
+  const reason = envelopeBreach(staged, target);
+  if (reason) return { kind: 'paused', reason: `${formatHour(hour)}: ${reason}` };
+
+  await lockPartition(tx, pipeline.name, hour);
+  const where = [backfill.id, generation, hour];
+  await tx.query('DELETE FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz', where);
+  await tx.query(
+    `INSERT INTO backfill.preserved_rows (backfill_id, generation, partition_hour, row_data)
+     SELECT $1::bigint, $2::int, $3::timestamptz, to_jsonb(t) FROM ${quoteQualified(pipeline.targetTable)} t
+     WHERE t.${quoteIdent(pipeline.partitionColumn)} = $3::timestamptz`, where);
+  const table = quoteQualified(pipeline.targetTable);
+  await tx.query(`DELETE FROM ${table} WHERE ${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
+  await tx.query(
+    `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, row_data)).*
+     FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz`, where);
+  // Late rows: live now, absent when the partition was staged, and not produced by the staged step either.
+  const late = await tx.query(
+    `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, p.row_data)).*
+     FROM backfill.preserved_rows p
+     WHERE p.backfill_id = $1::bigint AND p.generation = $2::int AND p.partition_hour = $3::timestamptz
+       AND NOT EXISTS (SELECT 1 FROM backfill.stage_baselines s WHERE s.backfill_id = $1::bigint AND s.generation = $2::int
+                         AND s.partition_hour = $3::timestamptz AND s.row_key = backfill.row_key(p.row_data, $4::text[]))
+       AND NOT EXISTS (SELECT 1 FROM backfill.staged_rows s WHERE s.backfill_id = $1::bigint AND s.generation = $2::int
+                         AND s.partition_hour = $3::timestamptz AND s.row_key = backfill.row_key(p.row_data, $4::text[]))`,
+    [...where, pipeline.keyColumns]);
+  const lateRows = late.rowCount ?? 0;
+  const published = await reconcileByKey(tx, pipeline, preservedRows(backfill.id, generation, hour), liveRows(pipeline, hour));
+  await saveReconciliation(tx, backfill.id, generation, hour, 'published', published, lateRows);
+  const snapshot = await snapshotPartition(tx, pipeline, hour);
+  await tx.query(
+    `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text,
+            published_checksum = $5::text, recomputed_at = now(), status = 'published'
+     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+    [backfill.id, hour, snapshot.rows, snapshot.total, snapshot.checksum]);
+  // reconciled stays false: the month's record is what readers saw that morning.
+  await tx.query('UPDATE backfill.partition_log SET backfilled_at = now(), row_count = $3::bigint WHERE pipeline = $1::text AND partition_hour = $2::timestamptz',
+    [pipeline.name, hour, snapshot.rows]);
+  if (lateRows > 0) await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'late_rows_kept', detail: { partition: formatHour(hour), rows: lateRows } });
+  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'recomputed',
+    detail: { partition: formatHour(hour), generation, rowsBefore: target.rowsBefore, rowsAfter: snapshot.rows, totalBefore: target.totalBefore, totalAfter: snapshot.total, checksum: snapshot.checksum, lateRows } });
+  await hooks.beforeFenceCheck?.(backfill.id, hour);
+  await checkFence(tx, backfill.id, generation);
+  return { kind: 'published' };
+}
+
+/**
+ * The fence, read inside the write transaction right before it commits. The row lock makes a concurrent stop
+ * wait for this commit, or, if the stop committed first, this read sees it and the whole write rolls back.
+ * NOTE: FOR NO KEY UPDATE rather than FOR SHARE: it is the lock finishing the step takes next, and two
+ * publishes holding FOR SHARE would deadlock upgrading it.
+ */
+export async function checkFence(tx: Queryable, backfillId: number, generation: number): Promise<void> {
+  const { rows } = await tx.query<{ state: string; fenced: number }>(
+    'SELECT state, fenced_generation AS fenced FROM backfill.backfills WHERE id = $1::bigint FOR NO KEY UPDATE', [backfillId]);
+  const row = rows[0];
+  if (!row || row.fenced >= generation || row.state !== 'running') {
+    throw new BackfillError(ErrorCode.WrongState,
+      `generation ${generation} of backfill #${backfillId} is fenced (${row?.state ?? 'missing'}): this write is refused and rolled back`,
+      { details: { fenced: true } });
+  }
+}
+
+function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: TargetRow): string | undefined {
+  if (!staged) return 'it was never staged';
+  if (staged.keysDuplicated > 0) return `${staged.keysDuplicated} duplicate key(s) in the staged data: the publish is blocked`;
+  if (target.acceptedBy) return undefined;
+  if (staged.keysMissing > 0) return `${staged.keysMissing} key(s) would be lost, which the plan did not predict`;
+  if (target.expectedTotal !== null && toCents(staged.totalAfter) !== toCents(target.expectedTotal)) {
+    return `the staged total ${staged.totalAfter} is not the announced ${target.expectedTotal}`;
+  }
+  return undefined;
+}
+
+interface TargetRow {
+  status: string;
+  rowsBefore: number;
+  totalBefore: string;
+  expectedTotal: string | null;
+  acceptedBy: string | null;
+}
+
+async function targetRow(db: Queryable, backfillId: number, hour: Date): Promise<TargetRow> {
+  const { rows } = await db.query<TargetRow>(
+    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy"
+     FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
+  const row = rows[0];
+  if (!row) throw new BackfillError(ErrorCode.StepFailed, `${formatHour(hour)} is not a target of backfill #${backfillId}`);
+  return row;
+}
+
+async function stagedReconciliation(db: Queryable, backfillId: number, generation: number, hour: Date): Promise<(Reconciliation & { lateRows: number }) | undefined> {
+  const { rows } = await db.query<Reconciliation & { lateRows: number }>(
+    `SELECT keys_missing AS "keysMissing", keys_added AS "keysAdded", keys_duplicated AS "keysDuplicated", keys_changed AS "keysChanged",
+            total_before::text AS "totalBefore", total_after::text AS "totalAfter", late_rows AS "lateRows"
+     FROM backfill.reconciliations WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz AND phase = 'staged'`,
+    [backfillId, generation, hour]);
+  return rows[0];
+}
+
+async function saveReconciliation(tx: Queryable, backfillId: number, generation: number, hour: Date, phase: 'staged' | 'published', r: Reconciliation, lateRows: number): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.reconciliations (backfill_id, generation, partition_hour, phase, keys_missing, keys_added, keys_duplicated, keys_changed, late_rows, total_before, total_after)
+     VALUES ($1::bigint, $2::int, $3::timestamptz, $4::text, $5::int, $6::int, $7::int, $8::int, $9::int, $10::numeric, $11::numeric)
+     ON CONFLICT (backfill_id, generation, partition_hour, phase) DO UPDATE SET
+       keys_missing = EXCLUDED.keys_missing, keys_added = EXCLUDED.keys_added, keys_duplicated = EXCLUDED.keys_duplicated,
+       keys_changed = EXCLUDED.keys_changed, late_rows = EXCLUDED.late_rows, total_before = EXCLUDED.total_before,
+       total_after = EXCLUDED.total_after, at = now()`,
+    [backfillId, generation, hour, phase, r.keysMissing, r.keysAdded, r.keysDuplicated, r.keysChanged, lateRows, r.totalBefore, r.totalAfter]);
+}
+
+async function generationOf(db: Queryable, backfillId: number): Promise<number> {
+  const { rows } = await db.query<{ generation: number }>('SELECT generation FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
+  return rows[0]?.generation ?? 1;
+}
+
+/** running → paused, keeping both generations, and saying why; in its own transaction. */
+export async function pauseBackfill(pool: Pool, backfillId: number, reason: string): Promise<void> {
+  await withTransaction(pool, async (tx) => {
+    const moved = await transition(tx, { backfillId, to: 'paused', actor: ENGINE, set: { paused_reason: reason } });
+    if (moved) await recordEvent(tx, { backfillId, actor: ENGINE, kind: 'paused', detail: { reason } });
+  });
+}
