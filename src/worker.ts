@@ -2,13 +2,15 @@ import { Worker, type Queue } from 'bullmq';
 import { createStepProcessor } from '../jobs/stepProcessor.js';
 import { STEP_QUEUE } from '../jobs/registry.js';
 import type { StepContext } from './core/steps.js';
-import { createStepQueue, dispatch, redisConnection } from './queue/stepQueue.js';
+import { createStepQueue, dispatch, redisConnection, removeQueuedJobs } from './queue/stepQueue.js';
 
 export interface Workers {
   queue: Queue;
   worker: Worker;
   /** Dispatch now (e.g. right after a person's action opened a gate). */
   kick(backfillId?: number): Promise<void>;
+  /** Take a stopped backfill's not-yet-started jobs out of the queue. */
+  dequeue(backfillId: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -40,6 +42,7 @@ export async function startWorkers(ctx: StepContext, options: { sweepMs?: number
     queue,
     worker,
     kick,
+    dequeue: (backfillId: number) => removeQueuedJobs(queue, backfillId),
     async close() {
       clearInterval(timer);
       // worker.close() waits for active jobs with no bound of its own (and can hang while Redis is away).

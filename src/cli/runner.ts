@@ -19,6 +19,8 @@ export class PrintingMessenger implements Messenger {
 
   async reportDiff(): Promise<void> {}
 
+  async reportReconciliation(): Promise<void> {}
+
   async directMessage(user: string, text: string): Promise<void> {
     this.print(`--- to <@${user}> ---\n${text}`);
   }

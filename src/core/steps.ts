@@ -38,6 +38,8 @@ export interface Messenger {
   notifyOwner(message: OwnerMessage): Promise<void>;
   /** The diff of a finished backfill, to wherever it was asked for. */
   reportDiff(backfillId: number): Promise<void>;
+  /** The reconciliation by key (staged, published), to the incident thread: when paused, and at the end. */
+  reportReconciliation(backfillId: number): Promise<void>;
   /** An owner has not acknowledged after the configured delay: say it again, and say so where it was asked. */
   remind(message: OwnerMessage): Promise<void>;
   /** A plain message to one person (a stale reader told the numbers are now real). */
@@ -189,6 +191,7 @@ async function publish(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   } catch (error) {
     if (paused !== undefined) {
       await pauseBackfill(ctx.pool, ref.backfillId, paused);
+      await ctx.messenger.reportReconciliation(ref.backfillId);
       await ctx.pool.query(`UPDATE backfill.backfill_steps SET status = 'pending' WHERE backfill_id = $1::bigint AND kind = 'publish' AND step_key = $2::text`, [ref.backfillId, ref.key]);
       return 'not_runnable';
     }
@@ -293,9 +296,10 @@ async function announce(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   });
 }
 
-/** Posts the diff where the backfill was asked for, once it is done. */
+/** Posts the diff (or, after a rollback, what was restored) and the reconciliation where it was asked for. */
 async function report(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   await ctx.messenger.reportDiff(ref.backfillId);
+  await ctx.messenger.reportReconciliation(ref.backfillId);
   return withinStep(ctx, ref, async (tx) => {
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'diff_posted', detail: {} });
     await finishStep(tx, ref, {});

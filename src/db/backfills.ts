@@ -113,13 +113,18 @@ export interface BackfillTargetRow {
   totalAfter: string | null;
   checksumAfter: string | null;
   recomputedAt: Date | null;
+  status: 'pending' | 'staged' | 'published' | 'unavailable' | 'restored';
+  wave: number;
+  expectedTotal: string | null;
+  publishedChecksum: string | null;
 }
 
 export async function listTargets(db: Queryable, backfillId: number): Promise<BackfillTargetRow[]> {
   const { rows } = await db.query<BackfillTargetRow>(
     `SELECT partition_hour AS "partitionHour", rows_before AS "rowsBefore", total_before::text AS "totalBefore",
             checksum_before AS "checksumBefore", rows_after AS "rowsAfter", total_after::text AS "totalAfter",
-            checksum_after AS "checksumAfter", recomputed_at AS "recomputedAt"
+            checksum_after AS "checksumAfter", recomputed_at AS "recomputedAt", status, wave,
+            expected_total::text AS "expectedTotal", published_checksum AS "publishedChecksum"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint ORDER BY partition_hour`, [backfillId]);
   return rows;
 }

@@ -91,3 +91,19 @@ async function scheduleReminders(ctx: EngineContext, queue: Queue, backfillId?: 
     });
   }
 }
+
+/**
+ * Removes a backfill's jobs that have not started (a stop). A job already running cannot be pulled out of its
+ * worker; it finds its step skipped, or its write refused by the fence inside the transaction.
+ */
+export async function removeQueuedJobs(queue: Queue, backfillId: number): Promise<number> {
+  const jobs = await queue.getJobs(['waiting', 'delayed', 'prioritized', 'waiting-children']);
+  let removed = 0;
+  for (const job of jobs) {
+    if (!job.id?.startsWith(`bf${backfillId}-`)) continue;
+    await job.remove().then(() => {
+      removed += 1;
+    }, () => undefined);
+  }
+  return removed;
+}

@@ -69,7 +69,8 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
   const kick = async (backfillId: number) => {
     if (workers) await workers.kick(backfillId);
   };
-  registerHandlers(app, { ctx, messenger, policy, kick });
+  const dequeue = async (backfillId: number) => (workers ? workers.dequeue(backfillId) : 0);
+  registerHandlers(app, { ctx, messenger, policy, kick, dequeue });
   return {
     app,
     messenger,

@@ -6,6 +6,11 @@ export type BackfillCommand =
   | { kind: 'help' }
   | { kind: 'plan'; pipeline: string; target: string; reason: string }
   | { kind: 'start'; pipeline: string; target: string; reason: string }
+  | { kind: 'start-plan'; planId: number; reason: string }
+  | { kind: 'approve'; backfillId: number }
+  | { kind: 'stop'; backfillId: number; reason: string }
+  | { kind: 'continue'; backfillId: number; reason: string }
+  | { kind: 'rollback'; backfillId: number }
   | { kind: 'status'; backfillId?: number | undefined }
   | { kind: 'override'; backfillId: number; reason: string }
   | { kind: 'cancel'; backfillId: number; reason?: string | undefined }
@@ -17,20 +22,31 @@ const backfillId = z.string().regex(/^#?[1-9]\d{0,15}$/, 'is not a backfill id; 
 const word = z.string().min(1);
 const date = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'is not a date; write it as YYYY-MM-DD, e.g. 2026-11-15');
 
-const USAGE: Record<Exclude<BackfillCommand['kind'], 'help'>, string> = {
+const USAGE: Record<Exclude<BackfillCommand['kind'], 'help' | 'start-plan'>, string> = {
   plan: '/backfill plan <pipeline> <night YYYY-MM-DD | from..to> [reason]',
-  start: '/backfill start <pipeline> <night YYYY-MM-DD | from..to> <reason>, e.g. /backfill start orders 2026-11-15 currency parsed as text',
+  start: '/backfill start <pipeline> <night YYYY-MM-DD | from..to> <reason> (or start plan <plan-id> <reason>), e.g. /backfill start orders 2026-11-15 currency parsed as text',
   status: '/backfill status [id]',
   override: '/backfill override <id> <reason>',
   cancel: '/backfill cancel <id> [reason]',
   'paid-against': '/backfill paid-against [report] <YYYY-MM-DD>, e.g. /backfill paid-against settlement_report 2026-11-15',
   sign: '/backfill sign <report> <YYYY-MM-DD>',
   log: '/backfill log <id>',
+  approve: '/backfill approve <id>',
+  stop: '/backfill stop <id> <reason>',
+  continue: '/backfill continue <id> <reason>',
+  rollback: '/backfill rollback <id>',
 };
 
 const schemas = {
   plan: z.tuple([word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'plan' as const, pipeline, target, reason: reason.join(' ') || '(dry run)' })),
-  start: z.tuple([word, word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'start' as const, pipeline, target, reason: reason.join(' ') })),
+  start: z.union([
+    z.tuple([z.literal('plan'), backfillId, word], word).transform(([, planId, ...reason]) => ({ kind: 'start-plan' as const, planId, reason: reason.join(' ') })),
+    z.tuple([word, word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'start' as const, pipeline, target, reason: reason.join(' ') })),
+  ]),
+  approve: z.tuple([backfillId]).transform(([id]) => ({ kind: 'approve' as const, backfillId: id })),
+  stop: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'stop' as const, backfillId: id, reason: reason.join(' ') })),
+  continue: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'continue' as const, backfillId: id, reason: reason.join(' ') })),
+  rollback: z.tuple([backfillId]).transform(([id]) => ({ kind: 'rollback' as const, backfillId: id })),
   status: z.union([z.tuple([]), z.tuple([backfillId])]).transform((args) => ({ kind: 'status' as const, backfillId: args[0] })),
   override: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'override' as const, backfillId: id, reason: reason.join(' ') })),
   cancel: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'cancel' as const, backfillId: id, reason: reason.join(' ') || undefined })),

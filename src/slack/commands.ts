@@ -1,5 +1,7 @@
 import { listRecentBackfills } from '../db/backfills.js';
-import { cancelBackfill, overrideGate } from '../core/gate.js';
+import { approveCapacity, cancelBackfill, overrideGate } from '../core/gate.js';
+import { continueBackfill, rollbackBackfill, stopBackfill } from '../core/recovery.js';
+import { BackfillError, ErrorCode } from '../errors.js';
 import { planBackfill } from '../core/plan.js';
 import { recordingRefusals } from '../core/refusals.js';
 import { startBackfill } from '../core/start.js';
@@ -45,6 +47,51 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
         const owners = plan.gateOwners.map((o) => `<@${o}>`).join(', ');
         return plain(`Backfill #${backfill.id} created: ${backfill.partitionCount} partitions, ${formatHourRange(backfill.firstHour, backfill.lastHour)}, ` +
           `total before ${formatMoney(backfill.totalBefore)}. ${owners ? `Announced; it runs once ${owners} acknowledge.` : 'Nobody must acknowledge first: it runs now.'}`);
+      }
+      case 'start-plan': {
+        await policy.requireOperator(actor, input.channel, 'start a backfill');
+        const { rows } = await ctx.pool.query<{ pipeline: string; target: string }>('SELECT pipeline, target FROM backfill.plans WHERE id = $1::bigint', [command.planId]);
+        const frozen = rows[0];
+        if (!frozen) throw new BackfillError(ErrorCode.BadInput, `There is no plan #${command.planId}. \`/backfill plan\` makes one and shows its id.`);
+        const { backfill } = await startBackfill(ctx, { pipeline: frozen.pipeline, target: frozen.target, reason: command.reason, actor, incidentChannel: input.channel, planId: command.planId });
+        await deps.kick(backfill.id);
+        await deps.messenger.changed(backfill.id);
+        return plain(`Backfill #${backfill.id} created from plan #${command.planId}, exactly as previewed: ${backfill.partitionCount} partitions, ` +
+          `${formatHourRange(backfill.firstHour, backfill.lastHour)}, total before ${formatMoney(backfill.totalBefore)}.`);
+      }
+      case 'approve': {
+        await policy.requireOperator(actor, input.channel, 'approve a large backfill');
+        const result = await approveCapacity(ctx, { backfillId: command.backfillId, actor });
+        await deps.messenger.postToIncident(command.backfillId, `:ballot_box_with_check: <@${actor}> approved the size of backfill #${command.backfillId} as the second operator.`);
+        if (result.approved) await deps.kick(command.backfillId);
+        await deps.messenger.changed(command.backfillId);
+        return plain(result.approved ? `Approved; every gate is open and backfill #${command.backfillId} runs.` :
+          `Approved. Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} (${w.owner.startsWith('U') ? `<@${w.owner}>` : w.owner})`).join(', ')}.`);
+      }
+      case 'stop': {
+        await policy.requireOperator(actor, input.channel, 'stop a backfill');
+        const stopped = await stopBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
+        const removed = await deps.dequeue(command.backfillId);
+        await deps.messenger.postToIncident(command.backfillId, `:stop_sign: <@${actor}> stopped backfill #${command.backfillId}: ${command.reason}. ` +
+          `Generation ${stopped.generation} is fenced: no write of it commits any more; ${removed} queued job(s) removed. The prior rows of what was published are kept.`);
+        await deps.messenger.changed(command.backfillId);
+        return plain(`Backfill #${command.backfillId} stopped and fenced.`);
+      }
+      case 'continue': {
+        await policy.requireOperator(actor, input.channel, 'continue a paused backfill');
+        await continueBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
+        await deps.messenger.postToIncident(command.backfillId, `:arrow_forward: <@${actor}> accepted the difference and continued backfill #${command.backfillId}: ${command.reason}`);
+        await deps.kick(command.backfillId);
+        await deps.messenger.changed(command.backfillId);
+        return plain(`Backfill #${command.backfillId} continues.`);
+      }
+      case 'rollback': {
+        await policy.requireOperator(actor, input.channel, 'roll back a backfill');
+        const { restored } = await rollbackBackfill(ctx, { backfillId: command.backfillId, actor });
+        await deps.messenger.postToIncident(command.backfillId, `:rewind: <@${actor}> rolled back backfill #${command.backfillId}: ${restored.length} partition(s) hold their prior rows again; consumers replay now.`);
+        await deps.kick(command.backfillId);
+        await deps.messenger.changed(command.backfillId);
+        return plain(`Backfill #${command.backfillId} rolled back: ${restored.length} partition(s) restored.`);
       }
       case 'status': {
         if (command.backfillId !== undefined) return statusMessage(await loadBackfillReport(ctx.pool, command.backfillId));

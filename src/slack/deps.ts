@@ -9,4 +9,6 @@ export interface SlackDeps {
   policy: OperatorPolicy;
   /** Enqueue whatever became runnable (after a person's action opened a gate, say). */
   kick(backfillId: number): Promise<void>;
+  /** Remove a stopped backfill's not-yet-started jobs from the queue. */
+  dequeue(backfillId: number): Promise<number>;
 }

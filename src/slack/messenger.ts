@@ -4,7 +4,8 @@ import { recordEvent } from '../db/events.js';
 import type { Messenger, OwnerMessage } from '../core/steps.js';
 import { loadBackfillReport } from '../core/status.js';
 import { buildIncidentPackage, incidentPackageFiles } from '../core/incidentPackage.js';
-import { announcementMessage, diffMessage, statusMessage, type Message } from '../views/blocks.js';
+import { announcementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../views/blocks.js';
+import { loadReconciliation } from '../core/reconciliationReport.js';
 
 type WebClient = webApi.WebClient;
 
@@ -55,6 +56,15 @@ export class SlackMessenger implements Messenger {
 
   async directMessage(user: string, text: string): Promise<void> {
     await this.client.chat.postMessage({ channel: await this.openDm(user), text });
+  }
+
+  /** The reconciliation report, as a reply in the incident thread (under the status message). */
+  async reportReconciliation(backfillId: number): Promise<void> {
+    const report = await loadBackfillReport(this.pool, backfillId);
+    const { incidentChannel, statusTs } = report.backfill;
+    if (!incidentChannel) return;
+    const rows = await loadReconciliation(this.pool, backfillId);
+    await this.client.chat.postMessage({ channel: incidentChannel, ...(statusTs ? { thread_ts: statusTs } : {}), ...reconciliationMessage(report.backfill, rows) });
   }
 
   async reportDiff(backfillId: number): Promise<void> {

@@ -1,6 +1,7 @@
 import type { types } from '@slack/bolt';
 import type { BackfillConsumerRow, BackfillRow } from '../db/backfills.js';
 import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
+import type { ReconciliationRow } from '../core/reconciliationReport.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/plan.js';
 import { describeState } from '../core/stateMachine.js';
@@ -85,13 +86,20 @@ function gateLine(c: BackfillConsumerRow): string {
 export function statusMessage(report: BackfillReport): Message {
   const { backfill, steps } = report;
   const count = (kind: string, status?: string) => steps.filter((s) => s.kind === kind && (status === undefined || s.status === status)).length;
-  const progress = count('recompute') === 0 ? 'not started'
-    : `partitions ${count('recompute', 'done')} of ${count('recompute')} · replays ${count('replay', 'done')} of ${count('replay')} · compare ${count('compare', 'done') ? 'done' : 'pending'}`;
+  const progress = count('publish') === 0 ? 'not started'
+    : `staged ${count('stage', 'done')} of ${count('stage')} · published ${count('publish', 'done')} of ${count('publish')} · ` +
+      `replays ${count('replay', 'done')} of ${count('replay')} · compare ${count('compare', 'done') ? 'done' : 'pending'}`;
+  const why = [
+    backfill.failure ? `:x: ${backfill.failure}` : '',
+    backfill.pausedReason ? `:octagonal_sign: paused: ${backfill.pausedReason}` : '',
+    backfill.stoppedBy ? `:stop_sign: stopped by <@${backfill.stoppedBy}>: ${backfill.stopReason ?? ''}` : '',
+    backfill.rolledBackBy ? `:rewind: rolled back by <@${backfill.rolledBackBy}>` : '',
+  ].filter(Boolean).join('\n');
   const blocks: Block[] = [
     header(`Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`),
     section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Why:* ${backfill.reason}\n*Asked by* <@${backfill.requestedBy}>`),
     section(`*Gate*\n${report.consumers.map(gateLine).join('\n') || 'no readers'}`),
-    section(`*Progress:* ${progress}${backfill.failure ? `\n:x: ${backfill.failure}` : ''}`),
+    section(`*Progress:* ${progress}${why ? `\n${why}` : ''}`),
     context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
   ];
   return { text: `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`, blocks };
@@ -108,10 +116,20 @@ export function diffMessage(report: BackfillReport): Message {
     const diff = t.totalAfter === null ? '—' : formatSignedMoney(subtractMoney(t.totalAfter, t.totalBefore));
     return `${formatHour(t.partitionHour)}  ${String(t.rowsBefore).padStart(4)} → ${String(t.rowsAfter ?? '—').padEnd(4)}  ${money(t.totalBefore).padStart(11)} → ${money(t.totalAfter).padStart(11)}  ${diff}`;
   });
+  const unavailable = report.targets.filter((t) => t.status === 'unavailable').map((t) => formatHour(t.partitionHour));
+  const restored = report.targets.filter((t) => t.status === 'restored').map((t) => formatHour(t.partitionHour));
+  const notes = [
+    ...(unavailable.length ? [`:warning: *Unavailable* (source missing; left as it was, nothing invented): ${unavailable.join(', ')}`] : []),
+    ...(backfill.state === 'rolled_back' || backfill.state === 'rolling_back'
+      ? [`:rewind: *Rolled back* by <@${backfill.rolledBackBy ?? '?'}> at ${backfill.rolledBackAt ? formatTime(backfill.rolledBackAt) : '—'}: ${restored.join(', ')} hold their prior rows again; consumers replayed on them.`]
+      : []),
+  ];
+  const title = backfill.state === 'rolled_back' ? 'rolled back' : 'diff';
   return {
-    text: `Backfill #${backfill.id} done: total ${money(backfill.totalBefore)} → ${money(backfill.totalAfter)} (${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)})`,
+    text: `Backfill #${backfill.id} ${title}: total ${money(backfill.totalBefore)} → ${money(backfill.totalAfter)} (${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)})`,
     blocks: [
-      header(`Backfill #${backfill.id} diff: ${backfill.pipeline}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`),
+      header(`Backfill #${backfill.id} ${title}: ${backfill.pipeline}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`),
+      ...(notes.length ? [section(notes.join('\n'))] : []),
       ...(figures.length ? [section(figures.join('\n'))] : []),
       section([
         `*Partitions:* ${backfill.partitionCount}`,
@@ -142,8 +160,9 @@ export function planMessage(plan: Plan): Message {
       section(`*Readers, in dependency order*\n${readers.join('\n') || 'none'}`),
       section(`*Signed figures affected*\n${signed.join('\n') || 'none'}`),
       section(`*Watermark:* ${identified.watermarkBefore ? formatHour(identified.watermarkBefore) : 'none'} → ${formatHour(identified.watermarkResetTo)}\n` +
-        `*Expected direction:* ${plan.direction} · *waits for:* ${plan.gateOwners.map((o) => `<@${o}>`).join(', ') || 'nobody'}`),
-      context('Nothing was written but an audit event. `/backfill start` with the same arguments and a reason runs it.'),
+        `*Expected:* ${formatMoney(plan.totalBefore)} → ${formatMoney(plan.expectedTotalAfter)} (${plan.direction}) · *waits for:* ${plan.gateOwners.map((o) => `<@${o}>`).join(', ') || 'nobody'}`),
+      context(`Plan #${plan.planId ?? '?'} (inputs ${plan.inputsHash.slice(0, 12)}). Nothing was written but the plan and an audit event. ` +
+        `\`/backfill start plan ${plan.planId ?? '<id>'} <reason>\` runs exactly this, or refuses if its inputs change.`),
     ],
   };
 }
@@ -158,6 +177,11 @@ export const HELP_TEXT = [
   '`/backfill paid-against <report> <date>`: the signed figure and every correction since (anyone), e.g. `/backfill paid-against settlement_report 2026-11-15`',
   '`/backfill sign <report> <date>`: sign the report\'s current total (configured signers)',
   '`/backfill log <id>`: the incident package (Markdown and JSON) in the incident thread',
+  '`/backfill plan …` shows a plan id: `/backfill start plan <plan-id> <reason>` runs exactly that plan, or refuses if its inputs changed',
+  '`/backfill approve <id>`: the second operator\'s approval of a backfill larger than the capacity limit',
+  '`/backfill stop <id> <reason>`: fence it: no write of it commits any more (operators)',
+  '`/backfill continue <id> <reason>`: accept the difference that paused a canary or wave (operators)',
+  '`/backfill rollback <id>`: restore the rows it replaced, and replay the consumers (operators)',
   'Ranges are UTC and include both ends: `2026-11-15T05:00..2026-11-15T10:00`.',
 ].join('\n');
 
@@ -209,5 +233,20 @@ export function homeView(data: HomeData): types.HomeView {
       section(recent.join('\n') || 'No backfills yet.'),
       context('Ask "what did we pay against on YYYY-MM-DD?" by mentioning the bot or in a DM, or use `/backfill paid-against <report> <date>`.'),
     ].slice(0, 100),
+  };
+}
+
+/** The reconciliation by key, partition by partition: staged against live, then published against preserved. */
+export function reconciliationMessage(backfill: BackfillRow, rows: ReconciliationRow[]): Message {
+  const lines = rows.map((r) => r.status === 'unavailable'
+    ? `${formatHour(r.partitionHour)}  unavailable: the source is missing, the partition was left as it was`
+    : `${formatHour(r.partitionHour)}  ${r.phase.padEnd(9)} missing ${r.keysMissing}  added ${r.keysAdded}  duplicated ${r.keysDuplicated}  changed ${r.keysChanged}` +
+      `${r.lateRows ? `  late rows kept ${r.lateRows}` : ''}  total ${money(r.totalBefore)} → ${money(r.totalAfter)}`);
+  const lead = backfill.state === 'paused'
+    ? `:octagonal_sign: *The expansion stopped:* ${backfill.pausedReason ?? ''}\nBoth generations are kept. \`/backfill continue ${backfill.id} <reason>\` accepts the difference; \`/backfill rollback ${backfill.id}\` restores the prior rows.`
+    : `Reconciliation by key of backfill #${backfill.id} (generation ${backfill.generation}).`;
+  return {
+    text: `Backfill #${backfill.id} reconciliation${backfill.state === 'paused' ? ': paused' : ''}`,
+    blocks: [section(lead), section(`\`\`\`${lines.join('\n') || 'nothing staged'}\`\`\``)],
   };
 }

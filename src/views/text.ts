@@ -45,7 +45,9 @@ export function renderStatus(report: BackfillReport): string {
   if (steps.length) {
     const done = (kind: string) => steps.filter((s) => s.kind === kind && s.status === 'done').length;
     const all = (kind: string) => steps.filter((s) => s.kind === kind).length;
-    lines.push(`  progress     partitions ${done('recompute')} of ${all('recompute')}, replays ${done('replay')} of ${all('replay')}, compare ${done('compare') ? 'done' : 'pending'}`);
+    lines.push(`  progress     staged ${done('stage')} of ${all('stage')}, published ${done('publish')} of ${all('publish')}, replays ${done('replay')} of ${all('replay')}, compare ${done('compare') ? 'done' : 'pending'}`);
+    if (backfill.pausedReason) lines.push(`  paused       ${backfill.pausedReason}`);
+    if (backfill.stoppedBy) lines.push(`  stopped by   <@${backfill.stoppedBy}>: ${backfill.stopReason ?? ''}`);
   }
   lines.push(renderLogRow(backfill));
   return lines.join('\n');
@@ -77,6 +79,8 @@ export function renderDiff(report: BackfillReport): string {
     lines.push(`  ${figure.report} ${figure.period}: signed ${money(figure.signedTotal)} (<@${figure.signedBy}>, ${formatTime(figure.signedAt)}) → now ${money(figure.reportAfter)}, difference ${figure.diff === null ? '—' : formatSignedMoney(figure.diff)}`);
   }
   lines.push(renderLogRow(backfill));
+  const unavailable = report.targets.filter((t) => t.status === 'unavailable').map((t) => formatHour(t.partitionHour));
+  if (unavailable.length) lines.push(`  unavailable  ${unavailable.join(', ')} (source missing; left as it was, nothing invented)`);
   lines.push('  replays in order:');
   for (const step of report.steps.filter((s) => s.kind === 'replay')) {
     lines.push(`    ${step.key}: ${step.status}${step.finishedAt ? ` at ${formatTime(step.finishedAt)}` : ''}${step.error ? ` (${step.error})` : ''}`);

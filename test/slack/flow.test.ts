@@ -7,7 +7,9 @@ import type { RecordedCall } from '../support/slackEmulator.js';
 import { waitUntil } from '../support/wait.js';
 
 const blocksText = (call: RecordedCall | undefined) => JSON.stringify(call?.params.blocks ?? []);
-const postsTo = (h: SlackHarness, channel: string) => h.slack.callsTo('chat.postMessage').filter((c) => c.params.channel === channel);
+/** Top-level messages in a channel (thread replies are counted separately). */
+const postsTo = (h: SlackHarness, channel: string) => h.slack.callsTo('chat.postMessage').filter((c) => c.params.channel === channel && !c.params.thread_ts);
+const threadReplies = (h: SlackHarness, channel: string) => h.slack.callsTo('chat.postMessage').filter((c) => c.params.channel === channel && c.params.thread_ts);
 
 
 describe('night 15 from /backfill start to the diff, through the signed Bolt receiver', () => {
@@ -88,6 +90,11 @@ describe('night 15 from /backfill start to the diff, through the signed Bolt rec
     expect(text).toContain('by <@U07ONCALL>');
     expect(text).toMatch(/1\. (settlement_report|demand_forecast): done.*payout_export: done/);
     expect(text).toContain('2026-11-15 05:00');
+    // The reconciliation by key goes into the incident thread, under the status message.
+    await waitUntil(() => threadReplies(h, INCIDENT_CHANNEL).length === 1, 'the reconciliation report');
+    const reconciliation = blocksText(threadReplies(h, INCIDENT_CHANNEL)[0]);
+    expect(reconciliation).toMatch(/2026-11-15 05:00  published missing 0  added 0  duplicated 0  changed \d+  total 53,007\.53 → 51,643\.83/);
+    expect(threadReplies(h, INCIDENT_CHANNEL)[0]?.params.thread_ts).toBe(postsTo(h, INCIDENT_CHANNEL)[0]?.response.ts);
     // The status message ends in place, no stream of new messages.
     await waitUntil(() => h.slack.callsTo('chat.update').some((c) => c.params.channel === INCIDENT_CHANNEL && blocksText(c).includes(': done')), 'final status');
   });

@@ -25,6 +25,12 @@ export class RecordingMessenger implements Messenger {
     this.diffs.push(backfillId);
   }
 
+  readonly reconciliations: number[] = [];
+
+  async reportReconciliation(backfillId: number): Promise<void> {
+    this.reconciliations.push(backfillId);
+  }
+
   readonly reminded: OwnerMessage[] = [];
   readonly direct: { user: string; text: string }[] = [];
 
