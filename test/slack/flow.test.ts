@@ -93,7 +93,7 @@ describe('night 15 from /backfill start to the diff, through the signed Bolt rec
     // The reconciliation by key goes into the incident thread, under the status message.
     await waitUntil(() => threadReplies(h, INCIDENT_CHANNEL).length === 1, 'the reconciliation report');
     const reconciliation = blocksText(threadReplies(h, INCIDENT_CHANNEL)[0]);
-    expect(reconciliation).toMatch(/2026-11-15 05:00  published missing 0  added 0  duplicated 0  changed \d+  total 53,007\.53 → 51,643\.83/);
+    expect(reconciliation).toMatch(/2026-11-15 05:00 {2}published missing 0 {2}added 0 {2}duplicated 0 {2}changed \d+ {2}total 53,007\.53 → 51,643\.83/);
     expect(threadReplies(h, INCIDENT_CHANNEL)[0]?.params.thread_ts).toBe(postsTo(h, INCIDENT_CHANNEL)[0]?.response.ts);
     // The status message ends in place, no stream of new messages.
     await waitUntil(() => h.slack.callsTo('chat.update').some((c) => c.params.channel === INCIDENT_CHANNEL && blocksText(c).includes(': done')), 'final status');
