@@ -111,3 +111,13 @@ CREATE FUNCTION backfill.row_key(row_data jsonb, key_columns text[]) RETURNS jso
 LANGUAGE sql IMMUTABLE STRICT AS $$
   SELECT jsonb_agg(row_data -> k ORDER BY o) FROM unnest(key_columns) WITH ORDINALITY AS u(k, o)
 $$;
+
+-- The rows the plan's preview produced, by key: the announced envelope. A staged partition may add rows
+-- that landed in the source since (normal ingestion), but may not lose or change what the plan showed.
+CREATE TABLE backfill.expected_rows (
+  backfill_id     bigint NOT NULL REFERENCES backfill.backfills (id),
+  partition_hour  timestamptz NOT NULL,
+  row_key         jsonb NOT NULL,
+  measure         numeric(18, 2) NOT NULL
+);
+CREATE INDEX expected_rows_partition ON backfill.expected_rows (backfill_id, partition_hour);

@@ -43,9 +43,12 @@ export async function runUntilSettled(ctx: EngineContext, backfillId: number, pr
     for (;;) {
       const report = await loadBackfillReport(ctx.pool, backfillId);
       const pending = report.steps.some((s) => s.status === 'pending' || s.status === 'running');
+      const running = report.steps.some((s) => s.status === 'running');
       const waitingForPeople = report.backfill.state === 'announced' || report.backfill.state === 'held';
       const finished = !ACTIVE_STATES.includes(report.backfill.state);
-      if ((waitingForPeople && !pending) || (finished && !pending)) return report;
+      // A paused backfill waits for an operator with its publish steps pending: settled once nothing runs.
+      const paused = report.backfill.state === 'paused' && !running;
+      if ((waitingForPeople && !pending) || (finished && !pending) || paused) return report;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   } finally {

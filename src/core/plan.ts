@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Pool } from '../db/pool.js';
+import { quoteIdent, quoteQualified, type Pool } from '../db/pool.js';
 import { withClient } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import { requirePipeline, type Pipeline } from '../db/pipelines.js';
@@ -39,7 +39,7 @@ export interface Plan {
   /** From a recompute run in a transaction that is rolled back: nothing is written. */
   expectedTotalAfter: string;
   /** The same preview per partition: the envelope each published partition is checked against. */
-  expected: { hour: Date; rows: number; total: string }[];
+  expected: { hour: Date; rows: number; total: string; keys: { key: unknown; measure: string }[] }[];
   /** The frozen plan's id and hash (set when the plan was recorded by planBackfill). */
   planId?: number;
   inputsHash: string;
@@ -135,7 +135,11 @@ async function previewTotals(pool: Pool, pipeline: Pipeline, hours: Date[], days
       const expected: Plan['expected'] = [];
       for (const hour of hours) {
         const snapshot = await replacePartition(client, pipeline, hour);
-        expected.push({ hour, rows: snapshot.rows, total: snapshot.total });
+        const { rows: keys } = await client.query<{ key: unknown; measure: string }>(
+          `SELECT backfill.row_key(to_jsonb(t), $2::text[]) AS key, coalesce((to_jsonb(t) ->> $3::text)::numeric, 0)::numeric(18,2)::text AS measure
+           FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`,
+          [hour, pipeline.keyColumns, pipeline.measureColumn]);
+        expected.push({ hour, rows: snapshot.rows, total: snapshot.total, keys });
       }
       const after = await totalOverDays(client, pipeline, days);
       return { before, after, expected };

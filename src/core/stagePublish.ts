@@ -91,7 +91,7 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
   const target = await targetRow(tx, backfill.id, hour);
   if (target.status === 'unavailable') return { kind: 'unavailable' };
   const staged = await stagedReconciliation(tx, backfill.id, generation, hour);
-  const reason = envelopeBreach(staged, target);
+  const reason = envelopeBreach(staged, target, await againstPlan(tx, pipeline, backfill.id, generation, hour));
   if (reason) return { kind: 'paused', reason: `${formatHour(hour)}: ${reason}` };
 
   await lockPartition(tx, pipeline.name, hour);
@@ -153,13 +153,41 @@ export async function checkFence(tx: Queryable, backfillId: number, generation: 
   }
 }
 
-function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: TargetRow): string | undefined {
+interface AgainstPlan {
+  /** Rows the plan showed whose key the staged data no longer has. */
+  lost: number;
+  /** The staged measure over the keys the plan showed, and what the plan said for them. */
+  stagedKnown: string;
+  expected: string;
+  /** Keys the staged data has that the plan did not: source rows that landed since (allowed, reported). */
+  added: number;
+  planned: number;
+}
+
+/** Staged data against the rows the plan's preview showed (the announced envelope), by key. */
+async function againstPlan(db: Queryable, pipeline: Pipeline, backfillId: number, generation: number, hour: Date): Promise<AgainstPlan> {
+  const { rows } = await db.query<AgainstPlan>(
+    `WITH e AS (SELECT row_key, measure FROM backfill.expected_rows WHERE backfill_id = $1::bigint AND partition_hour = $3::timestamptz),
+          s AS (SELECT row_key, row_data FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz)
+     SELECT (SELECT count(*) FROM e WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.row_key = e.row_key))::int AS lost,
+            (SELECT coalesce(sum((row_data ->> $4::text)::numeric), 0)::numeric(18,2)::text FROM s WHERE EXISTS (SELECT 1 FROM e WHERE e.row_key = s.row_key)) AS "stagedKnown",
+            (SELECT coalesce(sum(measure), 0)::numeric(18,2)::text FROM e) AS expected,
+            (SELECT count(*) FROM s WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.row_key = s.row_key))::int AS added,
+            (SELECT count(*) FROM e)::int AS planned`,
+    [backfillId, generation, hour, pipeline.measureColumn]);
+  const row = rows[0];
+  if (!row) throw new Error('envelope query returned no row');
+  return row;
+}
+
+function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: TargetRow, plan: AgainstPlan): string | undefined {
   if (!staged) return 'it was never staged';
   if (staged.keysDuplicated > 0) return `${staged.keysDuplicated} duplicate key(s) in the staged data: the publish is blocked`;
   if (target.acceptedBy) return undefined;
   if (staged.keysMissing > 0) return `${staged.keysMissing} key(s) would be lost, which the plan did not predict`;
-  if (target.expectedTotal !== null && toCents(staged.totalAfter) !== toCents(target.expectedTotal)) {
-    return `the staged total ${staged.totalAfter} is not the announced ${target.expectedTotal}`;
+  if (plan.lost > 0) return `${plan.lost} row(s) the plan showed are gone from the staged data`;
+  if (plan.planned > 0 && toCents(plan.stagedKnown) !== toCents(plan.expected)) {
+    return `the staged total over the planned rows is ${plan.stagedKnown}, not the announced ${plan.expected}`;
   }
   return undefined;
 }

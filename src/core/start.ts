@@ -86,6 +86,11 @@ async function insertTargets(tx: PoolClient, id: number, plan: Plan): Promise<vo
      LEFT JOIN ${quoteQualified(pipeline.targetTable)} t ON t.${quoteIdent(pipeline.partitionColumn)} = e.h
      GROUP BY e.h, e.rows, e.total`,
     [id, plan.expected.map((e) => e.hour), plan.expected.map((e) => e.rows), plan.expected.map((e) => e.total)]);
+  const keyed = plan.expected.flatMap((e) => e.keys.map((k) => ({ hour: e.hour, key: JSON.stringify(k.key), measure: k.measure })));
+  await tx.query(
+    `INSERT INTO backfill.expected_rows (backfill_id, partition_hour, row_key, measure)
+     SELECT $1::bigint, h, k, m FROM unnest($2::timestamptz[], $3::jsonb[], $4::numeric[]) AS u(h, k, m)`,
+    [id, keyed.map((k) => k.hour), keyed.map((k) => k.key), keyed.map((k) => k.measure)]);
 }
 
 async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {

@@ -43,9 +43,14 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
   for (const step of runnable) {
     const jobId = jobIdFor(step);
     const existing = await queue.getJob(jobId);
-    if (existing && !(await existing.isFailed())) continue;
-    // A failed job of a step the database still calls pending is a lost retry: replace it.
-    if (existing) await existing.remove();
+    if (existing) {
+      const state = await existing.getState();
+      // Waiting, delayed or active: it will run. Finished while the database still calls the step runnable
+      // (it failed for good, or found the backfill paused and returned): a retained job id would swallow the
+      // new add (BullMQ ignores a known id), so the old job is removed first.
+      if (state !== 'completed' && state !== 'failed') continue;
+      await existing.remove();
+    }
     await queue.add(step.kind, stepPayloadSchema.parse(step), {
       jobId,
       attempts: ctx.config.JOB_ATTEMPTS,
