@@ -7,7 +7,9 @@ import { addSigner, listSigners, removeSigner, signReport } from '../core/signin
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import type { EngineContext } from '../core/context.js';
-import { acknowledge, cancelBackfill, hold, overrideGate } from '../core/gate.js';
+import { acknowledge, approveCapacity, cancelBackfill, hold, overrideGate } from '../core/gate.js';
+import { continueBackfill, rollbackBackfill, stopBackfill } from '../core/recovery.js';
+import { createStepQueue, removeQueuedJobs } from '../queue/stepQueue.js';
 import { planBackfill } from '../core/plan.js';
 import { recordingRefusals } from '../core/refusals.js';
 import { startBackfill } from '../core/start.js';
@@ -26,11 +28,15 @@ const USAGE = `backfill <command> [arguments] [--as <user>]
 
   plan <pipeline> <night|from..to> [reason]     dry run: partitions, readers, signed figures, watermark move
   start <pipeline> <night|from..to> <reason>    create the backfill, capture the before-total, announce
-        [--override-limit "<why>"] [--wait]
+        [--override-limit "<why>"] [--plan <id>] [--wait]
   ack <id> [--consumer <name>] [--wait]         acknowledge as the owner named by --as
   hold <id> [--consumer <name>] [reason]        ask to wait, as the owner named by --as
   override <id> <reason> [--wait]               proceed without the missing acknowledgements (operator)
   cancel <id> [reason]                          stop a backfill that has not started running
+  approve <id>                                  second operator's approval above the capacity limit
+  stop <id> <reason>                            fence it: queued jobs removed, no write of it commits
+  continue <id> <reason>                        accept the difference that paused a canary or wave
+  rollback <id>                                 restore the preserved rows; consumers replay
   status [id]                                   one backfill, or the recent ones
   log [id]                                      the backfill log, or one backfill's diff and timeline
   tick <pipeline> [--until <hour>]              the normal run: process the hours after the watermark
@@ -52,6 +58,7 @@ async function main(argv: string[]): Promise<number> {
       as: { type: 'string' },
       consumer: { type: 'string' },
       'override-limit': { type: 'string' },
+      plan: { type: 'string' },
       until: { type: 'string' },
       format: { type: 'string', default: 'md' },
       out: { type: 'string' },
@@ -81,6 +88,7 @@ interface Options {
   actor: string;
   consumer?: string | undefined;
   'override-limit'?: string | undefined;
+  plan?: string | undefined;
   until?: string | undefined;
   wait?: boolean | undefined;
   format?: string | undefined;
@@ -98,12 +106,14 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
       const request = { pipeline, target, reason: reason.join(' ') || '(dry run)', actor, limitOverride: options['override-limit'] };
       const plan = await recordingRefusals(ctx, { actor, action: 'plan', input: { pipeline, target } }, () => planBackfill(ctx, request));
       console.log(renderPlan(plan));
+      console.log(`Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`);
       return 0;
     }
     case 'start': {
       const [pipeline = '', target = '', ...reason] = need(args, 3, 'start <pipeline> <night|from..to> <reason>');
-      const request = { pipeline, target, reason: reason.join(' '), actor, limitOverride: options['override-limit'] };
-      const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target } }, () => startBackfill(ctx, request));
+      const planId = options.plan === undefined ? undefined : backfillId(options.plan);
+      const request = { pipeline, target, reason: reason.join(' '), actor, limitOverride: options['override-limit'], planId };
+      const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target, planId } }, () => startBackfill(ctx, request));
       console.log(`Backfill #${result.backfill.id} created (${result.backfill.state}).`);
       for (const a of result.announcements) console.log(`\n--- to <@${a.owner}> (${a.consumer}, ${a.notifyRule}) ---\n${a.text}`);
       return settle(ctx, result.backfill.id, options);
@@ -139,6 +149,37 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
         () => cancelBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
       console.log(`Backfill #${id} cancelled.`);
       return 0;
+    }
+    case 'approve': {
+      const id = backfillId(need(args, 1, 'approve <id>')[0]);
+      const result = await recordingRefusals(ctx, { actor, action: 'approve', backfillId: id }, () => approveCapacity(ctx, { backfillId: id, actor }));
+      console.log(result.approved ? 'Approved; the gate is open.' : `Approved. Still waiting for: ${result.waitingFor.map((w) => w.consumer).join(', ')}`);
+      return settle(ctx, id, options);
+    }
+    case 'stop': {
+      const [rawId, ...reason] = need(args, 2, 'stop <id> <reason>');
+      const id = backfillId(rawId);
+      await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
+      const queue = createStepQueue(ctx.config);
+      try {
+        console.log(`Backfill #${id} stopped and fenced; ${await removeQueuedJobs(queue, id)} queued job(s) removed.`);
+      } finally {
+        await queue.close();
+      }
+      return 0;
+    }
+    case 'continue': {
+      const [rawId, ...reason] = need(args, 2, 'continue <id> <reason>');
+      const id = backfillId(rawId);
+      await recordingRefusals(ctx, { actor, action: 'continue', backfillId: id }, () => continueBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
+      console.log(`Backfill #${id} continues.`);
+      return settle(ctx, id, options);
+    }
+    case 'rollback': {
+      const id = backfillId(need(args, 1, 'rollback <id>')[0]);
+      const { restored } = await recordingRefusals(ctx, { actor, action: 'rollback', backfillId: id }, () => rollbackBackfill(ctx, { backfillId: id, actor }));
+      console.log(`Backfill #${id} rolled back: ${restored.length} partition(s) restored; consumers replay.`);
+      return settle(ctx, id, options);
     }
     case 'status': {
       if (args[0] === undefined) {
@@ -223,7 +264,7 @@ async function settle(ctx: EngineContext, id: number, options: Options): Promise
   if (!options.wait) return 0;
   const report = await runUntilSettled(ctx, id, (line) => console.log(line));
   console.log(renderDiff(report));
-  return report.backfill.state === 'done' ? 0 : 1;
+  return report.backfill.state === 'done' || report.backfill.state === 'rolled_back' ? 0 : 1;
 }
 
 function need(args: string[], count: number, usage: string): string[] {
