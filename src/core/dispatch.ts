@@ -6,7 +6,8 @@ import { transition } from './stateMachine.js';
 
 /**
  * Which steps may run now, decided from the rows alone so any process can answer the same:
- *   announce (before the gate) → recompute → (all done) watermark → (done) replays, each once every replay
+ *   announce (before the gate) → stage every target → publish the canary, then wave by wave
+ *   → (all published) watermark → (done) replays, each once every replay
  *   it depends on is done → (all done) compare → (done) notify the "after" owners and post the diff.
  * Steps still marked running are included: their job may have died with a worker or with Redis, and a
  * repeat delivery of a finished step is a no-op.
@@ -18,7 +19,6 @@ export async function findRunnableSteps(db: Queryable, backfillId?: number): Pro
      WHERE s.status IN ('pending', 'running') AND ($1::bigint IS NULL OR s.backfill_id = $1::bigint)
        AND CASE s.kind
          WHEN 'announce' THEN b.state IN ('announced', 'held', 'approved')
-         WHEN 'recompute' THEN b.state = 'running'
          WHEN 'stage' THEN b.state = 'running'
          -- The canary (wave 0) first; each later wave only once every earlier one is published and reconciled.
          WHEN 'publish' THEN b.state = 'running' AND NOT EXISTS (
@@ -29,7 +29,7 @@ export async function findRunnableSteps(db: Queryable, backfillId?: number): Pro
            JOIN backfill.backfill_targets st ON st.backfill_id = s.backfill_id AND s.step_key = to_char(st.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
            WHERE p.backfill_id = s.backfill_id AND p.kind = 'publish' AND p.status <> 'done' AND pt.wave < st.wave)
          WHEN 'watermark' THEN b.state = 'running' AND NOT EXISTS (
-           SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind IN ('recompute', 'stage', 'publish') AND r.status <> 'done')
+           SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind IN ('stage', 'publish') AND r.status <> 'done')
          -- A replay waits for every consumer it depends on; during a rollback the keys carry "@rollback".
          WHEN 'replay' THEN (b.state = 'replaying' AND s.step_key NOT LIKE '%@rollback' OR b.state = 'rolling_back' AND s.step_key LIKE '%@rollback')
            AND NOT EXISTS (
@@ -62,7 +62,7 @@ export async function startApproved(ctx: EngineContext, backfillId?: number): Pr
   for (const row of rows) {
     const moved = await withTransaction(ctx.pool, async (tx) => {
       const ok = await transition(tx, { backfillId: row.id, to: 'running', actor: 'backfill-bot', set: { ran_at: new Date(), ran_by: row.requestedBy } });
-      // A backfill with nothing left to recompute (already done by an earlier process) moves on at once.
+      // A backfill with nothing left to publish (done by an earlier process) moves on at once.
       if (ok) await advanceBackfill(tx, row.id);
       return ok;
     });

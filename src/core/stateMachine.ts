@@ -5,7 +5,7 @@ import { BackfillError, ErrorCode } from '../errors.js';
 /*
  * The life of a backfill.
  *
- *   announced ──ack/override──▶ approved ──dispatcher──▶ running ──recompute+watermark──▶ replaying
+ *   announced ──ack/override──▶ approved ──dispatcher──▶ running ──stage, publish, watermark──▶ replaying
  *      ▲  │                                                                                 │
  *      │  └─hold──▶ held                                              replays done ────────▶ comparing ──▶ done
  *      └──release──┘
@@ -13,7 +13,7 @@ import { BackfillError, ErrorCode } from '../errors.js';
  * announced: the log row exists with total_before and announced_at; announcements generated; nothing deleted.
  * held: an owner asked to wait. Nothing is enqueued while held; the holder's acknowledgement releases it.
  * approved: every "before" owner acknowledged (or an operator overrode, with a reason); steps exist as rows.
- * running: partitions are being replaced and the watermark moved back.
+ * running: partitions are staged, then published canary first and wave by wave; the watermark moved back.
  * replaying: consumers re-triggered in dependency order.
  * comparing: signed figures compared with what the rebuilt reports show; the log row is completed.
  * failed: a step ran out of attempts; the failure names it. cancelled: stopped before it ran.

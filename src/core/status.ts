@@ -29,7 +29,7 @@ export async function loadBackfillReport(db: Queryable, backfillId: number): Pro
   const { rows: steps } = await db.query<StepRow>(
     `SELECT kind, step_key AS key, status, attempts, started_at AS "startedAt", finished_at AS "finishedAt", error
      FROM backfill.backfill_steps WHERE backfill_id = $1::bigint
-     ORDER BY coalesce(finished_at, 'infinity'), array_position(ARRAY['announce','recompute','watermark','replay','compare','notify','report'], kind), step_key`,
+     ORDER BY coalesce(finished_at, 'infinity'), array_position(ARRAY['announce','stage','publish','watermark','replay','compare','notify','report'], kind), step_key`,
     [backfillId]);
   return {
     backfill,

@@ -5,13 +5,13 @@ import { withTransaction, type PoolClient } from '../db/pool.js';
 import { BackfillError, describeError, ErrorCode, isBackfillError } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
-import { replacePartition, totalOverDays } from './partitionStep.js';
+import { totalOverDays } from './partitionStep.js';
 import { callWebhook, parseRetrigger, runSqlRetrigger } from './retrigger.js';
 import { pauseBackfill, publishPartition, stagePartition, type PublishHooks } from './stagePublish.js';
 import { transition, type BackfillState } from './stateMachine.js';
 import { distinctDays, formatHour } from './time.js';
 
-export const STEP_KINDS = ['announce', 'recompute', 'stage', 'publish', 'watermark', 'replay', 'compare', 'notify', 'report'] as const;
+export const STEP_KINDS = ['announce', 'stage', 'publish', 'watermark', 'replay', 'compare', 'notify', 'report'] as const;
 export type StepKind = (typeof STEP_KINDS)[number];
 
 export interface StepRef {
@@ -61,7 +61,6 @@ const ENGINE = 'backfill-bot';
 /** The states a backfill must be in for each kind of step to run (and to commit). */
 const RUNS_IN: Record<StepKind, readonly BackfillState[]> = {
   announce: ['announced', 'held', 'approved'],
-  recompute: ['running'],
   stage: ['running'],
   publish: ['running'],
   watermark: ['running'],
@@ -81,7 +80,6 @@ export async function executeStep(ctx: StepContext, ref: StepRef): Promise<StepO
   if (claimed !== 'claimed') return claimed;
   switch (ref.kind) {
     case 'announce': return announce(ctx, ref);
-    case 'recompute': return recompute(ctx, ref);
     case 'stage': return stage(ctx, ref);
     case 'publish': return publish(ctx, ref);
     case 'watermark': return moveWatermark(ctx, ref);
@@ -141,26 +139,6 @@ async function withinStep(ctx: StepContext, _ref: StepRef, work: (tx: PoolClient
     if (!options.rethrowWrongState && error instanceof BackfillError && error.code === ErrorCode.WrongState) return 'not_runnable';
     throw error;
   }
-}
-
-async function recompute(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
-  const hour = new Date(ref.key);
-  return withinStep(ctx, ref, async (tx) => {
-    const backfill = await requireBackfill(tx, ref.backfillId);
-    const pipeline = await requirePipeline(tx, backfill.pipeline);
-    const snapshot = await replacePartition(tx, pipeline, hour);
-    const { rows } = await tx.query<{ rowsBefore: number; totalBefore: string }>(
-      `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text, recomputed_at = now()
-       WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz
-       RETURNING rows_before AS "rowsBefore", total_before::text AS "totalBefore"`,
-      [ref.backfillId, hour, snapshot.rows, snapshot.total, snapshot.checksum]);
-    // reconciled stays false: the month's record is what readers saw that morning.
-    await tx.query('UPDATE backfill.partition_log SET backfilled_at = now() WHERE pipeline = $1::text AND partition_hour = $2::timestamptz', [pipeline.name, hour]);
-    const before = rows[0];
-    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'recomputed',
-      detail: { partition: formatHour(hour), rowsBefore: before?.rowsBefore, rowsAfter: snapshot.rows, totalBefore: before?.totalBefore, totalAfter: snapshot.total, checksum: snapshot.checksum } });
-    await finishStep(tx, ref, { ...snapshot });
-  });
 }
 
 async function stage(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
@@ -357,7 +335,7 @@ export async function failStep(ctx: StepContext, ref: StepRef, error: unknown, f
 export async function advanceBackfill(tx: PoolClient, backfillId: number): Promise<void> {
   const { rows } = await tx.query<{ state: BackfillState; openRunning: number; openReplays: number; openRollback: number }>(
     `SELECT b.state,
-            count(*) FILTER (WHERE s.kind IN ('recompute', 'stage', 'publish', 'watermark') AND s.status <> 'done')::int AS "openRunning",
+            count(*) FILTER (WHERE s.kind IN ('stage', 'publish', 'watermark') AND s.status <> 'done')::int AS "openRunning",
             count(*) FILTER (WHERE s.kind = 'replay' AND s.step_key NOT LIKE '%@rollback' AND s.status <> 'done')::int AS "openReplays",
             count(*) FILTER (WHERE s.kind IN ('replay', 'notify') AND s.step_key LIKE '%@rollback' AND s.status <> 'done')::int AS "openRollback"
      FROM backfill.backfills b LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id

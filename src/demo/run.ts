@@ -102,9 +102,9 @@ async function main(): Promise<void> {
     section('What Slack showed (the emulator\'s transcript)');
     console.log(slack.transcript());
 
-    section('Jobs (BullMQ, deterministic ids), in the order they finished');
+    section('Jobs (BullMQ, deterministic ids): staged, then the canary published first, then the waves');
     for (const event of await listEvents(pool, 1)) {
-      if (['announcement_sent', 'acknowledged', 'approved', 'recomputed', 'watermark_moved', 'replayed', 'compared', 'notified', 'diff_posted'].includes(event.kind)) {
+      if (['announcement_sent', 'acknowledged', 'approved', 'staged', 'recomputed', 'watermark_moved', 'replayed', 'compared', 'notified', 'diff_posted'].includes(event.kind)) {
         console.log(`${event.at.toISOString().slice(11, 23)}  ${event.actor.padEnd(12)} ${event.kind.padEnd(18)} ${summarize(event.detail)}`);
       }
     }
@@ -121,7 +121,10 @@ async function main(): Promise<void> {
 }
 
 function summarize(detail: Record<string, unknown>): string {
-  if (typeof detail.partition === 'string') return `${detail.partition}  rows ${String(detail.rowsBefore)} → ${String(detail.rowsAfter)}  total ${String(detail.totalBefore)} → ${String(detail.totalAfter)}`;
+  if (typeof detail.partition === 'string' && 'keysChanged' in detail) {
+    return `${detail.partition}  staged: keys missing ${String(detail.keysMissing)}, added ${String(detail.keysAdded)}, duplicated ${String(detail.keysDuplicated)}, changed ${String(detail.keysChanged)}`;
+  }
+  if (typeof detail.partition === 'string') return `${detail.partition}  published: rows ${String(detail.rowsBefore)} → ${String(detail.rowsAfter)}  total ${String(detail.totalBefore)} → ${String(detail.totalAfter)}`;
   if (typeof detail.consumer === 'string') return `${detail.consumer}${detail.via ? ` via ${String(detail.via)}` : ''}`;
   if ('from' in detail) return `${String(detail.from)} → ${String(detail.to)}`;
   if ('totalAfter' in detail) return `total ${String(detail.totalBefore)} → ${String(detail.totalAfter)} (${String(detail.diff)})`;

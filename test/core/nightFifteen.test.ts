@@ -51,6 +51,7 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
     expect(text).toContain('currency parsed as text');
     expect(text).toContain(`= 1,284,310.55, signed by <@${OWNERS.settlementLead}> at 2026-11-16 07:00 UTC`);
     expect(text).toContain('Expected direction of the change: down');
+    expect(text).toContain('Expected new total for 2026-11-15: 1,271,902.10 (−12,408.45 from 1,284,310.55 now)');
     expect(text).toContain(`Asked by <@${OPERATOR}>`);
   });
 
