@@ -3,7 +3,7 @@ import { userInfo } from 'node:os';
 import { buildIncidentPackage, incidentPackageJson, incidentPackageMarkdown } from '../core/incidentPackage.js';
 import { formatMoney } from '../core/money.js';
 import { answerPaidAgainst } from '../core/paidAgainst.js';
-import { addSigner, listSigners, removeSigner, signReport } from '../core/signing.js';
+import { addDelegate, addSigner, listSigners, removeDelegate, removeSigner, signReport } from '../core/signing.js';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
 import type { EngineContext } from '../core/context.js';
@@ -43,6 +43,7 @@ const USAGE = `backfill <command> [arguments] [--as <user>]
   paid-against [report] <date>                  the signed figure, every correction since, the current one
   sign <report> <date>                          sign the report's current total (as --as; must be a signer)
   signer add|remove <report> <user>             who may sign which report; signer list [report]
+  delegate add|remove <owner> <user>            who may acknowledge or hold for an owner; delegate list
   export <id> [--format md|json] [--out <file>] the incident package: the log row and the whole timeline
   worker                                        run the step workers until interrupted
   migrate                                       apply database migrations
@@ -229,6 +230,19 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
       if (action === 'add') await addSigner(ctx, { report, signer: user, actor });
       else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`<@${user}> was not a signer of ${report}.`);
       console.log(`Signers of ${report}: ${(await listSigners(ctx.pool, report)).map((s) => `<@${s}>`).join(', ') || 'none'}`);
+      return 0;
+    }
+    case 'delegate': {
+      const [action = '', owner, user] = need(args, 1, 'delegate add|remove <owner> <user> | delegate list');
+      if (action === 'list') {
+        const { rows } = await ctx.pool.query<{ owner: string; delegate: string }>('SELECT owner, delegate FROM backfill.delegates ORDER BY owner, delegate');
+        console.log(rows.map((r) => `<@${r.owner}>: <@${r.delegate}>`).join('\n') || 'No delegates configured.');
+        return 0;
+      }
+      if ((action !== 'add' && action !== 'remove') || !owner || !user) throw new BackfillError(ErrorCode.BadInput, 'Usage: backfill delegate add|remove <owner> <user> | delegate list');
+      if (action === 'add') await addDelegate(ctx, { owner, delegate: user, actor });
+      else await removeDelegate(ctx, { owner, delegate: user, actor });
+      console.log(`${action === 'add' ? 'Added' : 'Removed'}: <@${user}> ${action === 'add' ? 'may now act' : 'no longer acts'} for <@${owner}>.`);
       return 0;
     }
     case 'export': {

@@ -75,3 +75,19 @@ async function signableReports(db: Queryable): Promise<string[]> {
   const { rows } = await db.query<{ name: string }>(`SELECT name FROM backfill.consumers WHERE kind = 'report' AND report_total_sql IS NOT NULL ORDER BY name`);
   return rows.map((row) => row.name);
 }
+
+/** Someone who may acknowledge or hold for an owner (leave, shifts). Kept in backfill.delegates. */
+export async function addDelegate(ctx: EngineContext, input: { owner: string; delegate: string; actor: string }): Promise<void> {
+  for (const id of [input.owner, input.delegate]) {
+    if (!/^[UW][A-Z0-9]+$/.test(id)) throw new BackfillError(ErrorCode.BadInput, `"${id}" is not a Slack user id (U… or W…).`);
+  }
+  if (input.owner === input.delegate) throw new BackfillError(ErrorCode.BadInput, 'An owner cannot be their own delegate.');
+  await ctx.pool.query('INSERT INTO backfill.delegates (owner, delegate) VALUES ($1::text, $2::text) ON CONFLICT DO NOTHING', [input.owner, input.delegate]);
+  await recordEvent(ctx.pool, { actor: input.actor, kind: 'delegate_added', detail: { owner: input.owner, delegate: input.delegate } });
+}
+
+export async function removeDelegate(ctx: EngineContext, input: { owner: string; delegate: string; actor: string }): Promise<boolean> {
+  const removed = await ctx.pool.query('DELETE FROM backfill.delegates WHERE owner = $1::text AND delegate = $2::text', [input.owner, input.delegate]);
+  if (removed.rowCount) await recordEvent(ctx.pool, { actor: input.actor, kind: 'delegate_removed', detail: { owner: input.owner, delegate: input.delegate } });
+  return (removed.rowCount ?? 0) > 0;
+}

@@ -30,6 +30,12 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       const announcements = announcementsFor(plan, request, id);
       await insertReaders(tx, id, plan, announcements);
       await insertSignedFigures(tx, id, plan);
+      // The plan this backfill runs, on its own timeline (a separate `plan` call is only an audit event).
+      await recordEvent(tx, {
+        backfillId: id, actor: request.actor, kind: 'planned',
+        detail: { planId: request.planId ?? null, inputsHash: plan.inputsHash, partitions: identified.hours.length, readers: plan.readers.map((r) => r.consumer),
+          totalBefore: plan.totalBefore, expectedTotalAfter: plan.expectedTotalAfter, watermarkResetTo: identified.watermarkResetTo },
+      });
       await recordEvent(tx, {
         backfillId: id, actor: request.actor, kind: 'requested',
         detail: { pipeline: pipeline.name, target: request.target, reason: request.reason, partitions: identified.hours.length,

@@ -8,7 +8,7 @@ export type EventKind =
   | 'tick' | 'announcement_sent' | 'reminded' | 'diff_posted' | 'status_posted'
   | 'signed' | 'signer_added' | 'signer_removed' | 'caught_up' | 'stale_readers_told' | 'package_uploaded'
   | 'staged' | 'unavailable' | 'paused' | 'continued' | 'stopped' | 'write_fenced' | 'rolled_back'
-  | 'capacity_approved' | 'plan_frozen' | 'late_rows_kept';
+  | 'capacity_approved' | 'late_rows_kept' | 'delegate_added' | 'delegate_removed';
 
 export interface TimelineEvent {
   id: number;

@@ -88,6 +88,26 @@ describe('re-triggering consumers', () => {
   });
 });
 
+describe('delegates', () => {
+  let engine: TestEngine;
+  beforeAll(async () => {
+    engine = await createTestEngine();
+  });
+  afterAll(async () => engine.close());
+
+  it('a configured delegate may acknowledge for the owner; the row says who pressed it', async () => {
+    const { addDelegate } = await import('../../src/core/signing.js');
+    await addDelegate(engine.ctx, { owner: OWNERS.settlementLead, delegate: 'U07DEPUTY', actor: OPERATOR });
+    const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
+    const result = await acknowledge(engine.ctx, { backfillId: backfill.id, actor: 'U07DEPUTY' });
+    expect(result.waitingFor.map((w) => w.consumer)).toEqual(['payout_export']);
+    const { rows } = await engine.ctx.pool.query('SELECT consumer, owner FROM backfill.acknowledgements WHERE backfill_id = $1', [backfill.id]);
+    expect(rows).toEqual([{ consumer: 'settlement_report', owner: 'U07DEPUTY' }]);
+    await expect(acknowledge(engine.ctx, { backfillId: backfill.id, actor: 'U07SOMEONE', consumer: 'payout_export' }))
+      .rejects.toSatisfy((e: unknown) => isBackfillError(e, ErrorCode.NotAllowed));
+  });
+});
+
 describe('holding', () => {
   let engine: TestEngine;
   beforeAll(async () => {
