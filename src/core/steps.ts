@@ -131,7 +131,7 @@ async function finishStep(tx: PoolClient, ref: StepRef, result: Record<string, u
   return backfill;
 }
 
-async function withinStep(ctx: StepContext, _ref: StepRef, work: (tx: PoolClient) => Promise<void>, options: { rethrowWrongState?: boolean } = {}): Promise<StepOutcome> {
+async function withinStep(ctx: StepContext, work: (tx: PoolClient) => Promise<void>, options: { rethrowWrongState?: boolean } = {}): Promise<StepOutcome> {
   try {
     await withTransaction(ctx.pool, work);
     return 'done';
@@ -142,7 +142,7 @@ async function withinStep(ctx: StepContext, _ref: StepRef, work: (tx: PoolClient
 }
 
 async function stage(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
-  return withinStep(ctx, ref, async (tx) => {
+  return withinStep(ctx, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
     const outcome = await stagePartition(tx, backfill, new Date(ref.key));
     await finishStep(tx, ref, { outcome });
@@ -156,7 +156,7 @@ async function stage(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
 async function publish(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   let paused: string | undefined;
   try {
-    const outcome = await withinStep(ctx, ref, async (tx) => {
+    const outcome = await withinStep(ctx, async (tx) => {
       const backfill = await requireBackfill(tx, ref.backfillId);
       const result = await publishPartition(tx, backfill, new Date(ref.key), ctx.hooks);
       if (result.kind === 'paused') {
@@ -186,7 +186,7 @@ async function publish(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
 }
 
 async function moveWatermark(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
-  return withinStep(ctx, ref, async (tx) => {
+  return withinStep(ctx, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
     const { rows } = await tx.query<{ processedThrough: Date }>(
       'SELECT processed_through AS "processedThrough" FROM backfill.watermarks WHERE pipeline = $1::text FOR UPDATE', [backfill.pipeline]);
@@ -214,7 +214,7 @@ async function replay(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   const retrigger = parseRetrigger(consumer, rows[0]?.retrigger);
   const hours = await targetHours(ctx, ref.backfillId);
   if (retrigger.kind === 'sql') {
-    return withinStep(ctx, ref, async (tx) => {
+    return withinStep(ctx, async (tx) => {
       const result = await runSqlRetrigger(tx, retrigger, hours);
       await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, via: 'sql', rollback: ref.key !== consumer, ...result } });
       await finishStep(tx, ref, { via: 'sql', ...result });
@@ -224,7 +224,7 @@ async function replay(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
     backfillId: backfill.id, consumer, partitions: hours,
     secret: ctx.config.WEBHOOK_SIGNING_SECRET, timeoutMs: ctx.config.WEBHOOK_TIMEOUT_MS,
   });
-  return withinStep(ctx, ref, async (tx) => {
+  return withinStep(ctx, async (tx) => {
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, via: 'webhook', url: retrigger.url, status: result.status, rollback: ref.key !== consumer } });
     await finishStep(tx, ref, { via: 'webhook', status: result.status });
   });
@@ -235,7 +235,7 @@ async function replay(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
  * own total over the same partitions; completes the log row.
  */
 async function compare(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
-  return withinStep(ctx, ref, async (tx) => {
+  return withinStep(ctx, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
     const pipeline = await requirePipeline(tx, backfill.pipeline);
     const hours = await targetHours(ctx, ref.backfillId);
@@ -265,7 +265,7 @@ async function compare(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
 async function announce(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   const { owner, announcement } = await backfillConsumer(ctx, ref);
   const landed = await ctx.messenger.announce({ backfillId: ref.backfillId, consumer: ref.key, owner, text: announcement });
-  return withinStep(ctx, ref, async (tx) => {
+  return withinStep(ctx, async (tx) => {
     await tx.query(
       `UPDATE backfill.backfill_consumers SET message_channel = $3::text, message_ts = $4::text
        WHERE backfill_id = $1::bigint AND consumer = $2::text`, [ref.backfillId, ref.key, landed?.channel ?? null, landed?.ts ?? null]);
@@ -278,7 +278,7 @@ async function announce(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
 async function report(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
   await ctx.messenger.reportDiff(ref.backfillId);
   await ctx.messenger.reportReconciliation(ref.backfillId);
-  return withinStep(ctx, ref, async (tx) => {
+  return withinStep(ctx, async (tx) => {
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'diff_posted', detail: {} });
     await finishStep(tx, ref, {});
   });
@@ -303,7 +303,7 @@ async function notify(ctx: StepContext, ref: StepRef): Promise<StepOutcome> {
       `Total over the affected days ${formatMoney(backfill.totalBefore)} → ${backfill.totalAfter ? formatMoney(backfill.totalAfter) : '—'}` +
       ` (difference ${backfill.diff ? formatSignedMoney(backfill.diff) : '—'}).`;
   await ctx.messenger.notifyOwner({ backfillId: backfill.id, consumer, owner, text });
-  return withinStep(ctx, ref, async (tx) => {
+  return withinStep(ctx, async (tx) => {
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'notified', detail: { consumer, owner, after: true, rollback: ref.key !== consumer } });
     await finishStep(tx, ref, { owner });
   });
