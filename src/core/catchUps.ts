@@ -4,6 +4,7 @@ import type { Pipeline } from '../db/pipelines.js';
 import type { EngineContext } from './context.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
 import { totalOverDays } from './partitionStep.js';
+import { readReportFigure } from './readers.js';
 import type { StepContext } from './steps.js';
 import { formatHourRange } from './time.js';
 
@@ -44,7 +45,7 @@ export async function recordCatchUp(ctx: EngineContext, input: { pipeline: Pipel
     const id = inserted.rows[0]?.id;
     if (id === undefined) throw new Error('catch-up insert returned no id');
     for (const reader of readers.rows) {
-      const before = reader.reportTotalSql ? await reportFigure(tx, reader.reportTotalSql, reader.period) : null;
+      const before = reader.reportTotalSql ? await readReportFigure(tx, reader.reportTotalSql, reader.period) : null;
       const after = await totalOverDays(tx, input.pipeline, [reader.period]);
       await tx.query(
         `INSERT INTO backfill.catch_up_notices (catch_up_id, consumer, owner, period, hours_read, first_read_at, report_before, total_after)
@@ -54,11 +55,6 @@ export async function recordCatchUp(ctx: EngineContext, input: { pipeline: Pipel
     await recordEvent(tx, { actor: input.actor, kind: 'caught_up', detail: { catchUp: id, pipeline: input.pipeline.name, partitions: input.filled.length, readers: readers.rows.length } });
     return id;
   });
-}
-
-async function reportFigure(db: Queryable, sql: string, period: string): Promise<string | null> {
-  const { rows } = await db.query<{ total: string | null }>(`SELECT round(r.total::numeric, 2)::text AS total FROM (${sql}) AS r(total)`, [period]);
-  return rows[0]?.total ?? null;
 }
 
 export async function listUntoldNotices(db: Queryable, catchUpId?: number): Promise<CatchUpNotice[]> {

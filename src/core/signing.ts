@@ -2,6 +2,7 @@ import { recordEvent } from '../db/events.js';
 import { withTransaction, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
+import { readReportFigure } from './readers.js';
 import { parseDate } from './time.js';
 
 export interface SignedFigureRow {
@@ -34,9 +35,8 @@ export async function signReport(ctx: EngineContext, input: { report: string; pe
         `<@${input.actor}> may not sign ${input.report}. Who may: ${signers.map((s) => `<@${s}>`).join(', ') || 'nobody yet'} ` +
         `(an operator adds signers with \`backfill signer add ${input.report} <user>\`).`);
     }
-    const total = await tx.query<{ total: string | null }>(`SELECT round(r.total::numeric, 2)::text AS total FROM (${consumer.sql}) AS r(total)`, [input.period]);
-    const value = total.rows[0]?.total;
-    if (value === null || value === undefined) {
+    const value = await readReportFigure(tx, consumer.sql, input.period);
+    if (value === null) {
       throw new BackfillError(ErrorCode.BadInput, `${input.report} shows no total for ${input.period} yet: there is nothing to sign.`);
     }
     const inserted = await tx.query<SignedFigureRow>(

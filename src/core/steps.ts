@@ -6,6 +6,7 @@ import { BackfillError, describeError, ErrorCode, isBackfillError } from '../err
 import type { EngineContext } from './context.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
 import { totalOverDays } from './partitionStep.js';
+import { readReportFigure } from './readers.js';
 import { callWebhook, parseRetrigger, runSqlRetrigger } from './retrigger.js';
 import { pauseBackfill, publishPartition, stagePartition, type PublishHooks } from './stagePublish.js';
 import { transition, type BackfillState } from './stateMachine.js';
@@ -365,7 +366,5 @@ async function reportTotal(tx: PoolClient, report: string, period: string): Prom
   const { rows } = await tx.query<{ sql: string | null }>('SELECT report_total_sql AS sql FROM backfill.consumers WHERE name = $1::text', [report]);
   const sql = rows[0]?.sql;
   if (!sql) return null;
-  // Wrapped so any numeric the report shows is compared to the cent, as a string.
-  const result = await tx.query<{ total: string | null }>(`SELECT round(r.total::numeric, 2)::text AS total FROM (${sql}) AS r(total)`, [period]);
-  return result.rows[0]?.total ?? null;
+  return readReportFigure(tx, sql, period);
 }
