@@ -1,4 +1,4 @@
-import { Queue, type ConnectionOptions } from 'bullmq';
+import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import type { Config } from '../config.js';
 import type { EngineContext } from '../core/context.js';
 import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/dispatch.js';
@@ -42,22 +42,14 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
   const added: StepRef[] = [];
   for (const step of runnable) {
     const jobId = jobIdFor(step);
-    const existing = await queue.getJob(jobId);
-    if (existing) {
-      const state = await existing.getState();
-      // Waiting, delayed or active: it will run. Finished while the database still calls the step runnable
-      // (it failed for good, or found the backfill paused and returned): a retained job id would swallow the
-      // new add (BullMQ ignores a known id), so the old job is removed first.
-      if (state !== 'completed' && state !== 'failed') continue;
-      await existing.remove();
-    }
-    await queue.add(step.kind, stepPayloadSchema.parse(step), {
+    const enqueued = await addWhileOutstanding(queue, step.kind, stepPayloadSchema.parse(step), {
       jobId,
       attempts: ctx.config.JOB_ATTEMPTS,
       backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
       removeOnComplete: { age: 24 * 3600, count: 5000 },
       removeOnFail: { age: 7 * 24 * 3600 },
     });
+    if (!enqueued) continue;
     await recordEnqueued(ctx.pool, step, jobId);
     added.push(step);
   }
@@ -66,15 +58,28 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
   return added;
 }
 
+/**
+ * Adds the job for work the database still calls outstanding, unless a job with its id will run anyway
+ * (waiting, delayed, active). A finished job under that id (it failed for good, or returned because the
+ * backfill was paused) would swallow the add, since BullMQ ignores a known id, so it is removed first.
+ * Returns whether a job was added.
+ */
+async function addWhileOutstanding(queue: Queue, name: string, data: object, options: JobsOptions & { jobId: string }): Promise<boolean> {
+  const existing = await queue.getJob(options.jobId);
+  if (existing) {
+    const state = await existing.getState();
+    if (state !== 'completed' && state !== 'failed') return false;
+    await existing.remove();
+  }
+  await queue.add(name, data, options);
+  return true;
+}
+
 /** Untold catch-up notices become jobs; the notice row, not Redis, says whether it was told. */
 export async function scheduleStaleReaderNotices(ctx: EngineContext, queue: Queue): Promise<void> {
   for (const notice of await listUntoldNotices(ctx.pool)) {
-    const jobId = `cu${notice.catchUpId}-${notice.consumer}-${notice.period}`;
-    const existing = await queue.getJob(jobId);
-    if (existing && !(await existing.isFailed())) continue;
-    if (existing) await existing.remove();
-    await queue.add(STALE_READER_JOB, staleReaderPayloadSchema.parse({ catchUpId: notice.catchUpId, consumer: notice.consumer, period: notice.period }), {
-      jobId,
+    await addWhileOutstanding(queue, STALE_READER_JOB, staleReaderPayloadSchema.parse({ catchUpId: notice.catchUpId, consumer: notice.consumer, period: notice.period }), {
+      jobId: `cu${notice.catchUpId}-${notice.consumer}-${notice.period}`,
       attempts: ctx.config.JOB_ATTEMPTS,
       backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
       removeOnComplete: { age: 24 * 3600 },
