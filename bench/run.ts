@@ -19,7 +19,7 @@ import { tick } from '../src/core/tick.js';
 import { formatHour, formatHourRange, hoursBetween, parseHour } from '../src/core/time.js';
 import { migrate } from '../src/db/migrate.js';
 import { requirePipeline, type Pipeline } from '../src/db/pipelines.js';
-import { createPool, quoteIdent, quoteQualified, withTransaction, type Pool } from '../src/db/pool.js';
+import { createPool, dropDatabase, quoteIdent, quoteQualified, recreateDatabase, withTransaction, type Pool } from '../src/db/pool.js';
 import { DEMO_PIPELINE } from '../src/demo/constants.js';
 import { seedDemo } from '../src/demo/seed.js';
 import { isBackfillError } from '../src/errors.js';
@@ -58,15 +58,6 @@ function urlWithDatabase(base: string, database: string): string {
   return url.toString();
 }
 
-async function withAdmin<T>(adminUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: adminUrl, application_name: 'backfill-bot-bench-setup' });
-  await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
-}
 
 /**
  * BullMQ retries a Redis that is not there forever, so the bench would hang instead of failing: ask it once,
@@ -90,10 +81,6 @@ async function checkRedis(config: Config): Promise<string> {
   } finally {
     redis.disconnect();
   }
-}
-
-async function dropBenchDatabase(adminUrl: string): Promise<void> {
-  await withAdmin(adminUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${quoteIdent(BENCH_DATABASE)} WITH (FORCE)`));
 }
 
 // ---- 1. the same work by hand: BEGIN; DELETE the hour; the step's INSERT … SELECT; COMMIT, on one connection ----
@@ -224,7 +211,6 @@ function summaryRow(summary: Summary, rawPerPartition: number | null): string[] 
 
 async function main(): Promise<void> {
   const base = loadConfig();
-  const adminUrl = urlWithDatabase(base.DATABASE_URL, 'postgres');
   const benchUrl = urlWithDatabase(base.DATABASE_URL, BENCH_DATABASE);
   const prefix = `bench-${randomBytes(6).toString('hex')}`;
   // Through loadConfig again so the overrides are validated like any other configuration.
@@ -232,8 +218,7 @@ async function main(): Promise<void> {
 
   const totalStarted = performance.now();
   const redisVersion = await checkRedis(config);
-  await dropBenchDatabase(adminUrl);
-  await withAdmin(adminUrl, (client) => client.query(`CREATE DATABASE ${quoteIdent(BENCH_DATABASE)}`));
+  await recreateDatabase(benchUrl);
   const pool = createPool(benchUrl, 'backfill-bot-bench');
   const ctx: EngineContext = { pool, config };
   let failure: unknown;
@@ -338,7 +323,7 @@ async function main(): Promise<void> {
         await queue.close();
       }
     }],
-    [`drop ${BENCH_DATABASE}`, () => dropBenchDatabase(adminUrl)],
+    [`drop ${BENCH_DATABASE}`, () => dropDatabase(benchUrl)],
   ];
   for (const [what, step] of cleanup) {
     try {

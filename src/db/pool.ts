@@ -52,26 +52,47 @@ export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolCl
   }
 }
 
-/** Creates the database named in the URL when it does not exist yet (connecting to "postgres" to do so). */
-export async function ensureDatabase(databaseUrl: string): Promise<void> {
+/** Runs `work` on a connection to the "postgres" database of the server in the URL; gives it the URL's database name. */
+async function withServerAdmin<T>(databaseUrl: string, work: (admin: pg.Client, name: string) => Promise<T>): Promise<T> {
   const url = new URL(databaseUrl);
   const name = decodeURIComponent(url.pathname.slice(1));
   url.pathname = '/postgres';
   const admin = new pg.Client({ connectionString: url.toString(), application_name: 'backfill-bot-setup' });
   await admin.connect();
   try {
-    const existing = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (existing.rowCount === 0) {
-      try {
-        await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
-      } catch (error) {
-        // Two processes starting at once: the other one created it.
-        if ((error as { code?: unknown }).code !== '42P04') throw error;
-      }
-    }
+    return await work(admin, name);
   } finally {
     await admin.end();
   }
+}
+
+/** Creates the database named in the URL when it does not exist yet. */
+export async function ensureDatabase(databaseUrl: string): Promise<void> {
+  await withServerAdmin(databaseUrl, async (admin, name) => {
+    const existing = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (existing.rowCount !== 0) return;
+    try {
+      await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
+    } catch (error) {
+      // Two processes starting at once: the other one created it.
+      if ((error as { code?: unknown }).code !== '42P04') throw error;
+    }
+  });
+}
+
+/** Drops the database named in the URL, if it exists, disconnecting whoever is still on it. */
+export async function dropDatabase(databaseUrl: string): Promise<void> {
+  await withServerAdmin(databaseUrl, async (admin, name) => {
+    await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`);
+  });
+}
+
+/** A new, empty database under the URL's name (for the demo and the benchmark, never the working one). */
+export async function recreateDatabase(databaseUrl: string): Promise<void> {
+  await dropDatabase(databaseUrl);
+  await withServerAdmin(databaseUrl, async (admin, name) => {
+    await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
+  });
 }
 
 export function quoteIdent(name: string): string {

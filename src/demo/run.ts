@@ -1,7 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { LogLevel } from '@slack/bolt';
 import { Queue } from 'bullmq';
-import pg from 'pg';
 import { STEP_QUEUE } from '../../jobs/registry.js';
 import { startSlackEmulator } from '../../test/support/slackEmulator.js';
 import { postBlockAction, postSlashCommand } from '../../test/support/slackRequests.js';
@@ -9,7 +8,7 @@ import { loadConfig } from '../config.js';
 import { loadBackfillReport } from '../core/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
-import { createPool, quoteIdent } from '../db/pool.js';
+import { createPool, recreateDatabase } from '../db/pool.js';
 import { isBackfillError } from '../errors.js';
 import { redisConnection } from '../queue/stepQueue.js';
 import { createSlackApp } from '../slack/app.js';
@@ -28,20 +27,6 @@ const SECRET = 'demo-signing-secret';
 
 function section(title: string): void {
   console.log(`\n━━ ${title} ${'━'.repeat(Math.max(0, 74 - title.length))}`);
-}
-
-async function recreateDatabase(url: string): Promise<void> {
-  const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
-  target.pathname = '/postgres';
-  const admin = new pg.Client({ connectionString: target.toString() });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
-  } finally {
-    await admin.end();
-  }
 }
 
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
