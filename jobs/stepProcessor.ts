@@ -1,5 +1,5 @@
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
-import { executeStep, failStep, type StepContext, type StepOutcome } from '../src/core/steps.js';
+import { executeStep, type StepContext, type StepOutcome } from '../src/core/steps.js';
 import { isBackfillError } from '../src/errors.js';
 import { dispatch } from '../src/queue/stepQueue.js';
 import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from './registry.js';
@@ -7,9 +7,8 @@ import { tellStaleReader } from '../src/core/catchUps.js';
 import { sendReminder } from '../src/core/reminders.js';
 
 /**
- * A thin shell over the core: parse, run the step, enqueue whatever became runnable. A failure is recorded
- * against the step; on the last attempt (or one that retrying cannot fix) the backfill fails and BullMQ
- * is told not to retry.
+ * A thin shell over the core: parse, run the step, enqueue whatever became runnable. The core records a
+ * failure against the step; on the last attempt (or one that retrying cannot fix) BullMQ is told not to retry.
  */
 export function createStepProcessor(ctx: StepContext, queue: Queue) {
   return async (job: Job): Promise<StepOutcome | 'reminded' | 'not_due' | 'told'> => {
@@ -23,17 +22,17 @@ export function createStepProcessor(ctx: StepContext, queue: Queue) {
       return sent ? 'reminded' : 'not_due';
     }
     const step = stepPayloadSchema.parse(job.data);
+    const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
     try {
-      const outcome = await executeStep(ctx, step);
+      // executeStep records a failure against the step itself (retry, or on the last attempt fail it and the backfill).
+      const outcome = await executeStep(ctx, step, { finalAttempt });
       await dispatch(ctx, queue, step.backfillId);
       await ctx.messenger.changed(step.backfillId);
       return outcome;
     } catch (error) {
-      const retryable = !isBackfillError(error) || error.retryable;
-      const final = !retryable || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      await failStep(ctx, step, error, final);
       await ctx.messenger.changed(step.backfillId);
-      if (final) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
+      const retryable = !isBackfillError(error) || error.retryable;
+      if (finalAttempt || !retryable) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
       throw error;
     }
   };

@@ -49,6 +49,9 @@ export const configSchema = z.object({
   // After the one-partition canary, partitions are published in waves of this size, each reconciled first.
   WAVE_SIZE: positiveInt('WAVE_SIZE', 4),
   JOB_ATTEMPTS: positiveInt('JOB_ATTEMPTS', 3),
+  // How long a worker's claim on a step holds without renewal; it is renewed every third of this while the
+  // step runs, so only a worker that died loses it, and another may then take the step over.
+  STEP_LEASE_MS: positiveInt('STEP_LEASE_MS', 60_000),
   JOB_BACKOFF_MS: positiveInt('JOB_BACKOFF_MS', 2000),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
   WEBHOOK_SIGNING_SECRET: z.string().min(16, 'WEBHOOK_SIGNING_SECRET must be at least 16 characters').default('backfill-bot-dev-webhook-secret'),

@@ -14,6 +14,10 @@ export const ErrorCode = {
   Config: 'bad_config',
   Migration: 'migration',
   StepFailed: 'step_failed',
+  /** Slack will never take this message (user_not_found, account_inactive, …): a fact, not a retry. */
+  Undeliverable: 'undeliverable',
+  /** Another worker holds this step's claim, or took it over: this run's writes do not commit. */
+  ClaimLost: 'claim_lost',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -80,7 +80,7 @@ export function staleReaderText(notice: CatchUpNotice): string {
 export async function tellStaleReader(ctx: StepContext, key: { catchUpId: number; consumer: string; period: string }): Promise<boolean> {
   const notice = (await listUntoldNotices(ctx.pool, key.catchUpId)).find((n) => n.consumer === key.consumer && n.period === key.period);
   if (!notice) return false;
-  await ctx.messenger.directMessage(notice.owner, staleReaderText(notice));
+  await ctx.messenger.directMessage(notice.owner, staleReaderText(notice), `cu${key.catchUpId}:${key.consumer}:${key.period}`);
   await withTransaction(ctx.pool, async (tx) => {
     await tx.query(`UPDATE backfill.catch_up_notices SET told_at = now() WHERE catch_up_id = $1::bigint AND consumer = $2::text AND period = $3::date AND told_at IS NULL`,
       [key.catchUpId, key.consumer, key.period]);

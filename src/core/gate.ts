@@ -3,6 +3,7 @@ import { recordEvent } from '../db/events.js';
 import { withTransaction, type PoolClient, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
+import { moveSteps } from './stepClaims.js';
 import { transition, wrongState } from './stateMachine.js';
 
 export interface GateResult {
@@ -122,7 +123,7 @@ export async function cancelBackfill(ctx: EngineContext, input: { backfillId: nu
     if (backfill.state === 'cancelled') return backfill;
     const moved = await transition(tx, { backfillId: backfill.id, to: 'cancelled', actor: input.actor, set: { finished_at: new Date() } });
     if (!moved) throw wrongState(backfill.id, backfill.state, 'only a backfill that has not started running can be cancelled');
-    await tx.query(`UPDATE backfill.backfill_steps SET status = 'skipped' WHERE backfill_id = $1::bigint AND status = 'pending'`, [backfill.id]);
+    await moveSteps(tx, backfill.id, 'skipped');
     await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'cancelled', detail: { reason: input.reason ?? null } });
     return requireBackfill(tx, backfill.id);
   });

@@ -1,17 +1,20 @@
-import { listTargets, requireBackfill, type BackfillRow } from '../db/backfills.js';
+import { findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
-import { requirePipeline } from '../db/pipelines.js';
-import { quoteIdent, quoteQualified, withTransaction } from '../db/pool.js';
+import { requirePipeline, type Pipeline } from '../db/pipelines.js';
+import { quoteIdent, quoteQualified, withTransaction, type PoolClient } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
-import { lockPartition, snapshotPartition } from './partitionStep.js';
+import { lockPartition } from './partitionStep.js';
+import { moveSteps } from './stepClaims.js';
+import { ROLLBACK_SUFFIX } from './stepGraph.js';
 import { transition, wrongState } from './stateMachine.js';
-import { formatHour } from './time.js';
+import { formatHour, formatHourRange } from './time.js';
 
 /**
- * Stops a backfill for good: fences its generation (no write of it may commit any more, checked inside each
- * write transaction), skips what has not started, and records who and why. Removing its queued jobs is the
- * caller's part (the queue is not the core's); a job that slips through finds the step skipped or the fence.
+ * Stops a backfill for good: fences its run (no write of it may commit any more, checked inside each write
+ * transaction), skips every step not finished (a running one loses its claim, so its commit fails too), and
+ * records who and why. Removing its queued jobs is the caller's part (the queue is not the core's).
+ * A stopped backfill that published anything keeps holding its hours until it is rolled back.
  */
 export async function stopBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason: string }): Promise<BackfillRow> {
   if (!input.reason.trim()) throw new BackfillError(ErrorCode.BadInput, 'A stop needs a reason, e.g. "wrong step version deployed": the incident timeline keeps it.');
@@ -23,44 +26,77 @@ export async function stopBackfill(ctx: EngineContext, input: { backfillId: numb
     });
     if (!moved) throw wrongState(backfill.id, backfill.state, 'only a backfill that is still in flight can be stopped');
     await tx.query('UPDATE backfill.backfills SET fenced_generation = generation WHERE id = $1::bigint', [backfill.id]);
-    await tx.query(`UPDATE backfill.backfill_steps SET status = 'skipped' WHERE backfill_id = $1::bigint AND status = 'pending'`, [backfill.id]);
-    await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'stopped', detail: { reason: input.reason.trim(), fencedGeneration: backfill.generation } });
+    const skipped = await moveSteps(tx, backfill.id, 'skipped');
+    await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'stopped', detail: { reason: input.reason.trim(), fencedGeneration: backfill.generation, skipped } });
     return requireBackfill(tx, backfill.id);
   });
 }
 
+export interface ContinueInput {
+  backfillId: number;
+  actor: string;
+  reason: string;
+  /** The partitions accepted; none named means every partition now outside its envelope (listed in the event). */
+  partitions?: Date[] | undefined;
+}
+
 /**
- * An operator looked at the reconciliation of a paused backfill and accepts the difference: the staged
- * partitions outside the envelope are marked accepted (with who and why) and the expansion resumes.
- * Duplicate keys are never accepted: that data is wrong, whatever anyone says.
+ * An operator looked at the reconciliation of a paused backfill and accepts the difference of the partitions
+ * named (or of every partition now in breach, said out loud in the timeline): those are marked accepted, with
+ * who and why, and nothing else is. The steps the pause blocked run again. A later partition outside its own
+ * envelope pauses the backfill again. Duplicate keys are never accepted: that data is wrong, whatever anyone says.
  */
-export async function continueBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason: string }): Promise<BackfillRow> {
-  if (!input.reason.trim()) throw new BackfillError(ErrorCode.BadInput, 'Continuing past an unpredicted difference needs a reason: the timeline keeps it next to the difference.');
+export async function continueBackfill(ctx: EngineContext, input: ContinueInput): Promise<BackfillRow & { accepted: Date[] }> {
+  const reason = input.reason.trim();
+  if (!reason) throw new BackfillError(ErrorCode.BadInput, 'Continuing past an unpredicted difference needs a reason: the timeline keeps it next to the difference.');
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (backfill.state !== 'paused') throw wrongState(backfill.id, backfill.state, 'only a paused backfill can be continued');
-    const { rows } = await tx.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM backfill.reconciliations WHERE backfill_id = $1::bigint AND generation = $2::int AND phase = 'staged' AND keys_duplicated > 0`,
-      [backfill.id, backfill.generation]);
-    if ((rows[0]?.n ?? 0) > 0) {
-      throw new BackfillError(ErrorCode.WrongState, `Backfill #${backfill.id} has duplicate keys in its staged data: that cannot be accepted. Roll it back or stop it, fix the step, and start a new one.`);
-    }
+    const accepted = await partitionsToAccept(tx, backfill, input.partitions);
     await tx.query(
-      `UPDATE backfill.backfill_targets SET accepted_by = $2::text, accepted_reason = $3::text
-       WHERE backfill_id = $1::bigint AND status = 'staged' AND accepted_by IS NULL`, [backfill.id, input.actor, input.reason.trim()]);
+      `UPDATE backfill.backfill_targets SET accepted_by = $3::text, accepted_reason = $4::text, breach = NULL
+       WHERE backfill_id = $1::bigint AND partition_hour = ANY ($2::timestamptz[])`, [backfill.id, accepted.map((t) => t.partitionHour), input.actor, reason]);
+    const resumed = await moveSteps(tx, backfill.id, 'pending', { from: ['blocked'] });
     await transition(tx, { backfillId: backfill.id, to: 'running', actor: input.actor, set: { paused_reason: null } });
-    await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'continued', detail: { reason: input.reason.trim(), accepted: backfill.pausedReason } });
-    return requireBackfill(tx, backfill.id);
+    await recordEvent(tx, {
+      backfillId: backfill.id, actor: input.actor, kind: 'continued',
+      detail: { reason, accepted: accepted.map((t) => formatHour(t.partitionHour)), differences: accepted.map((t) => t.breach), resumed },
+    });
+    return { ...(await requireBackfill(tx, backfill.id)), accepted: accepted.map((t) => t.partitionHour) };
   });
 }
 
+async function partitionsToAccept(tx: PoolClient, backfill: BackfillRow, named: Date[] | undefined): Promise<BackfillTargetRow[]> {
+  const inBreach = (await listTargets(tx, backfill.id)).filter((t) => t.breach !== null);
+  const list = inBreach.map((t) => formatHour(t.partitionHour)).join(', ') || 'none';
+  const chosen = named === undefined || named.length === 0
+    ? inBreach
+    : named.map((hour) => {
+      const target = inBreach.find((t) => t.partitionHour.getTime() === hour.getTime());
+      if (!target) {
+        throw new BackfillError(ErrorCode.BadInput, `${formatHour(hour)} of backfill #${backfill.id} is not outside its envelope, so there is nothing to accept there. Partitions that are: ${list}.`);
+      }
+      return target;
+    });
+  if (chosen.length === 0) {
+    throw new BackfillError(ErrorCode.WrongState, `Backfill #${backfill.id} is paused but no partition is outside its envelope: stop it, or roll it back.`);
+  }
+  const duplicated = chosen.filter((t) => /duplicate key/.test(t.breach ?? ''));
+  if (duplicated.length > 0) {
+    throw new BackfillError(ErrorCode.WrongState,
+      `Backfill #${backfill.id} has duplicate keys in its staged data (${duplicated.map((t) => formatHour(t.partitionHour)).join(', ')}): that cannot be accepted. Roll it back or stop it, fix the step, and start a new one.`);
+  }
+  return chosen;
+}
+
 /**
- * Restores the preserved generation of every published partition in one transaction, when that prior state
- * is complete and nothing valid has been written to those partitions since the publish (their checksum is
- * still the published one); otherwise refuses, naming the partitions and why. Then the consumers replay in
- * dependency order and their owners are told, as for a backfill.
+ * Restores, for every partition this backfill published, the generation before its own, in one transaction;
+ * rows committed after its publish (late rows) stay. Refused, naming why and changing nothing, when a later
+ * generation of one of its partitions stands (undo that one first), when another backfill is in flight over
+ * its hours, or when another writer changed rows its publish wrote. Then the consumers replay in dependency
+ * order and their owners are told, as for a backfill.
  */
-export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: number; actor: string }): Promise<{ backfill: BackfillRow; restored: Date[] }> {
+export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason?: string | undefined }): Promise<{ backfill: BackfillRow; restored: Date[] }> {
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (!['done', 'failed', 'stopped', 'paused'].includes(backfill.state)) {
@@ -71,48 +107,101 @@ export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: 
     if (published.length === 0) {
       throw new BackfillError(ErrorCode.WrongState, `Backfill #${backfill.id} published no partition: the live data is what it was before, so there is nothing to roll back.`);
     }
+    await refuseUnlessLatest(tx, backfill, published);
+    await refuseIfOthersInFlight(tx, backfill);
     const problems: string[] = [];
     for (const target of published) {
       await lockPartition(tx, pipeline.name, target.partitionHour);
-      const preserved = await tx.query<{ n: number }>(
-        'SELECT count(*)::int AS n FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz',
-        [backfill.id, backfill.generation, target.partitionHour]);
-      if (preserved.rows[0]?.n !== target.rowsBefore) {
-        problems.push(`${formatHour(target.partitionHour)}: the preserved rows are incomplete (${preserved.rows[0]?.n ?? 0} of ${target.rowsBefore})`);
-        continue;
-      }
-      const now = await snapshotPartition(tx, pipeline, target.partitionHour);
-      if (now.checksum !== target.publishedChecksum) {
-        problems.push(`${formatHour(target.partitionHour)}: written since the publish (${now.rows} rows now), and restoring would lose those writes`);
-      }
+      const problem = await writtenSincePublish(tx, pipeline, backfill, target);
+      if (problem) problems.push(problem);
     }
     if (problems.length > 0) {
       throw new BackfillError(ErrorCode.WrongState,
-        `Backfill #${backfill.id} cannot be rolled back:\n${problems.map((p) => `  ${p}`).join('\n')}\nRepair it with a new backfill instead (a new generation); nothing was changed.`);
+        `Backfill #${backfill.id} cannot be rolled back:\n${problems.map((p) => `  ${p}`).join('\n')}\nRepair it with a new backfill instead; nothing was changed.`);
     }
-    const table = quoteQualified(pipeline.targetTable);
-    for (const target of published) {
-      await tx.query(`DELETE FROM ${table} WHERE ${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [target.partitionHour]);
-      await tx.query(
-        `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, row_data)).*
-         FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz`,
-        [backfill.id, backfill.generation, target.partitionHour]);
-      const restored = await snapshotPartition(tx, pipeline, target.partitionHour);
-      if (restored.checksum !== target.checksumBefore) {
-        throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(target.partitionHour)} did not give back the prior rows (checksum differs); nothing was changed`);
-      }
-      await tx.query(`UPDATE backfill.backfill_targets SET status = 'restored' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, target.partitionHour]);
-    }
+    for (const target of published) await restorePartition(tx, pipeline, backfill, target);
     await transition(tx, { backfillId: backfill.id, to: 'rolling_back', actor: input.actor, set: { rolled_back_by: input.actor, rolled_back_at: new Date() } });
-    await tx.query(`UPDATE backfill.backfill_steps SET status = 'skipped' WHERE backfill_id = $1::bigint AND status IN ('pending', 'running')`, [backfill.id]);
-    // Consumers replay on the restored rows, in dependency order, and every owner hears about it.
-    await tx.query(
-      `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
-       SELECT $1::bigint, 'replay', consumer || '@rollback' FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
-       UNION ALL SELECT $1::bigint, 'notify', consumer || '@rollback' FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
-       UNION ALL SELECT $1::bigint, 'report', 'rollback'
-       ON CONFLICT DO NOTHING`, [backfill.id]);
-    await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'rolled_back', detail: { partitions: published.map((t) => formatHour(t.partitionHour)), generation: backfill.generation } });
+    await moveSteps(tx, backfill.id, 'skipped');
+    await createRollbackSteps(tx, backfill.id);
+    await recordEvent(tx, {
+      backfillId: backfill.id, actor: input.actor, kind: 'rolled_back',
+      detail: { partitions: published.map((t) => formatHour(t.partitionHour)), generations: published.map((t) => t.publishedGeneration), reason: input.reason?.trim() || null },
+    });
     return { backfill: await requireBackfill(tx, backfill.id), restored: published.map((t) => t.partitionHour) };
   });
+}
+
+/** Lineage, not data: a later generation over any of these partitions that still stands blocks this rollback. */
+async function refuseUnlessLatest(tx: PoolClient, backfill: BackfillRow, published: BackfillTargetRow[]): Promise<void> {
+  const { rows } = await tx.query<{ backfillId: number; hours: Date[] }>(
+    `SELECT later.backfill_id AS "backfillId", array_agg(later.partition_hour ORDER BY later.partition_hour) AS hours
+     FROM backfill.partition_generations mine
+     JOIN backfill.partition_generations later ON later.pipeline = mine.pipeline AND later.partition_hour = mine.partition_hour
+       AND later.generation > mine.generation AND later.rolled_back_at IS NULL
+     WHERE mine.backfill_id = $1::bigint AND mine.partition_hour = ANY ($2::timestamptz[])
+     GROUP BY later.backfill_id ORDER BY later.backfill_id`, [backfill.id, published.map((t) => t.partitionHour)]);
+  if (rows.length === 0) return;
+  const later = rows.map((row) => `backfill #${row.backfillId} (${row.hours.map(formatHour).join(', ')})`).join('; ');
+  throw new BackfillError(ErrorCode.WrongState,
+    `Backfill #${backfill.id} cannot be rolled back: a later generation of its partitions stands, written by ${later}. ` +
+    `Roll that one back first (or leave both); nothing was changed.`, { details: { later: rows.map((row) => row.backfillId) } });
+}
+
+/** Rolling back puts the backfill in flight again over its hours: refused, by name, while another one is. */
+async function refuseIfOthersInFlight(tx: PoolClient, backfill: BackfillRow): Promise<void> {
+  const other = await findOverlappingActive(tx, backfill.pipeline, backfill.firstHour, backfill.lastHour, backfill.id);
+  if (!other) return;
+  throw new BackfillError(ErrorCode.Overlap,
+    `Backfill #${backfill.id} cannot be rolled back while backfill #${other.id} (${formatHourRange(other.firstHour, other.lastHour)}, ${other.state}) is in flight over its hours. ` +
+    'Wait for it to finish, or cancel or stop it first; nothing was changed.', { details: { inFlight: other.id } });
+}
+
+/** The partition's rows as the backfill's publish wrote them (staged rows and carried late rows), by key. */
+function publishedKeysSql(pipeline: Pipeline): string {
+  return `backfill.row_key(to_jsonb(t), $4::text[]) IN (
+      SELECT row_key FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz
+      UNION SELECT backfill.row_key(row_data, $4::text[]) FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz)
+    AND t.${quoteIdent(pipeline.partitionColumn)} = $3::timestamptz`;
+}
+
+/**
+ * Another writer changed or removed a row the publish wrote: restoring would lose that write. Rows with keys
+ * the publish did not write are late rows and do not count.
+ */
+async function writtenSincePublish(tx: PoolClient, pipeline: Pipeline, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
+  const order = pipeline.keyColumns.map((column) => `t.${quoteIdent(column)}`).join(', ');
+  const { rows } = await tx.query<{ checksum: string; rows: number }>(
+    `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')) AS checksum, count(*)::int AS rows
+     FROM ${quoteQualified(pipeline.targetTable)} t WHERE ${publishedKeysSql(pipeline)}`,
+    [backfill.id, backfill.generation, target.partitionHour, pipeline.keyColumns]);
+  if (rows[0]?.checksum === target.publishedChecksum) return undefined;
+  return `${formatHour(target.partitionHour)}: written since the publish by another writer (rows the publish wrote were changed or removed; ${rows[0]?.rows ?? 0} of ${target.rowsAfter ?? '?'} remain), and restoring would lose those writes`;
+}
+
+/** Deletes what the publish wrote and puts back exactly what it deleted; checks the count and total. */
+async function restorePartition(tx: PoolClient, pipeline: Pipeline, backfill: BackfillRow, target: BackfillTargetRow): Promise<void> {
+  const table = quoteQualified(pipeline.targetTable);
+  const params = [backfill.id, backfill.generation, target.partitionHour, pipeline.keyColumns];
+  await tx.query(`DELETE FROM ${table} t WHERE ${publishedKeysSql(pipeline)}`, params);
+  const inserted = await tx.query(
+    `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, row_data)).*
+     FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz`, params.slice(0, 3));
+  const { rows } = await tx.query<{ n: number }>('SELECT rows_saved::int AS n FROM backfill.preserved_partitions WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
+    [backfill.id, target.partitionHour]);
+  if (inserted.rowCount !== rows[0]?.n) {
+    throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(target.partitionHour)} put back ${inserted.rowCount ?? 0} rows, not the ${rows[0]?.n ?? '?'} saved; nothing was changed`);
+  }
+  await tx.query(`UPDATE backfill.backfill_targets SET status = 'restored' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, target.partitionHour]);
+  await tx.query('UPDATE backfill.partition_generations SET rolled_back_at = clock_timestamp() WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
+    [backfill.id, target.partitionHour]);
+}
+
+/** Consumers replay on the restored rows, in dependency order, and every owner hears about it. */
+async function createRollbackSteps(tx: PoolClient, backfillId: number): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
+     SELECT $1::bigint, 'replay', consumer || $2::text FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'notify', consumer || $2::text FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'report', 'rollback'
+     ON CONFLICT DO NOTHING`, [backfillId, ROLLBACK_SUFFIX]);
 }

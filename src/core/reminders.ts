@@ -1,5 +1,6 @@
 import { recordEvent } from '../db/events.js';
 import type { Queryable } from '../db/pool.js';
+import { intentKey } from './messenger.js';
 import type { StepContext } from './steps.js';
 
 export interface DueReminder {
@@ -33,7 +34,7 @@ export async function sendReminder(ctx: StepContext, backfillId: number, consume
     'SELECT owner, announcement FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [backfillId, consumer]);
   const row = rows[0];
   if (!row) return false;
-  await ctx.messenger.remind({ backfillId, consumer, owner: row.owner, text: row.announcement });
+  await ctx.messenger.remind({ backfillId, consumer, owner: row.owner, text: row.announcement, intent: intentKey(backfillId, 'remind', consumer) });
   await recordEvent(ctx.pool, { backfillId, actor: 'backfill-bot', kind: 'reminded', detail: { consumer, owner: row.owner } });
   return true;
 }

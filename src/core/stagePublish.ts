@@ -1,11 +1,13 @@
 import type { BackfillRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
 import { requirePipeline, type Pipeline } from '../db/pipelines.js';
-import { quoteIdent, quoteQualified, withTransaction, type Pool, type PoolClient, type Queryable } from '../db/pool.js';
+import { quoteIdent, quoteQualified, type PoolClient, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { toCents } from './money.js';
 import { lockPartition, replacePartition, snapshotPartition, sourceShards } from './partitionStep.js';
 import { reconcileByKey, type Reconciliation, type RowSet } from './reconcile.js';
+import { checkClaim, moveSteps } from './stepClaims.js';
+import { BLOCKED_BY_PAUSE, type StepRef } from './stepGraph.js';
 import { transition } from './stateMachine.js';
 import { formatHour } from './time.js';
 
@@ -38,7 +40,7 @@ export type StageOutcome = 'staged' | 'unavailable';
 /** Builds one partition into staging. Nothing live changes: the step runs in a savepoint that is rolled back. */
 export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date): Promise<StageOutcome> {
   const pipeline = await requirePipeline(tx, backfill.pipeline);
-  const generation = await generationOf(tx, backfill.id);
+  const generation = backfill.generation;
   const shards = await sourceShards(tx, pipeline, hour);
   if (shards < pipeline.shardsExpected) {
     // No source, no corrected history: the partition is left as it is and the diff says so.
@@ -74,7 +76,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   return 'staged';
 }
 
-export type PublishOutcome = { kind: 'published' | 'unavailable' } | { kind: 'paused'; reason: string };
+export type PublishOutcome = { kind: 'published'; generation: number } | { kind: 'unavailable'; generation?: undefined } | { kind: 'breach'; reason: string };
 
 /** Hooks for tests that must act between a publish's writes and its commit (a stop, a late writer). */
 export interface PublishHooks {
@@ -82,31 +84,75 @@ export interface PublishHooks {
 }
 
 /**
- * Replaces the live partition from staging, or pauses the backfill when the staged data holds duplicate keys
- * or a difference the plan did not predict. Throws a WrongState error when the generation is fenced.
+ * Replaces the live partition from staging, inside the caller's transaction (which then checks the fence and
+ * the claim, and commits). Returns a breach instead, having written nothing, when the staged data holds
+ * duplicate keys or a difference the plan did not predict and nobody accepted this partition by name.
+ *
+ * The prior rows are saved by the same statement that deletes them (DELETE … RETURNING), so every row the
+ * publish removes is saved, whoever committed it and whenever; a row committed after that statement's snapshot
+ * is not deleted and stays live: a late row, which a rollback leaves alone.
  */
 export async function publishPartition(tx: PoolClient, backfill: BackfillRow, hour: Date, hooks: PublishHooks = {}): Promise<PublishOutcome> {
   const pipeline = await requirePipeline(tx, backfill.pipeline);
-  const generation = await generationOf(tx, backfill.id);
+  const generation = backfill.generation;
   const target = await targetRow(tx, backfill.id, hour);
   if (target.status === 'unavailable') return { kind: 'unavailable' };
   const staged = await stagedReconciliation(tx, backfill.id, generation, hour);
   const reason = envelopeBreach(staged, target, await againstPlan(tx, pipeline, backfill.id, generation, hour));
-  if (reason) return { kind: 'paused', reason: `${formatHour(hour)}: ${reason}` };
+  if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
   await lockPartition(tx, pipeline.name, hour);
+  await saveAndDeletePrior(tx, pipeline, backfill.id, generation, hour);
   const where = [backfill.id, generation, hour];
-  await tx.query('DELETE FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz', where);
-  await tx.query(
-    `INSERT INTO backfill.preserved_rows (backfill_id, generation, partition_hour, row_data)
-     SELECT $1::bigint, $2::int, $3::timestamptz, to_jsonb(t) FROM ${quoteQualified(pipeline.targetTable)} t
-     WHERE t.${quoteIdent(pipeline.partitionColumn)} = $3::timestamptz`, where);
   const table = quoteQualified(pipeline.targetTable);
-  await tx.query(`DELETE FROM ${table} WHERE ${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
   await tx.query(
     `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, row_data)).*
      FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz`, where);
-  // Late rows: live now, absent when the partition was staged, and not produced by the staged step either.
+  const lateRows = await carryLateRows(tx, pipeline, backfill.id, generation, hour);
+  const published = await reconcileByKey(tx, pipeline, preservedRows(backfill.id, generation, hour), liveRows(pipeline, hour));
+  await saveReconciliation(tx, backfill.id, generation, hour, 'published', published, lateRows);
+  const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
+  const snapshot = await snapshotPartition(tx, pipeline, hour);
+  await tx.query(
+    `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text,
+            published_checksum = $5::text, recomputed_at = now(), status = 'published', published_generation = $6::int
+     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+    [backfill.id, hour, snapshot.rows, snapshot.total, snapshot.checksum, partitionGeneration]);
+  // reconciled stays false: the month's record is what readers saw that morning.
+  await tx.query('UPDATE backfill.partition_log SET backfilled_at = now(), row_count = $3::bigint WHERE pipeline = $1::text AND partition_hour = $2::timestamptz',
+    [pipeline.name, hour, snapshot.rows]);
+  if (lateRows > 0) await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'late_rows_kept', detail: { partition: formatHour(hour), rows: lateRows } });
+  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'recomputed',
+    detail: { partition: formatHour(hour), generation: partitionGeneration, rowsBefore: target.rowsBefore, rowsAfter: snapshot.rows, totalBefore: target.totalBefore, totalAfter: snapshot.total, checksum: snapshot.checksum, lateRows } });
+  await hooks.beforeFenceCheck?.(backfill.id, hour);
+  return { kind: 'published', generation: partitionGeneration };
+}
+
+/**
+ * One statement deletes the live partition and saves exactly what it deleted. Saved once: a second save of the
+ * same partition by the same backfill is refused by the primary key of preserved_partitions.
+ */
+async function saveAndDeletePrior(tx: PoolClient, pipeline: Pipeline, backfillId: number, generation: number, hour: Date): Promise<number> {
+  const saved = await tx.query(
+    `WITH gone AS (DELETE FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $3::timestamptz RETURNING t.*)
+     INSERT INTO backfill.preserved_rows (backfill_id, generation, partition_hour, row_data)
+     SELECT $1::bigint, $2::int, $3::timestamptz, to_jsonb(gone) FROM gone`, [backfillId, generation, hour]);
+  const rows = saved.rowCount ?? 0;
+  const once = await tx.query(
+    `INSERT INTO backfill.preserved_partitions (backfill_id, partition_hour, rows_saved) VALUES ($1::bigint, $2::timestamptz, $3::bigint)
+     ON CONFLICT DO NOTHING`, [backfillId, hour, rows]);
+  if (once.rowCount !== 1) {
+    throw new BackfillError(ErrorCode.ClaimLost, `the prior rows of ${formatHour(hour)} were already saved by backfill #${backfillId}: this second publish does not commit`);
+  }
+  return rows;
+}
+
+/**
+ * Late rows: deleted by the publish, absent when the partition was staged, and not produced by the staged step
+ * either: normal ingestion wrote them in between. They are put back, so the published generation keeps them.
+ */
+async function carryLateRows(tx: PoolClient, pipeline: Pipeline, backfillId: number, generation: number, hour: Date): Promise<number> {
+  const table = quoteQualified(pipeline.targetTable);
   const late = await tx.query(
     `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, p.row_data)).*
      FROM backfill.preserved_rows p
@@ -115,42 +161,34 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
                          AND s.partition_hour = $3::timestamptz AND s.row_key = backfill.row_key(p.row_data, $4::text[]))
        AND NOT EXISTS (SELECT 1 FROM backfill.staged_rows s WHERE s.backfill_id = $1::bigint AND s.generation = $2::int
                          AND s.partition_hour = $3::timestamptz AND s.row_key = backfill.row_key(p.row_data, $4::text[]))`,
-    [...where, pipeline.keyColumns]);
-  const lateRows = late.rowCount ?? 0;
-  const published = await reconcileByKey(tx, pipeline, preservedRows(backfill.id, generation, hour), liveRows(pipeline, hour));
-  await saveReconciliation(tx, backfill.id, generation, hour, 'published', published, lateRows);
-  const snapshot = await snapshotPartition(tx, pipeline, hour);
-  await tx.query(
-    `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text,
-            published_checksum = $5::text, recomputed_at = now(), status = 'published'
-     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
-    [backfill.id, hour, snapshot.rows, snapshot.total, snapshot.checksum]);
-  // reconciled stays false: the month's record is what readers saw that morning.
-  await tx.query('UPDATE backfill.partition_log SET backfilled_at = now(), row_count = $3::bigint WHERE pipeline = $1::text AND partition_hour = $2::timestamptz',
-    [pipeline.name, hour, snapshot.rows]);
-  if (lateRows > 0) await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'late_rows_kept', detail: { partition: formatHour(hour), rows: lateRows } });
-  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'recomputed',
-    detail: { partition: formatHour(hour), generation, rowsBefore: target.rowsBefore, rowsAfter: snapshot.rows, totalBefore: target.totalBefore, totalAfter: snapshot.total, checksum: snapshot.checksum, lateRows } });
-  await hooks.beforeFenceCheck?.(backfill.id, hour);
-  await checkFence(tx, backfill.id, generation);
-  return { kind: 'published' };
+    [backfillId, generation, hour, pipeline.keyColumns]);
+  return late.rowCount ?? 0;
+}
+
+/** The next generation of this partition, kept with the backfill that wrote it (under the partition lock). */
+async function recordGeneration(tx: PoolClient, pipeline: string, hour: Date, backfillId: number): Promise<number> {
+  const { rows } = await tx.query<{ generation: number }>(
+    `INSERT INTO backfill.partition_generations (pipeline, partition_hour, generation, backfill_id)
+     SELECT $1::text, $2::timestamptz, coalesce(max(generation), 0) + 1, $3::bigint
+     FROM backfill.partition_generations WHERE pipeline = $1::text AND partition_hour = $2::timestamptz
+     RETURNING generation`, [pipeline, hour, backfillId]);
+  const generation = rows[0]?.generation;
+  if (generation === undefined) throw new Error('generation insert returned no row');
+  return generation;
 }
 
 /**
- * The fence, read inside the write transaction right before it commits. The row lock makes a concurrent stop
- * wait for this commit, or, if the stop committed first, this read sees it and the whole write rolls back.
- * NOTE: FOR NO KEY UPDATE rather than FOR SHARE: it is the lock finishing the step takes next, and two
- * publishes holding FOR SHARE would deadlock upgrading it.
+ * The publish of `ref` found its partition outside the envelope: in the caller's transaction, after the claim
+ * check, the partition's breach is recorded, the backfill pauses, and every step the pause catches running
+ * (this one too) is blocked: their writes do not commit, and a continue re-runs them.
  */
-export async function checkFence(tx: Queryable, backfillId: number, generation: number): Promise<void> {
-  const { rows } = await tx.query<{ state: string; fenced: number }>(
-    'SELECT state, fenced_generation AS fenced FROM backfill.backfills WHERE id = $1::bigint FOR NO KEY UPDATE', [backfillId]);
-  const row = rows[0];
-  if (!row || row.fenced >= generation || row.state !== 'running') {
-    throw new BackfillError(ErrorCode.WrongState,
-      `generation ${generation} of backfill #${backfillId} is fenced (${row?.state ?? 'missing'}): this write is refused and rolled back`,
-      { details: { fenced: true } });
-  }
+export async function pauseForBreach(tx: PoolClient, ref: StepRef, token: string, reason: string): Promise<void> {
+  await checkClaim(tx, ref, token, { writes: true });
+  await tx.query('UPDATE backfill.backfill_targets SET breach = $3::text WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
+    [ref.backfillId, new Date(ref.key), reason]);
+  await transition(tx, { backfillId: ref.backfillId, to: 'paused', actor: ENGINE, set: { paused_reason: reason } });
+  const blocked = await moveSteps(tx, ref.backfillId, 'blocked', { kinds: BLOCKED_BY_PAUSE, from: ['running'] });
+  await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'paused', detail: { reason, partition: formatHour(new Date(ref.key)), blocked } });
 }
 
 interface AgainstPlan {
@@ -227,17 +265,4 @@ async function saveReconciliation(tx: Queryable, backfillId: number, generation:
        keys_changed = EXCLUDED.keys_changed, late_rows = EXCLUDED.late_rows, total_before = EXCLUDED.total_before,
        total_after = EXCLUDED.total_after, at = now()`,
     [backfillId, generation, hour, phase, r.keysMissing, r.keysAdded, r.keysDuplicated, r.keysChanged, lateRows, r.totalBefore, r.totalAfter]);
-}
-
-async function generationOf(db: Queryable, backfillId: number): Promise<number> {
-  const { rows } = await db.query<{ generation: number }>('SELECT generation FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
-  return rows[0]?.generation ?? 1;
-}
-
-/** running → paused, keeping both generations, and saying why; in its own transaction. */
-export async function pauseBackfill(pool: Pool, backfillId: number, reason: string): Promise<void> {
-  await withTransaction(pool, async (tx) => {
-    const moved = await transition(tx, { backfillId, to: 'paused', actor: ENGINE, set: { paused_reason: reason } });
-    if (moved) await recordEvent(tx, { backfillId, actor: ENGINE, kind: 'paused', detail: { reason } });
-  });
 }

@@ -126,9 +126,13 @@ async function insertSignedFigures(tx: PoolClient, id: number, plan: Plan): Prom
 async function overlapError(ctx: EngineContext, request: BackfillRequest, plan: Plan): Promise<BackfillError> {
   const { firstHour, lastHour } = plan.identified;
   const other = await findOverlappingActive(ctx.pool, plan.pipeline.name, firstHour, lastHour);
+  const holding = other && (other.state === 'stopped' || other.state === 'failed');
   const message = other
-    ? `Backfill #${other.id} of ${other.pipeline} (${formatHourRange(other.firstHour, other.lastHour)}, ${other.state}) is still in flight ` +
-      `and overlaps ${formatHourRange(firstHour, lastHour)}. Wait for it to finish, or cancel it first.`
+    ? holding
+      ? `Backfill #${other.id} of ${other.pipeline} (${formatHourRange(other.firstHour, other.lastHour)}) is ${other.state} with partitions published, ` +
+        `so it still holds ${formatHourRange(firstHour, lastHour)}. Roll it back first (\`rollback ${other.id}\`), then start again.`
+      : `Backfill #${other.id} of ${other.pipeline} (${formatHourRange(other.firstHour, other.lastHour)}, ${other.state}) is still in flight ` +
+        `and overlaps ${formatHourRange(firstHour, lastHour)}. Wait for it to finish, or cancel it first.`
     : `Another backfill of ${plan.pipeline.name} overlapping ${formatHourRange(firstHour, lastHour)} is in flight.`;
   return new BackfillError(ErrorCode.Overlap, message, { details: { inFlight: other?.id } });
 }

@@ -45,9 +45,10 @@ export type BackfillState = (typeof BackfillState)[keyof typeof BackfillState];
 export const ACTIVE_STATES: readonly BackfillState[] = ['announced', 'held', 'approved', 'running', 'paused', 'replaying', 'comparing', 'rolling_back'];
 
 const ALLOWED: Record<BackfillState, readonly BackfillState[]> = {
-  announced: ['held', 'approved', 'cancelled', 'stopped'],
-  held: ['announced', 'approved', 'cancelled', 'stopped'],
-  approved: ['running', 'cancelled', 'stopped'],
+  // failed before running: an announcement ran out of attempts (nothing was deleted).
+  announced: ['held', 'approved', 'cancelled', 'stopped', 'failed'],
+  held: ['announced', 'approved', 'cancelled', 'stopped', 'failed'],
+  approved: ['running', 'cancelled', 'stopped', 'failed'],
   running: ['replaying', 'paused', 'failed', 'stopped'],
   paused: ['running', 'stopped', 'rolling_back'],
   replaying: ['comparing', 'failed', 'stopped'],

@@ -3,12 +3,12 @@ import {
   type BackfillConsumerRow, type BackfillRow, type BackfillSignoffRow, type BackfillTargetRow,
 } from '../db/backfills.js';
 import type { Queryable } from '../db/pool.js';
-import type { StepKind } from './steps.js';
+import type { StepKind, StepStatus } from './stepGraph.js';
 
 export interface StepRow {
   kind: StepKind;
   key: string;
-  status: 'pending' | 'running' | 'done' | 'failed' | 'skipped';
+  status: StepStatus;
   attempts: number;
   startedAt: Date | null;
   finishedAt: Date | null;

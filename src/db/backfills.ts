@@ -32,6 +32,8 @@ export interface BackfillRow {
   rolledBackBy: string | null;
   rolledBackAt: Date | null;
   needsSecondApproval: boolean;
+  /** Set by its first publish: it holds its hours until it finishes or is rolled back. */
+  publishedAny: boolean;
 }
 
 const SELECT_BACKFILL = `
@@ -42,7 +44,8 @@ const SELECT_BACKFILL = `
          finished_at AS "finishedAt", state, failure, limit_override AS "limitOverride",
          incident_channel AS "incidentChannel", status_ts AS "statusTs", generation, fenced_generation AS "fencedGeneration",
          stopped_by AS "stoppedBy", stop_reason AS "stopReason", paused_reason AS "pausedReason", rolled_back_by AS "rolledBackBy",
-         rolled_back_at AS "rolledBackAt", needs_second_approval AS "needsSecondApproval"
+         rolled_back_at AS "rolledBackAt", needs_second_approval AS "needsSecondApproval",
+         published_any AS "publishedAny"
   FROM backfill.backfills`;
 
 // NOTE: FOR NO KEY UPDATE, not FOR UPDATE: every timeline insert holds a KEY SHARE lock on its backfill row
@@ -64,12 +67,15 @@ export async function listRecentBackfills(db: Queryable, limit = 20): Promise<Ba
 }
 
 /** The live backfill of this pipeline whose hours overlap [first, last], if any. */
-export async function findOverlappingActive(db: Queryable, pipeline: string, first: Date, last: Date): Promise<BackfillRow | undefined> {
+export async function findOverlappingActive(db: Queryable, pipeline: string, first: Date, last: Date, exceptId?: number): Promise<BackfillRow | undefined> {
+  // The same predicate as the exclusion constraint backfills_no_overlap (migration 0005).
   const { rows } = await db.query<BackfillRow>(
     `${SELECT_BACKFILL} WHERE pipeline = $1::text
        AND tstzrange(first_hour, last_hour, '[]') && tstzrange($2::timestamptz, $3::timestamptz, '[]')
-       AND state IN ('announced', 'held', 'approved', 'running', 'paused', 'replaying', 'comparing', 'rolling_back')
-     ORDER BY id LIMIT 1`, [pipeline, first, last]);
+       AND (state IN ('announced', 'held', 'approved', 'running', 'paused', 'replaying', 'comparing', 'rolling_back')
+            OR (published_any AND state IN ('stopped', 'failed')))
+       AND ($4::bigint IS NULL OR id <> $4::bigint)
+     ORDER BY id LIMIT 1`, [pipeline, first, last, exceptId ?? null]);
   return rows[0];
 }
 
@@ -88,13 +94,16 @@ export interface BackfillConsumerRow {
   ackedAt: Date | null;
   overriddenBy: string | null;
   overrideReason: string | null;
+  /** Slack's reason when the announcement cannot be delivered (user_not_found, …). */
+  undeliverable: string | null;
 }
 
 export async function listBackfillConsumers(db: Queryable, backfillId: number): Promise<BackfillConsumerRow[]> {
   const { rows } = await db.query<BackfillConsumerRow>(
     `SELECT bc.consumer, c.kind, bc.owner, bc.notify_rule AS "notifyRule", bc.dependency_rank AS "dependencyRank",
             bc.depends_on AS "dependsOn", bc.read_directly AS "readDirectly", bc.partitions_read AS "partitionsRead",
-            bc.announcement, bc.message_channel AS "messageChannel", bc.message_ts AS "messageTs", a.acked_at AS "ackedAt", o.operator AS "overriddenBy", o.reason AS "overrideReason"
+            bc.announcement, bc.message_channel AS "messageChannel", bc.message_ts AS "messageTs", a.acked_at AS "ackedAt", o.operator AS "overriddenBy", o.reason AS "overrideReason",
+            bc.undeliverable
      FROM backfill.backfill_consumers bc
      JOIN backfill.consumers c ON c.name = bc.consumer
      LEFT JOIN backfill.acknowledgements a ON a.backfill_id = bc.backfill_id AND a.consumer = bc.consumer
@@ -117,6 +126,12 @@ export interface BackfillTargetRow {
   wave: number;
   expectedTotal: string | null;
   publishedChecksum: string | null;
+  /** Why the staged partition is outside its envelope, while it is (cleared when someone accepts it by name). */
+  breach: string | null;
+  acceptedBy: string | null;
+  acceptedReason: string | null;
+  /** The generation of the partition this backfill's publish created. */
+  publishedGeneration: number | null;
 }
 
 export async function listTargets(db: Queryable, backfillId: number): Promise<BackfillTargetRow[]> {
@@ -124,7 +139,8 @@ export async function listTargets(db: Queryable, backfillId: number): Promise<Ba
     `SELECT partition_hour AS "partitionHour", rows_before AS "rowsBefore", total_before::text AS "totalBefore",
             checksum_before AS "checksumBefore", rows_after AS "rowsAfter", total_after::text AS "totalAfter",
             checksum_after AS "checksumAfter", recomputed_at AS "recomputedAt", status, wave,
-            expected_total::text AS "expectedTotal", published_checksum AS "publishedChecksum"
+            expected_total::text AS "expectedTotal", published_checksum AS "publishedChecksum", breach,
+            accepted_by AS "acceptedBy", accepted_reason AS "acceptedReason", published_generation AS "publishedGeneration"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint ORDER BY partition_hour`, [backfillId]);
   return rows;
 }

@@ -8,7 +8,8 @@ export type EventKind =
   | 'tick' | 'announcement_sent' | 'reminded' | 'diff_posted' | 'status_posted'
   | 'signed' | 'signer_added' | 'signer_removed' | 'caught_up' | 'stale_readers_told' | 'package_uploaded'
   | 'staged' | 'unavailable' | 'paused' | 'continued' | 'stopped' | 'write_fenced' | 'rolled_back'
-  | 'capacity_approved' | 'late_rows_kept' | 'delegate_added' | 'delegate_removed';
+  | 'capacity_approved' | 'late_rows_kept' | 'delegate_added' | 'delegate_removed'
+  | 'claim_lost' | 'step_blocked' | 'undeliverable';
 
 export interface TimelineEvent {
   id: number;

@@ -146,13 +146,13 @@ describe('rollback', () => {
     expect(timeline.slice(timeline.indexOf('rolled_back'))).toEqual(expect.arrayContaining(['replayed', 'notified', 'diff_posted']));
   });
 
-  it('refuses when a valid write landed after the publish, naming the partition, and changes nothing', async () => {
+  it('refuses when another writer changed a row the publish wrote, naming the partition, and changes nothing', async () => {
     engine = await createTestEngine();
     const e = engine;
     const id = await approvedNight15(e);
     await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
-    // Normal ingestion: a late order lands in the source and the normal step rebuilds its hour.
-    await addLateOrder(e, '2026-11-15T07:00Z', 999000001);
+    // A correction by hand to one published order: restoring the prior rows would silently undo it.
+    await e.ctx.pool.query(`UPDATE warehouse.orders SET amount_base = amount_base + 1 WHERE order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = '2026-11-15T07:00Z')`);
     const before = (await e.ctx.pool.query(dayTotal)).rows[0];
     await expect(rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR }))
       .rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.WrongState) && /2026-11-15 07:00: written since the publish .* restoring would lose those writes/s.test(err.message));

@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { acknowledge, hold, overrideGate } from '../../src/core/gate.js';
+import { rollbackBackfill } from '../../src/core/recovery.js';
 import { verifyWebhookSignature } from '../../src/core/retrigger.js';
 import { startBackfill } from '../../src/core/start.js';
 import { tick } from '../../src/core/tick.js';
@@ -53,8 +54,9 @@ describe('re-triggering consumers', () => {
     return backfill.id;
   }
 
-  it('a failing replay stops its dependants and fails the backfill naming it', async () => {
+  it('a failing replay stops its dependants and fails the backfill naming it; it holds its hours until rolled back', async () => {
     hook = await startHook([500]);
+    const { rows: original } = await engine.ctx.pool.query(`SELECT retrigger FROM backfill.consumers WHERE name = 'settlement_report'`);
     await engine.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1 WHERE name = 'settlement_report'`, [{ kind: 'webhook', url: hook.url }]);
     const id = await runNight15();
     const report = await runUntilSettled(engine.ctx, id, () => undefined, engine.notifier);
@@ -68,6 +70,12 @@ describe('re-triggering consumers', () => {
     expect(report.backfill.totalAfter).toBeNull();
     expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE backfill_id = $1 AND kind = 'step_retried'`, [id])).toBe(2);
     expect(engine.notifier.sent).toHaveLength(0);
+    // Its partitions are published: nobody may start over them until it is rolled back.
+    await expect(startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'again', actor: OPERATOR }))
+      .rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.Overlap) && new RegExp(`#${id} .* is failed with partitions published`).test(err.message));
+    await engine.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1 WHERE name = 'settlement_report'`, [original[0]?.retrigger]);
+    await rollbackBackfill(engine.ctx, { backfillId: id, actor: OPERATOR, reason: 'replay endpoint down' });
+    expect((await runUntilSettled(engine.ctx, id, () => undefined, engine.notifier)).backfill.state).toBe('rolled_back');
   });
 
   it('a webhook replay is signed, retried with backoff on a non-2xx, and succeeds', async () => {

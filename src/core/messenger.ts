@@ -1,0 +1,51 @@
+/**
+ * Where messages go. The Slack bot sends DMs with buttons and posts in the incident channel; the CLI prints.
+ * The core decides what is said and when; a messenger only delivers.
+ *
+ * Every message that a step sends carries an `intent`: a key naming the backfill, the step and what is said
+ * (`bf12:announce:settlement_report`). A messenger that talks to a remote service must deliver each intent at
+ * most once even when the step is retried after a crash between the service's answer and the step's commit:
+ * the Slack messenger records the intent as a row first and, before re-sending, looks for a message carrying
+ * it in the conversation's recent history.
+ *
+ * A delivery that can never succeed (Slack answers `user_not_found`, `account_inactive`, …) throws a
+ * BackfillError with code `undeliverable` and `details.slackError`; the step records it as a fact instead of
+ * retrying for ever.
+ */
+export interface OwnerMessage {
+  backfillId: number;
+  consumer: string;
+  owner: string;
+  text: string;
+  /** Names this delivery: the same intent is never delivered twice. */
+  intent: string;
+}
+
+export interface Landed {
+  channel: string;
+  ts: string;
+}
+
+export interface Messenger {
+  /** The announcement to an owner who must acknowledge; returns where it landed, so it can be updated. */
+  announce(message: OwnerMessage): Promise<Landed | undefined>;
+  /** An owner whose rule is "after": told once the run is done. */
+  notifyOwner(message: OwnerMessage): Promise<void>;
+  /** The diff of a finished backfill, to wherever it was asked for. */
+  reportDiff(backfillId: number, intent: string): Promise<void>;
+  /** The reconciliation by key (staged, published), to the incident thread: when paused, and at the end. */
+  reportReconciliation(backfillId: number, intent: string): Promise<void>;
+  /** An owner has not acknowledged after the configured delay: say it again, and say so where it was asked. */
+  remind(message: OwnerMessage): Promise<void>;
+  /** A plain message to one person (a stale reader told the numbers are now real). */
+  directMessage(user: string, text: string, intent: string): Promise<void>;
+  /** A plain message in the backfill's incident channel (an announcement that cannot be delivered, say). */
+  incidentNotice(backfillId: number, text: string, intent: string): Promise<void>;
+  /** Something about the backfill changed: refresh whatever shows its status. Must not throw. */
+  changed(backfillId: number): Promise<void>;
+}
+
+/** The intent key of a step's message: `bf<backfill>:<kind>:<key>[:<extra>]`. */
+export function intentKey(backfillId: number, kind: string, key: string, extra?: string | number): string {
+  return `bf${backfillId}:${kind}:${key}${extra === undefined ? '' : `:${extra}`}`;
+}

@@ -1,0 +1,184 @@
+import type { BackfillState } from './stateMachine.js';
+
+/*
+ * The steps of a backfill, declared once. The dispatcher's query (which steps may run now), the claim and the
+ * commit checks (may this step run, may it commit), the phase moves (running → replaying → comparing;
+ * rolling_back → rolled_back) and what a pause, a stop and a rollback do to steps are all derived from the
+ * tables below; nothing else in the code decides them.
+ *
+ * The life of a step:
+ *
+ *   pending ──claim (token, lease)──▶ running ──commit──▶ done
+ *      ▲                               │  │  └──Slack will never take the message──▶ undeliverable
+ *      │                               │  └──retry (attempts left) / lease expired──▶ pending
+ *      └──────continue──── blocked ◀───┴──pause caught it running (its writes rolled back)
+ *
+ *   pending, running, blocked ──stop / cancel / rollback / the backfill failed──▶ skipped
+ *   running ──out of attempts──▶ failed
+ *
+ * A claim is a token written by compare-and-set; the step's own transaction checks it (and the backfill's
+ * fence) right before commit, so a second copy of a running step cannot claim it and a worker whose claim was
+ * taken over (its lease ran out) or revoked (pause, stop) commits nothing. done, undeliverable, failed and
+ * skipped are final.
+ */
+export const StepStatus = {
+  Pending: 'pending',
+  Running: 'running',
+  Blocked: 'blocked',
+  Done: 'done',
+  Undeliverable: 'undeliverable',
+  Failed: 'failed',
+  Skipped: 'skipped',
+} as const;
+export type StepStatus = (typeof StepStatus)[keyof typeof StepStatus];
+
+const STEP_MOVES: Record<StepStatus, readonly StepStatus[]> = {
+  pending: ['running', 'skipped'],
+  running: ['done', 'undeliverable', 'pending', 'blocked', 'failed', 'skipped'],
+  blocked: ['pending', 'skipped'],
+  done: [],
+  undeliverable: [],
+  failed: [],
+  skipped: [],
+};
+
+export function canMoveStep(from: StepStatus, to: StepStatus): boolean {
+  return STEP_MOVES[from].includes(to);
+}
+
+/** The statuses a step may be in when it is moved to `to`: the WHERE of every UPDATE that moves steps. */
+export function stepStatusesMovableTo(to: StepStatus): StepStatus[] {
+  return (Object.keys(STEP_MOVES) as StepStatus[]).filter((from) => canMoveStep(from, to));
+}
+
+/** What a step waiting on another counts as finished: an undeliverable message does not hold the run up. */
+export const SETTLED: readonly StepStatus[] = ['done', 'undeliverable'];
+export const FINAL: readonly StepStatus[] = ['done', 'undeliverable', 'failed', 'skipped'];
+
+export const STEP_KINDS = ['announce', 'stage', 'publish', 'watermark', 'replay', 'compare', 'notify', 'report'] as const;
+export type StepKind = (typeof STEP_KINDS)[number];
+
+/** A step belongs to the backfill's run, or to undoing it (its key then ends in "@rollback", or is "rollback"). */
+export type StepPhase = 'forward' | 'rollback';
+
+export interface StepRef {
+  backfillId: number;
+  kind: StepKind;
+  key: string;
+}
+
+/** What a step waits for besides its backfill's state; each is one SQL predicate over `s` (the step). */
+type WaitRule = 'every stage' | 'earlier waves' | 'every publish' | 'replays depended on' | 'every rollback replay';
+
+interface StepSpec {
+  /** The backfill states in which the step may be claimed and may commit. */
+  runsIn: readonly BackfillState[];
+  waitsFor: readonly WaitRule[];
+  /**
+   * A pause blocks the steps that write or lead to writing (their claim is revoked; a continue re-runs
+   * them); other steps cannot be running during a pause, since none runs in `running`.
+   */
+  onPause: 'block' | 'not running';
+}
+
+export const STEP_GRAPH: Record<`${StepKind}:${StepPhase}`, StepSpec | undefined> = {
+  'announce:forward': { runsIn: ['announced', 'held', 'approved'], waitsFor: [], onPause: 'not running' },
+  'stage:forward': { runsIn: ['running'], waitsFor: [], onPause: 'block' },
+  'publish:forward': { runsIn: ['running'], waitsFor: ['every stage', 'earlier waves'], onPause: 'block' },
+  'watermark:forward': { runsIn: ['running'], waitsFor: ['every stage', 'every publish'], onPause: 'block' },
+  'replay:forward': { runsIn: ['replaying'], waitsFor: ['replays depended on'], onPause: 'not running' },
+  'compare:forward': { runsIn: ['comparing'], waitsFor: [], onPause: 'not running' },
+  'notify:forward': { runsIn: ['done'], waitsFor: [], onPause: 'not running' },
+  'report:forward': { runsIn: ['done'], waitsFor: [], onPause: 'not running' },
+  'announce:rollback': undefined,
+  'stage:rollback': undefined,
+  'publish:rollback': undefined,
+  'watermark:rollback': undefined,
+  'replay:rollback': { runsIn: ['rolling_back'], waitsFor: ['replays depended on'], onPause: 'not running' },
+  'compare:rollback': undefined,
+  'notify:rollback': { runsIn: ['rolling_back'], waitsFor: ['every rollback replay'], onPause: 'not running' },
+  'report:rollback': { runsIn: ['rolled_back'], waitsFor: [], onPause: 'not running' },
+};
+
+/**
+ * The phase moves: when every step of the listed kinds (in the listed phase) is settled, the backfill moves on.
+ * comparing → done is the compare step's own commit.
+ */
+export const PHASE_EXITS: readonly { from: BackfillState; to: BackfillState; when: readonly StepKind[]; phase: StepPhase }[] = [
+  { from: 'running', to: 'replaying', when: ['stage', 'publish', 'watermark'], phase: 'forward' },
+  { from: 'replaying', to: 'comparing', when: ['replay'], phase: 'forward' },
+  { from: 'rolling_back', to: 'rolled_back', when: ['replay', 'notify'], phase: 'rollback' },
+];
+
+export const ROLLBACK_SUFFIX = '@rollback';
+
+export function phaseOf(ref: Pick<StepRef, 'key'>): StepPhase {
+  return ref.key === 'rollback' || ref.key.endsWith(ROLLBACK_SUFFIX) ? 'rollback' : 'forward';
+}
+
+export function specOf(ref: Pick<StepRef, 'kind' | 'key'>): StepSpec {
+  const spec = STEP_GRAPH[`${ref.kind}:${phaseOf(ref)}`];
+  if (!spec) throw new Error(`no ${phaseOf(ref)} step of kind ${ref.kind}`);
+  return spec;
+}
+
+/** A replay or notify key is the consumer, with "@rollback" when it is part of undoing the backfill. */
+export function consumerOf(ref: Pick<StepRef, 'key'>): string {
+  return ref.key.split('@')[0] ?? ref.key;
+}
+
+export function stepKeyForHour(hour: Date): string {
+  return `${hour.toISOString().slice(0, 13)}:00Z`;
+}
+
+// SQL over `s` (a backfill_steps row) and `b` (its backfill). Phase is read from the key as phaseOf does.
+const PHASE_SQL: Record<StepPhase, string> = {
+  forward: `(s.step_key <> 'rollback' AND s.step_key NOT LIKE '%${ROLLBACK_SUFFIX}')`,
+  rollback: `(s.step_key = 'rollback' OR s.step_key LIKE '%${ROLLBACK_SUFFIX}')`,
+};
+const settledSql = (alias: string) => `${alias}.status IN (${SETTLED.map((status) => `'${status}'`).join(', ')})`;
+const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')`;
+
+const WAIT_SQL: Record<WaitRule, string> = {
+  'every stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settledSql('r')})`,
+  // The canary (wave 0) first; each later wave only once every earlier one is published.
+  'earlier waves': `NOT EXISTS (
+    SELECT 1 FROM backfill.backfill_steps p
+    JOIN backfill.backfill_targets pt ON pt.backfill_id = p.backfill_id AND p.step_key = ${HOUR_KEY_SQL('pt')}
+    JOIN backfill.backfill_targets st ON st.backfill_id = s.backfill_id AND s.step_key = ${HOUR_KEY_SQL('st')}
+    WHERE p.backfill_id = s.backfill_id AND p.kind = 'publish' AND NOT ${settledSql('p')} AND pt.wave < st.wave)`,
+  'every publish': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'publish' AND NOT ${settledSql('r')})`,
+  // A replay waits for every consumer it depends on, within its own phase.
+  'replays depended on': `NOT EXISTS (
+    SELECT 1 FROM backfill.backfill_consumers bc
+    JOIN backfill.backfill_steps d ON d.backfill_id = bc.backfill_id AND d.kind = 'replay'
+      AND split_part(d.step_key, '@', 1) = ANY (bc.depends_on)
+      AND (d.step_key LIKE '%${ROLLBACK_SUFFIX}') = (s.step_key LIKE '%${ROLLBACK_SUFFIX}')
+    WHERE bc.backfill_id = s.backfill_id AND bc.consumer = split_part(s.step_key, '@', 1) AND NOT ${settledSql('d')})`,
+  'every rollback replay': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'replay'
+    AND r.step_key LIKE '%${ROLLBACK_SUFFIX}' AND NOT ${settledSql('r')})`,
+};
+
+const quoteList = (values: readonly string[]) => values.map((value) => `'${value}'`).join(', ');
+
+/**
+ * One SQL predicate over `s` and `b`: true when the step's kind, phase, backfill state and waits allow it to
+ * run now. Built from STEP_GRAPH (fixed strings, no input), used by the dispatcher and by the claim.
+ */
+export function runnableSql(): string {
+  const clauses = Object.entries(STEP_GRAPH).flatMap(([name, spec]) => {
+    if (!spec) return [];
+    const [kind, phase] = name.split(':') as [StepKind, StepPhase];
+    const waits = spec.waitsFor.map((rule) => ` AND ${WAIT_SQL[rule]}`).join('');
+    return [`(s.kind = '${kind}' AND ${PHASE_SQL[phase]} AND b.state IN (${quoteList(spec.runsIn)})${waits})`];
+  });
+  return `(${clauses.join('\n OR ')})`;
+}
+
+/** The kinds a phase exit waits on, as SQL over `s`: for advanceBackfill's counts. */
+export function phaseStepsSql(exit: (typeof PHASE_EXITS)[number]): string {
+  return `(s.kind IN (${quoteList(exit.when)}) AND ${PHASE_SQL[exit.phase]} AND NOT ${settledSql('s')})`;
+}
+
+/** The step kinds a pause blocks, from the graph. */
+export const BLOCKED_BY_PAUSE: readonly StepKind[] = STEP_KINDS.filter((kind) => STEP_GRAPH[`${kind}:forward`]?.onPause === 'block');
