@@ -1,5 +1,5 @@
 import type { EngineContext } from '../core/context.js';
-import type { Messenger, OwnerMessage } from '../core/steps.js';
+import type { Messenger, OwnerMessage } from '../core/messenger.js';
 import { loadBackfillReport, type BackfillReport } from '../core/status.js';
 import { ACTIVE_STATES } from '../core/stateMachine.js';
 import { startWorkers } from '../worker.js';
@@ -23,6 +23,10 @@ export class PrintingMessenger implements Messenger {
 
   async directMessage(user: string, text: string): Promise<void> {
     this.print(`--- to <@${user}> ---\n${text}`);
+  }
+
+  async incidentNotice(backfillId: number, text: string): Promise<void> {
+    this.print(`--- incident notice, backfill #${backfillId} ---\n${text}`);
   }
 
   async remind(message: OwnerMessage): Promise<void> {

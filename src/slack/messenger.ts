@@ -1,11 +1,13 @@
-import type { webApi } from '@slack/bolt';
+import { webApi } from '@slack/bolt';
 import type { Pool } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
-import type { Messenger, OwnerMessage } from '../core/steps.js';
+import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
+import type { Landed, Messenger, OwnerMessage } from '../core/messenger.js';
 import { loadBackfillReport } from '../core/status.js';
 import { buildIncidentPackage, incidentPackageFiles } from '../core/incidentPackage.js';
 import { announcementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../views/blocks.js';
 import { loadReconciliation } from '../core/reconciliationReport.js';
+import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
 
 type WebClient = webApi.WebClient;
 
@@ -14,63 +16,126 @@ interface Refresh {
   dirty: boolean;
 }
 
+/** A message a step sends: plain text, or text with blocks; a reply when thread_ts is set. */
+interface Outgoing {
+  text: string;
+  blocks?: Message['blocks'];
+  thread_ts?: string;
+}
+
+/** Where a delivery landed, and whether this call sent it or found it sent by an earlier attempt. */
+interface Delivery extends Landed {
+  how: 'sent' | 'recorded' | 'recovered';
+}
+
+/** The metadata event type on every message a step sends; its payload carries the intent. */
+export const MESSAGE_EVENT_TYPE = 'backfill_bot_message';
+/** How far back the history is searched for a message an earlier attempt may have sent (one page). */
+const HISTORY_LIMIT = 100;
+/** 429s waited out per post before the step gives up and BullMQ retries it. */
+const RATE_LIMIT_WAITS = 10;
+const POST_TIMEOUT_MS = 15_000;
+
+/** The intent of a backfill's status message in the incident channel (posted once, then updated). */
+export const statusIntent = (backfillId: number): string => `bf${backfillId}:status`;
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The client that posts step messages. Its own retries are off: the Web API client retries a 5xx or a lost
+ * connection by posting again, and when Slack had posted the message before the answer was lost that is a
+ * second message. Here a failed post fails the step; its retry searches the history before posting again.
+ * A 429 (Slack posted nothing) is waited out in postMessage instead, Retry-After as Slack asked.
+ */
+export function postingClientFor(client: WebClient): WebClient {
+  return new webApi.WebClient(client.token, {
+    slackApiUrl: client.slackApiUrl,
+    retryConfig: { retries: 0 },
+    rejectRateLimitedCalls: true,
+    timeout: POST_TIMEOUT_MS,
+  });
+}
+
 /**
  * Delivers the core's messages through the Slack Web API: announcements as DMs with buttons, the status
- * message in the incident channel (posted once, then updated in place), the diff, reminders.
- * 429s are absorbed by the Web API client (it waits Retry-After and retries); anything else fails the step,
- * which BullMQ retries, and a step once done is never sent again.
+ * message in the incident channel (posted once, then updated in place), the diff, reminders, notices.
+ *
+ * Every message a step sends goes through deliverOnce and is sent at most once per intent, even when the step
+ * is retried after a crash between Slack's answer and the commit: the intent is a row before the message goes
+ * out, and a row without a ts sends the retry to the conversation's history first. A permanent Slack error
+ * (user_not_found, is_archived, …) becomes a BackfillError `undeliverable`; anything else fails the step,
+ * which BullMQ retries.
  */
 export class SlackMessenger implements Messenger {
   private readonly refreshing = new Map<number, Refresh>();
   private readonly dmChannels = new Map<string, string>();
 
-  constructor(private readonly client: WebClient, private readonly pool: Pool, private readonly throttleMs: number) {}
+  constructor(
+    private readonly client: WebClient,
+    private readonly pool: Pool,
+    private readonly throttleMs: number,
+    private readonly poster: WebClient = postingClientFor(client),
+  ) {}
 
   async openDm(user: string): Promise<string> {
     const known = this.dmChannels.get(user);
     if (known) return known;
-    const opened = await this.client.conversations.open({ users: user });
+    let opened: webApi.ConversationsOpenResponse;
+    try {
+      opened = await this.client.conversations.open({ users: user });
+    } catch (error) {
+      throw asUndeliverable(error, { user });
+    }
     const channel = opened.channel?.id;
     if (!channel) throw new Error(`conversations.open gave no channel for ${user}`);
     this.dmChannels.set(user, channel);
     return channel;
   }
 
-  async announce(message: OwnerMessage): Promise<{ channel: string; ts: string }> {
-    const channel = await this.openDm(message.owner);
-    const posted = await this.client.chat.postMessage({ channel, ...announcementMessage(message, message.text) });
-    return { channel: posted.channel ?? channel, ts: posted.ts ?? '' };
+  async announce(message: OwnerMessage): Promise<Landed> {
+    const { channel, ts } = await this.toOwner(message, announcementMessage(message, message.text));
+    return { channel, ts };
   }
 
+  /** The announcement again, and a flag in the incident channel: two intents, `<intent>` and `<intent>:flag`. */
   async remind(message: OwnerMessage): Promise<void> {
-    const channel = await this.openDm(message.owner);
-    await this.client.chat.postMessage({ channel, ...announcementMessage(message, message.text, { reminder: true }) });
-    await this.postToIncident(message.backfillId,
-      `:bell: <@${message.owner}> has not acknowledged backfill #${message.backfillId} (${message.consumer}) yet; the announcement was sent again.`);
+    await this.toOwner(message, announcementMessage(message, message.text, { reminder: true }));
+    const channel = await this.incidentChannelOf(message.backfillId);
+    if (!channel) return;
+    await this.deliverOnce(`${message.intent}:flag`, message.backfillId, { channel }, {
+      text: `:bell: <@${message.owner}> has not acknowledged backfill #${message.backfillId} (${message.consumer}) yet; the announcement was sent again.`,
+    });
   }
 
   async notifyOwner(message: OwnerMessage): Promise<void> {
-    const channel = await this.openDm(message.owner);
-    await this.client.chat.postMessage({ channel, text: message.text });
+    await this.toOwner(message, { text: message.text });
   }
 
-  async directMessage(user: string, text: string): Promise<void> {
-    await this.client.chat.postMessage({ channel: await this.openDm(user), text });
+  async directMessage(user: string, text: string, intent: string): Promise<void> {
+    await this.deliverOnce(intent, null, { user }, { text });
   }
 
   /** The reconciliation report, as a reply in the incident thread (under the status message). */
-  async reportReconciliation(backfillId: number): Promise<void> {
+  async reportReconciliation(backfillId: number, intent: string): Promise<void> {
     const report = await loadBackfillReport(this.pool, backfillId);
     const { incidentChannel, statusTs } = report.backfill;
     if (!incidentChannel) return;
     const rows = await loadReconciliation(this.pool, backfillId);
-    await this.client.chat.postMessage({ channel: incidentChannel, ...(statusTs ? { thread_ts: statusTs } : {}), ...reconciliationMessage(report.backfill, rows) });
+    const message: Outgoing = { ...reconciliationMessage(report.backfill, rows), ...(statusTs ? { thread_ts: statusTs } : {}) };
+    await this.deliverOnce(intent, backfillId, { channel: incidentChannel }, message);
   }
 
-  async reportDiff(backfillId: number): Promise<void> {
+  async reportDiff(backfillId: number, intent: string): Promise<void> {
     const report = await loadBackfillReport(this.pool, backfillId);
     if (!report.backfill.incidentChannel) return;
-    await this.client.chat.postMessage({ channel: report.backfill.incidentChannel, ...diffMessage(report) });
+    await this.deliverOnce(intent, backfillId, { channel: report.backfill.incidentChannel }, diffMessage(report));
+  }
+
+  /** A notice in the incident channel; a backfill without one has nowhere to show it (its status still does). */
+  async incidentNotice(backfillId: number, text: string, intent: string): Promise<void> {
+    const channel = await this.incidentChannelOf(backfillId);
+    if (channel) await this.deliverOnce(intent, backfillId, { channel }, { text });
   }
 
   async updateMessage(channel: string, ts: string, message: Message): Promise<void> {
@@ -98,10 +163,12 @@ export class SlackMessenger implements Messenger {
     return channel;
   }
 
-  /** A plain message in the backfill's incident channel (a hold, a cancel, a reminder flag). */
+  /**
+   * A plain message in the backfill's incident channel, answering a person's action (a hold, a cancel). Not a
+   * step's message: the person sees the action happen once, so there is no intent to deliver once.
+   */
   async postToIncident(backfillId: number, text: string): Promise<void> {
-    const { rows } = await this.pool.query<{ channel: string | null }>('SELECT incident_channel AS channel FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
-    const channel = rows[0]?.channel;
+    const channel = await this.incidentChannelOf(backfillId);
     if (channel) await this.client.chat.postMessage({ channel, text });
   }
 
@@ -122,7 +189,7 @@ export class SlackMessenger implements Messenger {
         await this.refreshStatus(backfillId).catch((error: unknown) => {
           console.error(`status message of backfill #${backfillId}: ${(error as Error).message}`);
         });
-        if (entry.dirty && this.throttleMs > 0) await new Promise((resolve) => setTimeout(resolve, this.throttleMs));
+        if (entry.dirty && this.throttleMs > 0) await sleep(this.throttleMs);
       }
       this.refreshing.delete(backfillId);
     })();
@@ -139,8 +206,90 @@ export class SlackMessenger implements Messenger {
       await this.client.chat.update({ channel: incidentChannel, ts: statusTs, ...message });
       return;
     }
-    const posted = await this.client.chat.postMessage({ channel: incidentChannel, ...message });
-    await this.pool.query('UPDATE backfill.backfills SET status_ts = $2::text WHERE id = $1::bigint AND status_ts IS NULL', [backfillId, posted.ts]);
-    await recordEvent(this.pool, { backfillId, actor: 'backfill-bot', kind: 'status_posted', detail: { channel: incidentChannel, ts: posted.ts } });
+    const posted = await this.deliverOnce(statusIntent(backfillId), backfillId, { channel: incidentChannel }, message);
+    // An earlier attempt posted it (and crashed before keeping the ts): it shows an older status.
+    if (posted.how !== 'sent') await this.client.chat.update({ channel: posted.channel, ts: posted.ts, ...message });
+    const kept = await this.pool.query('UPDATE backfill.backfills SET status_ts = $2::text WHERE id = $1::bigint AND status_ts IS NULL', [backfillId, posted.ts]);
+    if (kept.rowCount === 1) {
+      await recordEvent(this.pool, { backfillId, actor: 'backfill-bot', kind: 'status_posted', detail: { channel: posted.channel, ts: posted.ts } });
+    }
+  }
+
+  private async toOwner(message: OwnerMessage, outgoing: Outgoing): Promise<Delivery> {
+    return this.deliverOnce(message.intent, message.backfillId, { user: message.owner }, outgoing);
+  }
+
+  private async incidentChannelOf(backfillId: number): Promise<string | undefined> {
+    const { rows } = await this.pool.query<{ channel: string | null }>(
+      'SELECT incident_channel AS channel FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
+    return rows[0]?.channel ?? undefined;
+  }
+
+  /**
+   * Sends `message` to `to` at most once for `intent`:
+   * 1. a row with a ts: delivered before; nothing is sent.
+   * 2. a row without one: an earlier attempt may have been posted before its answer was lost (a crash, a
+   *    timeout, a 5xx after the post); if the conversation's history has a message carrying this intent in its
+   *    metadata, that one is kept (recovered) and nothing is sent.
+   * 3. otherwise the row is written and committed first, then the message is posted with the intent in its
+   *    metadata, then the row gets the ts.
+   * The rows go through the pool, not the step's transaction: they must outlive a step that rolls back.
+   */
+  private async deliverOnce(intent: string, backfillId: number | null, to: Recipient, message: Outgoing): Promise<Delivery> {
+    const channel = 'user' in to ? await this.openDm(to.user) : to.channel;
+    const earlier = await findMessageIntent(this.pool, intent);
+    if (earlier?.ts) return { channel: earlier.channel, ts: earlier.ts, how: 'recorded' };
+    if (earlier) {
+      const ts = await this.findSent(earlier.channel, intent, message.thread_ts, to);
+      if (ts) {
+        await recordMessageDelivered(this.pool, { intent, channel: earlier.channel, ts, recovered: true });
+        return { channel: earlier.channel, ts, how: 'recovered' };
+      }
+    } else if (!(await insertMessageIntent(this.pool, { intent, backfillId, channel }))) {
+      // Written between our read and our insert: another attempt is posting it right now. Standing back and
+      // failing this attempt lets its retry see that one's outcome.
+      throw new Error(`another attempt is delivering ${intent} right now; this one stops and will be retried`);
+    }
+    const metadata = { event_type: MESSAGE_EVENT_TYPE, event_payload: { intent, ...(backfillId === null ? {} : { backfill_id: backfillId }) } };
+    let posted: webApi.ChatPostMessageResponse;
+    try {
+      posted = await this.postMessage({ channel, metadata, ...message });
+    } catch (error) {
+      if (answeredWithoutPosting(error)) await forgetUndeliveredIntent(this.pool, intent);
+      throw asUndeliverable(error, to, intent);
+    }
+    if (!posted.ts) throw new Error(`chat.postMessage answered ok without a ts for ${intent}`);
+    const landed = posted.channel ?? channel;
+    await recordMessageDelivered(this.pool, { intent, channel: landed, ts: posted.ts, recovered: false });
+    return { channel: landed, ts: posted.ts, how: 'sent' };
+  }
+
+  /** The ts of a message carrying `intent` among the conversation's (or the thread's) latest messages. */
+  private async findSent(channel: string, intent: string, threadTs: string | undefined, to: Recipient): Promise<string | undefined> {
+    let messages: { ts?: string; metadata?: { event_type?: string; event_payload?: unknown } }[];
+    try {
+      // Replies are not in conversations.history: a message sent into a thread is looked for in that thread.
+      const page = threadTs
+        ? await this.client.conversations.replies({ channel, ts: threadTs, limit: HISTORY_LIMIT, include_all_metadata: true })
+        : await this.client.conversations.history({ channel, limit: HISTORY_LIMIT, include_all_metadata: true });
+      messages = page.messages ?? [];
+    } catch (error) {
+      throw asUndeliverable(error, to, intent);
+    }
+    const carries = (payload: unknown) => isRecord(payload) && payload.intent === intent;
+    return messages.find((m) => m.metadata?.event_type === MESSAGE_EVENT_TYPE && carries(m.metadata.event_payload))?.ts;
+  }
+
+  /** chat.postMessage through the posting client, waiting out 429s (Slack posted nothing) as Slack asks. */
+  private async postMessage(args: webApi.ChatPostMessageArguments): Promise<webApi.ChatPostMessageResponse> {
+    for (let waits = 0; ; waits += 1) {
+      try {
+        return await this.poster.chat.postMessage(args);
+      } catch (error) {
+        const retryAfter = rateLimitedFor(error);
+        if (retryAfter === undefined || waits >= RATE_LIMIT_WAITS) throw error;
+        await sleep(retryAfter * 1000);
+      }
+    }
   }
 }

@@ -255,6 +255,52 @@ describe('the Slack emulator', () => {
     expect((missing as InstanceType<typeof WebAPIPlatformError>).data.error).toBe('message_not_found');
   });
 
+  it('conversations.history: newest first, replies left to conversations.replies, metadata only when asked', async () => {
+    const web = client();
+    const metadata = { event_type: 'backfill_bot_message', event_payload: { intent: 'bf1:diff:orders', backfill_id: 1 } };
+    const first = await web.chat.postMessage({ channel: CHANNEL, text: 'first', metadata });
+    const second = await web.chat.postMessage({ channel: CHANNEL, text: 'second' });
+    const reply = await web.chat.postMessage({ channel: CHANNEL, text: 'in the thread', thread_ts: first.ts ?? '', metadata });
+    await web.chat.postMessage({ channel: 'C0ELSEWHERE', text: 'another channel' });
+
+    const plain = await web.conversations.history({ channel: CHANNEL, limit: 10 });
+    expect(plain.messages?.map((m) => m.text)).toEqual(['second', 'first']);
+    expect(plain.messages?.[1]?.metadata).toBeUndefined();
+    expect(plain.has_more).toBe(false);
+
+    const withMetadata = await web.conversations.history({ channel: CHANNEL, include_all_metadata: true });
+    expect(withMetadata.messages?.[1]).toMatchObject({ type: 'message', ts: first.ts, bot_id: 'BBOT', metadata });
+    expect((await web.conversations.history({ channel: CHANNEL, limit: 1 })).has_more).toBe(true);
+    const before = await web.conversations.history({ channel: CHANNEL, latest: second.ts ?? '' });
+    expect(before.messages?.map((m) => m.ts)).toEqual([first.ts]);
+
+    const thread = await web.conversations.replies({ channel: CHANNEL, ts: first.ts ?? '', include_all_metadata: true });
+    expect(thread.messages?.map((m) => m.ts)).toEqual([first.ts, reply.ts]);
+    expect(thread.messages?.[1]?.metadata).toEqual(metadata);
+    expect(emu.messagesIn(CHANNEL).map((m) => m.text)).toEqual(['first', 'second', 'in the thread']);
+  });
+
+  it('dropAnswer: the message is posted but the client sees a 500 (or a closed connection), and its retry posts again', async () => {
+    const web = client();
+    emu.dropAnswer('chat.postMessage', 1);
+    await expect(web.chat.postMessage({ channel: CHANNEL, text: 'retried by the client' })).resolves.toMatchObject({ ok: true });
+    // This is why the bot posts step messages without client retries: the lost answer became a second message.
+    expect(emu.messagesIn(CHANNEL).map((m) => m.text)).toEqual(['retried by the client', 'retried by the client']);
+    expect(emu.attempts.map((call) => call.status)).toEqual([500, 200]);
+    expect(emu.callsTo('chat.postMessage')).toHaveLength(1);
+
+    emu.reset();
+    const once = new WebClient('xoxb-test', { slackApiUrl: emu.url, retryConfig: { retries: 0 }, logLevel: LogLevel.ERROR });
+    emu.dropAnswer('chat.postMessage', 1, 'hangup');
+    const error = await once.chat.postMessage({ channel: CHANNEL, text: 'answer lost' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WebAPIRequestError);
+    expect(emu.messagesIn(CHANNEL).map((m) => m.text)).toEqual(['answer lost']);
+    expect(emu.attempts.map((call) => call.status)).toEqual([0]);
+    emu.failWith('conversations.open', 1, 'user_not_found');
+    const refused = await once.conversations.open({ users: 'U0GONE' }).catch((e: unknown) => e);
+    expect((refused as InstanceType<typeof WebAPIPlatformError>).data.error).toBe('user_not_found');
+  });
+
   it('filesUploadV2: the bytes reach the upload URL and the nested files shape comes back', async () => {
     const web = client();
     const bytes = Buffer.from('night,signed,rebuilt\n2026-11-15,1284310.55,1271902.10\n');

@@ -18,6 +18,8 @@ const BOT_SCOPES = [
   'usergroups:read',
   'app_mentions:read',
   'im:history',
+  'channels:history',
+  'groups:history',
   'files:write',
 ];
 const BOT_EVENTS = ['app_home_opened', 'app_mention', 'message.im'];

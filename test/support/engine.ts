@@ -1,49 +1,95 @@
 import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { loadConfig } from '../../src/config.js';
-import type { Messenger, OwnerMessage, StepContext } from '../../src/core/steps.js';
+import type { Messenger, OwnerMessage } from '../../src/core/messenger.js';
+import type { StepContext } from '../../src/core/steps.js';
 import { STEP_QUEUE } from '../../jobs/registry.js';
 import { redisConnection } from '../../src/queue/stepQueue.js';
 import { createTestDatabase } from './db.js';
 
-/** Records what would have been delivered; the engine's own behaviour around it is real. */
+type MessengerMethod = keyof Messenger;
+
+/**
+ * Records what would have been delivered; the engine's own behaviour around it is real. Like the Slack
+ * messenger it delivers each intent at most once: a second call with an intent already delivered is ignored
+ * (counted in duplicatesSuppressed). failNext makes a method throw, to stand for Slack refusing or failing.
+ */
 export class RecordingMessenger implements Messenger {
   readonly announced: OwnerMessage[] = [];
   readonly sent: OwnerMessage[] = [];
   readonly diffs: number[] = [];
+  readonly reconciliations: number[] = [];
+  readonly reminded: OwnerMessage[] = [];
+  readonly direct: { user: string; text: string; intent: string }[] = [];
+  readonly incidentNotices: { backfillId: number; text: string; intent: string }[] = [];
+  /** Every delivery in order: which method, which intent (the diffs and reconciliations keep theirs here). */
+  readonly deliveries: { method: MessengerMethod; intent: string }[] = [];
+  /** Calls whose intent was delivered already, and so were not delivered again. */
+  duplicatesSuppressed = 0;
+  private readonly delivered = new Set<string>();
+  private readonly faults = new Map<MessengerMethod, { error: Error; remaining: number }[]>();
+
+  /** The next `times` calls of `method` throw `error` (and deliver nothing); queued after earlier failNexts. */
+  failNext(method: MessengerMethod, error: Error, times = 1): void {
+    if (!Number.isInteger(times) || times < 1) throw new Error(`times must be a positive integer, got ${times}`);
+    const queue = this.faults.get(method) ?? [];
+    queue.push({ error, remaining: times });
+    this.faults.set(method, queue);
+  }
 
   async announce(message: OwnerMessage): Promise<undefined> {
-    this.announced.push(message);
+    if (this.deliver('announce', message.intent)) this.announced.push(message);
     return undefined;
   }
 
   async notifyOwner(message: OwnerMessage): Promise<void> {
-    this.sent.push(message);
+    if (this.deliver('notifyOwner', message.intent)) this.sent.push(message);
   }
 
-  async reportDiff(backfillId: number): Promise<void> {
-    this.diffs.push(backfillId);
+  async reportDiff(backfillId: number, intent: string): Promise<void> {
+    if (this.deliver('reportDiff', intent)) this.diffs.push(backfillId);
   }
 
-  readonly reconciliations: number[] = [];
-
-  async reportReconciliation(backfillId: number): Promise<void> {
-    this.reconciliations.push(backfillId);
+  async reportReconciliation(backfillId: number, intent: string): Promise<void> {
+    if (this.deliver('reportReconciliation', intent)) this.reconciliations.push(backfillId);
   }
 
-  readonly reminded: OwnerMessage[] = [];
-  readonly direct: { user: string; text: string }[] = [];
-
-  async directMessage(user: string, text: string): Promise<void> {
-    this.direct.push({ user, text });
+  async directMessage(user: string, text: string, intent: string): Promise<void> {
+    if (this.deliver('directMessage', intent)) this.direct.push({ user, text, intent });
   }
-
 
   async remind(message: OwnerMessage): Promise<void> {
-    this.reminded.push(message);
+    if (this.deliver('remind', message.intent)) this.reminded.push(message);
   }
 
-  async changed(): Promise<void> {}
+  async incidentNotice(backfillId: number, text: string, intent: string): Promise<void> {
+    if (this.deliver('incidentNotice', intent)) this.incidentNotices.push({ backfillId, text, intent });
+  }
+
+  async changed(): Promise<void> {
+    this.throwIfFailing('changed');
+  }
+
+  /** True when this call delivers `intent`; false when it was delivered before; throws an injected failure. */
+  private deliver(method: MessengerMethod, intent: string): boolean {
+    if (this.delivered.has(intent)) {
+      this.duplicatesSuppressed += 1;
+      return false;
+    }
+    this.throwIfFailing(method);
+    this.delivered.add(intent);
+    this.deliveries.push({ method, intent });
+    return true;
+  }
+
+  private throwIfFailing(method: MessengerMethod): void {
+    const queue = this.faults.get(method);
+    const head = queue?.[0];
+    if (!queue || !head) return;
+    head.remaining -= 1;
+    if (head.remaining <= 0) queue.shift();
+    throw head.error;
+  }
 }
 
 export interface TestEngine {

@@ -1,6 +1,7 @@
 // A local stand-in for the Slack Web API (and for response_url and file-upload targets), served by node:http on
 // 127.0.0.1 with an ephemeral port. Tests and `npm run demo` point `clientOptions.slackApiUrl` at `emulator.url`.
-// It records every call, can be told to answer 429 / 5xx / ok:false, and renders what a person would have seen.
+// It records every call, can be told to answer 429 / 5xx / ok:false or to lose its answer after doing the work,
+// serves the conversations' history (with message metadata), and renders what a person would have seen.
 // No vitest imports here: the demo runs this file under tsx.
 
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -12,7 +13,7 @@ export interface RecordedCall {
   params: Record<string, unknown>;
   /** Date.now() when the request arrived. */
   at: number;
-  /** HTTP status the emulator answered with. */
+  /** HTTP status the emulator answered with (0: it closed the connection without an answer, see dropAnswer). */
   status: number;
   /** The JSON body the emulator answered with. */
   response: Record<string, unknown>;
@@ -42,6 +43,15 @@ export interface SlackEmulator {
   failHttp(method: string, times: number, status: number): void;
   /** Next `times` calls answer 200 { ok:false, error }. */
   failWith(method: string, times: number, error: string): void;
+  /**
+   * Next `times` calls do their work (a chat.postMessage posts its message) and then lose the answer: HTTP
+   * `answer` (default 500), or with 'hangup' the connection is closed without one. The client sees a failure
+   * although the message exists, as after a crash or a timeout between Slack's answer and the caller's commit.
+   * Such calls are in `attempts` (status 500 or 0 for a hangup), not in `calls`.
+   */
+  dropAnswer(method: string, times: number, answer?: number | 'hangup'): void;
+  /** The messages of a conversation that are there now (not deleted), oldest first, replies included. */
+  messagesIn(channel: string): PostedMessage[];
   /** Members returned by usergroups.users.list for `usergroup` (default: none). */
   setUsergroup(id: string, users: string[]): void;
   /**
@@ -60,12 +70,22 @@ export interface SlackEmulator {
   close(): Promise<void>;
 }
 
+export interface PostedMessage {
+  channel: string;
+  ts: string;
+  threadTs?: string;
+  text?: string;
+  /** The `metadata` it was posted with ({ event_type, event_payload }), as Slack keeps it. */
+  metadata?: Record<string, unknown>;
+}
+
 type Rec = Record<string, unknown>;
 
 type Fault =
   | { kind: 'rate'; retryAfterSeconds: number }
   | { kind: 'http'; status: number }
-  | { kind: 'error'; error: string };
+  | { kind: 'error'; error: string }
+  | { kind: 'drop'; answer: number | 'hangup' };
 
 interface Content {
   text?: string;
@@ -74,7 +94,7 @@ interface Content {
 }
 
 type Entry =
-  | ({ kind: 'message'; channel: string; ts: string; threadTs?: string; edits: number; deleted: boolean } & Content)
+  | ({ kind: 'message'; channel: string; ts: string; threadTs?: string; edits: number; deleted: boolean; metadata?: Rec } & Content)
   | ({ kind: 'ephemeral'; channel: string; user: string; ts: string; threadTs?: string } & Content)
   | { kind: 'file'; channel: string; threadTs?: string; comment?: string; files: { id: string; title: string }[] }
   | { kind: 'response'; id: string; body: unknown }
@@ -105,6 +125,9 @@ function str(value: unknown): string | undefined {
 }
 
 const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+
+/** A boolean argument as web-api sends it: true in JSON, 'true' (or '1') in a form. */
+const flag = (value: unknown): boolean => value === true || value === 'true' || value === '1';
 
 function parseJsonFields(params: Rec): Rec {
   for (const [key, value] of Object.entries(params)) {
@@ -357,6 +380,34 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
   /** Posting to a user ID lands in the bot's DM with that user, as on Slack; the answer carries the D… id. */
   const conversationFor = (channel: string): string => (/^[UW][A-Z0-9]+$/.test(channel) ? `D${channel}` : channel);
 
+  /** The messages of a conversation that are still there, oldest first. */
+  function postedIn(channel: string): Extract<Entry, { kind: 'message' }>[] {
+    return entries.filter(
+      (entry): entry is Extract<Entry, { kind: 'message' }> => entry.kind === 'message' && entry.channel === channel && !entry.deleted,
+    );
+  }
+
+  /** `limit` as Slack reads it: default 100, at most 999. */
+  function pageLimit(value: unknown): number {
+    const limit = Number(str(value) ?? '100');
+    return Number.isInteger(limit) && limit > 0 ? Math.min(limit, 999) : 100;
+  }
+
+  /** A message as conversations.history shows it; its metadata only when include_all_metadata was asked. */
+  function historyMessage(entry: Extract<Entry, { kind: 'message' }>, withMetadata: boolean): Rec {
+    return {
+      type: 'message',
+      user: botUserId,
+      bot_id: BOT_ID,
+      ts: entry.ts,
+      ...(entry.threadTs ? { thread_ts: entry.threadTs } : {}),
+      ...(entry.text !== undefined ? { text: entry.text } : {}),
+      ...(entry.blocks !== undefined ? { blocks: entry.blocks } : {}),
+      ...(entry.attachments !== undefined ? { attachments: entry.attachments } : {}),
+      ...(withMetadata && entry.metadata ? { metadata: entry.metadata } : {}),
+    };
+  }
+
   function content(params: Rec): Content {
     const result: Content = {};
     const text = str(params.text);
@@ -402,6 +453,7 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
         const channel = conversationFor(requested);
         const ts = nextTs();
         const threadTs = str(params.thread_ts);
+        const metadata = isRec(params.metadata) ? params.metadata : undefined;
         const entry: Extract<Entry, { kind: 'message' }> = {
           kind: 'message',
           channel,
@@ -410,21 +462,54 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
           deleted: false,
           ...body,
           ...(threadTs ? { threadTs } : {}),
+          ...(metadata ? { metadata } : {}),
         };
         entries.push(entry);
         messages.set(messageKey(channel, ts), entry);
+        return { ok: true, channel, ts, message: historyMessage(entry, true) };
+      }
+
+      case 'conversations.history': {
+        const requested = str(params.channel);
+        if (!requested) return { ok: false, error: 'channel_not_found' };
+        const channel = conversationFor(requested);
+        const latest = str(params.latest);
+        const oldest = str(params.oldest);
+        const inclusive = flag(params.inclusive);
+        const inWindow = (ts: string): boolean =>
+          (latest === undefined || (inclusive ? Number(ts) <= Number(latest) : Number(ts) < Number(latest))) &&
+          (oldest === undefined || (inclusive ? Number(ts) >= Number(oldest) : Number(ts) > Number(oldest)));
+        // The channel's own messages, newest first; replies stay in their threads (conversations.replies).
+        const found = postedIn(channel)
+          .filter((entry) => entry.threadTs === undefined && inWindow(entry.ts))
+          .reverse();
+        const limit = pageLimit(params.limit);
+        const withMetadata = flag(params.include_all_metadata);
         return {
           ok: true,
-          channel,
-          ts,
-          message: {
-            type: 'message',
-            user: botUserId,
-            bot_id: BOT_ID,
-            ts,
-            ...(threadTs ? { thread_ts: threadTs } : {}),
-            ...body,
-          },
+          messages: found.slice(0, limit).map((entry) => historyMessage(entry, withMetadata)),
+          has_more: found.length > limit,
+          pin_count: 0,
+          response_metadata: { next_cursor: '' },
+        };
+      }
+
+      case 'conversations.replies': {
+        const requested = str(params.channel);
+        const parentTs = str(params.ts);
+        if (!requested) return { ok: false, error: 'channel_not_found' };
+        const channel = conversationFor(requested);
+        const parent = parentTs === undefined ? undefined : messages.get(messageKey(channel, parentTs));
+        if (!parent || parent.deleted) return { ok: false, error: 'thread_not_found' };
+        // The parent first, then its replies, oldest first.
+        const thread = [parent, ...postedIn(channel).filter((entry) => entry.threadTs === parentTs)];
+        const limit = pageLimit(params.limit);
+        const withMetadata = flag(params.include_all_metadata);
+        return {
+          ok: true,
+          messages: thread.slice(0, limit).map((entry) => historyMessage(entry, withMetadata)),
+          has_more: thread.length > limit,
+          response_metadata: { next_cursor: '' },
         };
       }
 
@@ -603,6 +688,18 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
       return;
     }
     const body = fault?.kind === 'error' ? { ok: false, error: fault.error } : handleMethod(method, params);
+    if (fault?.kind === 'drop') {
+      // The work is done (a message posted); only the answer is lost.
+      if (fault.answer === 'hangup') {
+        record(0, body);
+        res.socket?.destroy();
+        return;
+      }
+      const lost = { ok: false, error: `http_${fault.answer}` };
+      record(fault.answer, lost);
+      send(res, fault.answer, lost);
+      return;
+    }
     record(200, body);
     send(res, 200, body);
   }
@@ -760,6 +857,18 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
     },
     failWith(method: string, times: number, error: string): void {
       addFault(method, times, { kind: 'error', error });
+    },
+    dropAnswer(method: string, times: number, answer: number | 'hangup' = 500): void {
+      addFault(method, times, { kind: 'drop', answer });
+    },
+    messagesIn(channel: string): PostedMessage[] {
+      return postedIn(conversationFor(channel)).map((entry) => ({
+        channel: entry.channel,
+        ts: entry.ts,
+        ...(entry.threadTs ? { threadTs: entry.threadTs } : {}),
+        ...(entry.text !== undefined ? { text: entry.text } : {}),
+        ...(entry.metadata ? { metadata: entry.metadata } : {}),
+      }));
     },
     setUsergroup(id: string, users: string[]): void {
       usergroups.set(id, [...users]);
