@@ -15,7 +15,7 @@ import { recordingRefusals } from '../core/refusals.js';
 import { startBackfill } from '../core/start.js';
 import { loadBackfillReport } from '../core/status.js';
 import { tick } from '../core/tick.js';
-import { parseHour } from '../core/time.js';
+import { formatHour, leadingHours, parseHour } from '../core/time.js';
 import { listRecentBackfills } from '../db/backfills.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
@@ -170,15 +170,19 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
       return 0;
     }
     case 'continue': {
-      const [rawId, ...reason] = need(args, 2, 'continue <id> <reason>');
+      const [rawId, ...words] = need(args, 2, 'continue <id> [partition hours] <reason>');
       const id = backfillId(rawId);
-      await recordingRefusals(ctx, { actor, action: 'continue', backfillId: id }, () => continueBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
-      console.log(`Backfill #${id} continues.`);
+      const { hours, rest } = leadingHours(words);
+      const { accepted } = await recordingRefusals(ctx, { actor, action: 'continue', backfillId: id },
+        () => continueBackfill(ctx, { backfillId: id, actor, reason: rest.join(' '), partitions: hours }));
+      console.log(`Backfill #${id} continues; accepted: ${accepted.map(formatHour).join(', ')}.`);
       return settle(ctx, id, options);
     }
     case 'rollback': {
-      const id = backfillId(need(args, 1, 'rollback <id>')[0]);
-      const { restored } = await recordingRefusals(ctx, { actor, action: 'rollback', backfillId: id }, () => rollbackBackfill(ctx, { backfillId: id, actor }));
+      const [rawId, ...reason] = need(args, 1, 'rollback <id> [reason]');
+      const id = backfillId(rawId);
+      const { restored } = await recordingRefusals(ctx, { actor, action: 'rollback', backfillId: id },
+        () => rollbackBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
       console.log(`Backfill #${id} rolled back: ${restored.length} partition(s) restored; consumers replay.`);
       return settle(ctx, id, options);
     }

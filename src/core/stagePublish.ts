@@ -182,13 +182,16 @@ async function recordGeneration(tx: PoolClient, pipeline: string, hour: Date, ba
  * check, the partition's breach is recorded, the backfill pauses, and every step the pause catches running
  * (this one too) is blocked: their writes do not commit, and a continue re-runs them.
  */
-export async function pauseForBreach(tx: PoolClient, ref: StepRef, token: string, reason: string): Promise<void> {
+export async function pauseForBreach(tx: PoolClient, ref: StepRef, token: string, reason: string): Promise<number> {
   await checkClaim(tx, ref, token, { writes: true });
   await tx.query('UPDATE backfill.backfill_targets SET breach = $3::text WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
     [ref.backfillId, new Date(ref.key), reason]);
   await transition(tx, { backfillId: ref.backfillId, to: 'paused', actor: ENGINE, set: { paused_reason: reason } });
   const blocked = await moveSteps(tx, ref.backfillId, 'blocked', { kinds: BLOCKED_BY_PAUSE, from: ['running'] });
   await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'paused', detail: { reason, partition: formatHour(new Date(ref.key)), blocked } });
+  // The how-manieth pause of this backfill: names the reconciliation message it sends, once.
+  const { rows } = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'paused'`, [ref.backfillId]);
+  return rows[0]?.n ?? 1;
 }
 
 interface AgainstPlan {

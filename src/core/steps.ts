@@ -111,17 +111,14 @@ async function publish(ctx: StepContext, ref: StepRef, token: string): Promise<S
   const outcome = await withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
     const result = await publishPartition(tx, backfill, new Date(ref.key), ctx.hooks);
-    if (result.kind === 'breach') {
-      await pauseForBreach(tx, ref, token, result.reason);
-      return { paused: true };
-    }
+    if (result.kind === 'breach') return { paused: await pauseForBreach(tx, ref, token, result.reason) };
     await finishStep(tx, ref, token, { outcome: result.kind, generation: result.generation ?? null }, { writes: true });
     // From its first publish on, the backfill holds its hours until it finishes or is rolled back.
     if (result.kind === 'published') await tx.query('UPDATE backfill.backfills SET published_any = true WHERE id = $1::bigint AND NOT published_any', [ref.backfillId]);
-    return { paused: false };
+    return { paused: 0 };
   });
-  if (!outcome.paused) return 'done';
-  await tellIncident(ctx, ref, () => ctx.messenger.reportReconciliation(ref.backfillId, intentKey(ref.backfillId, 'paused', ref.key, Date.now())));
+  if (outcome.paused === 0) return 'done';
+  await tellIncident(ctx, ref, () => ctx.messenger.reportReconciliation(ref.backfillId, intentKey(ref.backfillId, 'paused', String(outcome.paused))));
   return 'blocked';
 }
 

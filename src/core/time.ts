@@ -51,6 +51,16 @@ export function parseHour(text: string): Date {
   return new Date(day.getTime() + hour * HOUR_MS);
 }
 
+/**
+ * The hours a command names before its reason (`continue 7 2026-11-15T07:00 2026-11-15T10:00 <reason>`): every
+ * leading word that looks like an hour is parsed as one (and refused if it is not a whole hour).
+ */
+export function leadingHours(words: readonly string[]): { hours: Date[]; rest: string[] } {
+  const count = words.findIndex((word) => !/^\d{4}-\d{2}-\d{2}T\d/.test(word));
+  const split = count === -1 ? words.length : count;
+  return { hours: words.slice(0, split).map(parseHour), rest: words.slice(split) };
+}
+
 export function hoursBetween(from: Date, to: Date): Date[] {
   const hours: Date[] = [];
   for (let t = from.getTime(); t <= to.getTime(); t += HOUR_MS) hours.push(new Date(t));

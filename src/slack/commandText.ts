@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { leadingHours } from '../core/time.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
 /** A /backfill invocation, parsed and checked before anything runs. */
@@ -9,8 +10,8 @@ export type BackfillCommand =
   | { kind: 'start-plan'; planId: number; reason: string }
   | { kind: 'approve'; backfillId: number }
   | { kind: 'stop'; backfillId: number; reason: string }
-  | { kind: 'continue'; backfillId: number; reason: string }
-  | { kind: 'rollback'; backfillId: number }
+  | { kind: 'continue'; backfillId: number; partitions: Date[]; reason: string }
+  | { kind: 'rollback'; backfillId: number; reason?: string | undefined }
   | { kind: 'status'; backfillId?: number | undefined }
   | { kind: 'override'; backfillId: number; reason: string }
   | { kind: 'cancel'; backfillId: number; reason?: string | undefined }
@@ -33,8 +34,8 @@ const USAGE: Record<Exclude<BackfillCommand['kind'], 'help' | 'start-plan'>, str
   log: '/backfill log <id>',
   approve: '/backfill approve <id>',
   stop: '/backfill stop <id> <reason>',
-  continue: '/backfill continue <id> <reason>',
-  rollback: '/backfill rollback <id>',
+  continue: '/backfill continue <id> [partition hours, e.g. 2026-11-15T07:00] <reason> (no hours: every partition now outside its envelope)',
+  rollback: '/backfill rollback <id> [reason]',
 };
 
 const schemas = {
@@ -45,8 +46,11 @@ const schemas = {
   ]),
   approve: z.tuple([backfillId]).transform(([id]) => ({ kind: 'approve' as const, backfillId: id })),
   stop: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'stop' as const, backfillId: id, reason: reason.join(' ') })),
-  continue: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'continue' as const, backfillId: id, reason: reason.join(' ') })),
-  rollback: z.tuple([backfillId]).transform(([id]) => ({ kind: 'rollback' as const, backfillId: id })),
+  continue: z.tuple([backfillId, word], word).transform(([id, ...words]) => {
+    const { hours, rest } = leadingHours(words);
+    return { kind: 'continue' as const, backfillId: id, partitions: hours, reason: rest.join(' ') };
+  }),
+  rollback: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'rollback' as const, backfillId: id, reason: reason.join(' ') || undefined })),
   status: z.union([z.tuple([]), z.tuple([backfillId])]).transform((args) => ({ kind: 'status' as const, backfillId: args[0] })),
   override: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'override' as const, backfillId: id, reason: reason.join(' ') })),
   cancel: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'cancel' as const, backfillId: id, reason: reason.join(' ') || undefined })),

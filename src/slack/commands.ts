@@ -7,7 +7,7 @@ import { recordingRefusals } from '../core/refusals.js';
 import { startBackfill } from '../core/start.js';
 import { loadBackfillReport } from '../core/status.js';
 import { formatMoney, formatSignedMoney } from '../core/money.js';
-import { formatHourRange } from '../core/time.js';
+import { formatHour, formatHourRange } from '../core/time.js';
 import { HELP_TEXT, paidAgainstMessage, planMessage, statusMessage, type Message } from '../views/blocks.js';
 import { answerPaidAgainst } from '../core/paidAgainst.js';
 import { signReport } from '../core/signing.js';
@@ -79,15 +79,16 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
       }
       case 'continue': {
         await policy.requireOperator(actor, input.channel, 'continue a paused backfill');
-        await continueBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
-        await deps.messenger.postToIncident(command.backfillId, `:arrow_forward: <@${actor}> accepted the difference and continued backfill #${command.backfillId}: ${command.reason}`);
+        const { accepted } = await continueBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason, partitions: command.partitions });
+        await deps.messenger.postToIncident(command.backfillId,
+          `:arrow_forward: <@${actor}> accepted the difference of ${accepted.map(formatHour).join(', ')} and continued backfill #${command.backfillId}: ${command.reason}. Any other partition outside its envelope pauses it again.`);
         await deps.kick(command.backfillId);
         await deps.messenger.changed(command.backfillId);
         return plain(`Backfill #${command.backfillId} continues.`);
       }
       case 'rollback': {
         await policy.requireOperator(actor, input.channel, 'roll back a backfill');
-        const { restored } = await rollbackBackfill(ctx, { backfillId: command.backfillId, actor });
+        const { restored } = await rollbackBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
         await deps.messenger.postToIncident(command.backfillId, `:rewind: <@${actor}> rolled back backfill #${command.backfillId}: ${restored.length} partition(s) hold their prior rows again; consumers replay now.`);
         await deps.kick(command.backfillId);
         await deps.messenger.changed(command.backfillId);

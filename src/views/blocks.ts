@@ -5,7 +5,7 @@ import type { ReconciliationRow } from '../core/reconciliationReport.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/plan.js';
 import { describeState } from '../core/stateMachine.js';
-import type { BackfillReport } from '../core/status.js';
+import { waitingOn, type BackfillReport } from '../core/status.js';
 import { formatHour, formatHourRange, formatTime } from '../core/time.js';
 
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
@@ -79,6 +79,7 @@ function gateLine(c: BackfillConsumerRow): string {
   if (c.notifyRule === 'after') return `${c.consumer} <@${c.owner}>: told after the run`;
   if (c.ackedAt) return `:white_check_mark: ${c.consumer} <@${c.owner}>: acknowledged ${formatTime(c.ackedAt)}`;
   if (c.overriddenBy) return `:warning: ${c.consumer} <@${c.owner}>: overridden by <@${c.overriddenBy}> (${c.overrideReason ?? ''})`;
+  if (c.undeliverable) return `:no_entry: ${c.consumer} <@${c.owner}>: cannot be reached (Slack: ${c.undeliverable}); needs a delegate or an override`;
   return `:hourglass: ${c.consumer} <@${c.owner}>: waiting`;
 }
 
@@ -99,7 +100,7 @@ export function statusMessage(report: BackfillReport): Message {
     header(`Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`),
     section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Why:* ${backfill.reason}\n*Asked by* <@${backfill.requestedBy}>`),
     section(`*Gate*\n${report.consumers.map(gateLine).join('\n') || 'no readers'}`),
-    section(`*Progress:* ${progress}${why ? `\n${why}` : ''}`),
+    section(`*Progress:* ${progress}${why ? `\n${why}` : ''}\n${waitingOn(report)}`),
     context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
   ];
   return { text: `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`, blocks };

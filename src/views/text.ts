@@ -4,7 +4,7 @@ import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js'
 import type { Plan } from '../core/plan.js';
 import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
 import { describeState } from '../core/stateMachine.js';
-import type { BackfillReport } from '../core/status.js';
+import { waitingOn, type BackfillReport } from '../core/status.js';
 import type { TickResult } from '../core/tick.js';
 import { formatHour, formatHourRange, formatTime } from '../core/time.js';
 
@@ -38,6 +38,7 @@ export function renderStatus(report: BackfillReport): string {
     `  partitions   ${backfill.partitionCount}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`,
     `  reason       ${backfill.reason}`,
     `  requested by <@${backfill.requestedBy}>`,
+    `  now          ${waitingOn(report)}`,
     '  gate:',
     ...report.consumers.map((c) => `    ${c.consumer} <@${c.owner}> (${c.notifyRule}): ${gateWord(c)}`),
   ];
@@ -57,6 +58,7 @@ function gateWord(c: BackfillReport['consumers'][number]): string {
   if (c.notifyRule === 'after') return 'told after the run';
   if (c.ackedAt) return `acknowledged ${formatTime(c.ackedAt)}`;
   if (c.overriddenBy) return `overridden by <@${c.overriddenBy}>: ${c.overrideReason ?? ''}`;
+  if (c.undeliverable) return `cannot be reached (Slack: ${c.undeliverable}); needs a delegate or an override`;
   return 'waiting';
 }
 
