@@ -34,8 +34,14 @@ export async function startWorkers(ctx: StepContext, options: { sweepMs?: number
     await dispatch(ctx, queue, backfillId);
   };
   await kick();
+  // A sweep never overlaps the one before: a slow sweep skips the ticks that come while it runs.
+  let sweeping = false;
   const timer = setInterval(() => {
-    kick().catch((error: unknown) => console.error(`dispatcher sweep: ${(error as Error).message}`));
+    if (sweeping) return;
+    sweeping = true;
+    kick().catch((error: unknown) => console.error(`dispatcher sweep: ${(error as Error).message}`)).finally(() => {
+      sweeping = false;
+    });
   }, options.sweepMs ?? SWEEP_MS);
   timer.unref();
   return {

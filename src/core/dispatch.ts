@@ -11,15 +11,23 @@ import { transition } from './stateMachine.js';
  * lease ran out (their worker died; Redis may have lost the job too). A running step under a live lease is
  * left alone: a second copy of it could not claim it anyway.
  */
-export async function findRunnableSteps(db: Queryable, backfillId?: number): Promise<StepRef[]> {
-  const { rows } = await db.query<{ backfillId: number; kind: StepKind; key: string }>(
-    `SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key
+export interface RunnableStep extends StepRef {
+  /**
+   * Set when the step is running under a lease that ran out: the claim to take over is this attempt's. Its old
+   * job may still be held by a dead worker's BullMQ lock, so the takeover gets a job id of its own.
+   */
+  takeoverOf?: number | undefined;
+}
+
+export async function findRunnableSteps(db: Queryable, backfillId?: number): Promise<RunnableStep[]> {
+  const { rows } = await db.query<{ backfillId: number; kind: StepKind; key: string; takeoverOf?: number }>(
+    `SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key, CASE WHEN s.status = 'running' THEN s.attempts END AS "takeoverOf"
      FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
      WHERE (s.status = 'pending' OR (s.status = 'running' AND s.lease_expires_at < clock_timestamp()))
        AND ($1::bigint IS NULL OR s.backfill_id = $1::bigint)
        AND ${runnableSql()}
      ORDER BY s.backfill_id, array_position($2::text[], s.kind), s.step_key`, [backfillId ?? null, [...STEP_KINDS]]);
-  return rows;
+  return rows.map((row) => (row.takeoverOf === null ? { ...row, takeoverOf: undefined } : row));
 }
 
 /**

@@ -97,6 +97,22 @@ async function partitionsToAccept(tx: PoolClient, backfill: BackfillRow, named: 
  * order and their owners are told, as for a backfill.
  */
 export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason?: string | undefined }): Promise<{ backfill: BackfillRow; restored: Date[] }> {
+  try {
+    return await restoreInOneTransaction(ctx, input);
+  } catch (error) {
+    // Another backfill started over these hours between the check and the move: the constraint said no.
+    if ((error as { code?: unknown }).code !== EXCLUSION_VIOLATION) throw error;
+    const backfill = await requireBackfill(ctx.pool, input.backfillId);
+    const other = await findOverlappingActive(ctx.pool, backfill.pipeline, backfill.firstHour, backfill.lastHour, backfill.id);
+    throw new BackfillError(ErrorCode.Overlap,
+      `Backfill #${backfill.id} cannot be rolled back while ${other ? `backfill #${other.id} (${other.state})` : 'another backfill'} is in flight over its hours; nothing was changed.`,
+      { cause: error, details: { inFlight: other?.id } });
+  }
+}
+
+const EXCLUSION_VIOLATION = '23P01';
+
+async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: number; actor: string; reason?: string | undefined }): Promise<{ backfill: BackfillRow; restored: Date[] }> {
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (!['done', 'failed', 'stopped', 'paused'].includes(backfill.state)) {

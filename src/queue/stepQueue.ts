@@ -26,9 +26,14 @@ export function createStepQueue(config: Config): Queue {
   return new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix: config.QUEUE_PREFIX });
 }
 
-/** <backfill>-<kind>-<key>, with the characters BullMQ reserves (":") taken out: the same step, the same id. */
-export function jobIdFor(step: StepRef): string {
-  return `bf${step.backfillId}-${step.kind}-${step.key.replace(/[^A-Za-z0-9_.-]/g, '')}`;
+/**
+ * <backfill>-<kind>-<key>, with the characters BullMQ reserves (":") taken out: the same step, the same id.
+ * A takeover of attempt n (its worker died holding the claim) is <…>-takeover<n>: deterministic too, and not
+ * blocked by the dead worker's job, which BullMQ only releases once its own lock runs out.
+ */
+export function jobIdFor(step: StepRef & { takeoverOf?: number | undefined }): string {
+  const base = `bf${step.backfillId}-${step.kind}-${step.key.replace(/[^A-Za-z0-9_.-]/g, '')}`;
+  return step.takeoverOf === undefined ? base : `${base}-takeover${step.takeoverOf}`;
 }
 
 /**
@@ -42,7 +47,7 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
   const added: StepRef[] = [];
   for (const step of runnable) {
     const jobId = jobIdFor(step);
-    const enqueued = await addWhileOutstanding(queue, step.kind, stepPayloadSchema.parse(step), {
+    const enqueued = await addWhileOutstanding(queue, step.kind, stepPayloadSchema.parse({ backfillId: step.backfillId, kind: step.kind, key: step.key }), {
       jobId,
       attempts: ctx.config.JOB_ATTEMPTS,
       backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
@@ -51,7 +56,7 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
     });
     if (!enqueued) continue;
     await recordEnqueued(ctx.pool, step, jobId);
-    added.push(step);
+    added.push({ backfillId: step.backfillId, kind: step.kind, key: step.key });
   }
   await scheduleReminders(ctx, queue, backfillId);
   if (backfillId === undefined) await scheduleStaleReaderNotices(ctx, queue);
