@@ -81,7 +81,8 @@ interface StepSpec {
   onPause: 'block' | 'not running';
 }
 
-export const STEP_GRAPH: Record<`${StepKind}:${StepPhase}`, StepSpec | undefined> = {
+// Only the kinds a phase has: a rollback re-triggers, tells and reports; it stages and publishes nothing.
+export const STEP_GRAPH: Partial<Record<`${StepKind}:${StepPhase}`, StepSpec>> = {
   'announce:forward': { runsIn: ['announced', 'held', 'approved'], waitsFor: [], onPause: 'not running' },
   'stage:forward': { runsIn: ['running'], waitsFor: [], onPause: 'block' },
   'publish:forward': { runsIn: ['running'], waitsFor: ['every stage', 'earlier waves'], onPause: 'block' },
@@ -90,12 +91,7 @@ export const STEP_GRAPH: Record<`${StepKind}:${StepPhase}`, StepSpec | undefined
   'compare:forward': { runsIn: ['comparing'], waitsFor: [], onPause: 'not running' },
   'notify:forward': { runsIn: ['done'], waitsFor: [], onPause: 'not running' },
   'report:forward': { runsIn: ['done'], waitsFor: [], onPause: 'not running' },
-  'announce:rollback': undefined,
-  'stage:rollback': undefined,
-  'publish:rollback': undefined,
-  'watermark:rollback': undefined,
   'replay:rollback': { runsIn: ['rolling_back'], waitsFor: ['replays depended on'], onPause: 'not running' },
-  'compare:rollback': undefined,
   'notify:rollback': { runsIn: ['rolling_back'], waitsFor: ['every rollback replay'], onPause: 'not running' },
   'report:rollback': { runsIn: ['rolled_back'], waitsFor: [], onPause: 'not running' },
 };
@@ -166,11 +162,10 @@ const quoteList = (values: readonly string[]) => values.map((value) => `'${value
  * run now. Built from STEP_GRAPH (fixed strings, no input), used by the dispatcher and by the claim.
  */
 export function runnableSql(): string {
-  const clauses = Object.entries(STEP_GRAPH).flatMap(([name, spec]) => {
-    if (!spec) return [];
+  const clauses = Object.entries(STEP_GRAPH).map(([name, spec]) => {
     const [kind, phase] = name.split(':') as [StepKind, StepPhase];
     const waits = spec.waitsFor.map((rule) => ` AND ${WAIT_SQL[rule]}`).join('');
-    return [`(s.kind = '${kind}' AND ${PHASE_SQL[phase]} AND b.state IN (${quoteList(spec.runsIn)})${waits})`];
+    return `(s.kind = '${kind}' AND ${PHASE_SQL[phase]} AND b.state IN (${quoteList(spec.runsIn)})${waits})`;
   });
   return `(${clauses.join('\n OR ')})`;
 }
