@@ -46,15 +46,15 @@ async function targetStatus(system: ModelSystem, backfillId: number, hour: strin
   return rows[0]?.status;
 }
 
-/** Late rows the publish seam wrote during the job just run: into the model, before the publish itself. */
-function drainSeamRows(model: Model, system: ModelSystem): Set<string> {
-  const keys = new Set<string>();
+/**
+ * Late rows the publish seam wrote during the job(s) just run: into the model before the publish itself is
+ * recorded (a job run inside another publish's seam may be the one that finds them; they count all the same).
+ */
+function drainSeamRows(model: Model, system: ModelSystem): void {
   for (const late of system.firedLate.splice(0)) {
     recordLateRow(model, late);
-    keys.add(late.orderId);
     note(model, `late row ${late.orderId} written into ${late.hour} during its publish`);
   }
-  return keys;
 }
 
 interface Prepared {
@@ -97,7 +97,7 @@ async function execute(system: ModelSystem, prepared: Prepared): Promise<JobResu
 }
 
 /** After the job: a stage records its baseline; a publish is checked (saved rows, live rows) and recorded. */
-async function finishJob(model: Model, system: ModelSystem, prepared: Prepared, result: JobResult, seamKeys: Set<string>): Promise<void> {
+async function finishJob(model: Model, system: ModelSystem, prepared: Prepared, result: JobResult): Promise<void> {
   const { ref, hour, before, modelled, label } = prepared;
   if (result.error !== undefined) requireExplainedFailure(system, label, result.error);
   note(model, `ran ${label}: ${result.error !== undefined ? `failed (${describeError(result.error)})` : String(result.outcome)}`);
@@ -107,7 +107,7 @@ async function finishJob(model: Model, system: ModelSystem, prepared: Prepared, 
   }
   if (ref.kind === 'publish' && !prepared.wasPublished && await targetStatus(system, ref.backfillId, hour) === 'published') {
     await checkPreserved(system, ref.backfillId, hour, before);
-    recordPublish(model, modelled, hour, before, await stagedRows(system.ctx.pool, ref.backfillId, hour), seamKeys);
+    recordPublish(model, modelled, hour, before, await stagedRows(system.ctx.pool, ref.backfillId, hour));
     compareRows(hour, await partitionRows(system.ctx.pool, hour), expectedOf(model, hour), `right after #${ref.backfillId} published it`);
   }
 }
@@ -132,7 +132,8 @@ export async function runOneJob(model: Model, system: ModelSystem, options: { di
     return 'ran';
   }
   const result = await execute(system, prepared);
-  await finishJob(model, system, prepared, result, drainSeamRows(model, system));
+  drainSeamRows(model, system);
+  await finishJob(model, system, prepared, result);
   await checkCheapInvariants(model, system);
   return 'ran';
 }
@@ -147,15 +148,19 @@ export async function runTwoJobsTogether(model: Model, system: ModelSystem): Pro
   if (!first) return 0;
   const second = await prepareJob(model, system);
   if (second && second.hour !== undefined && second.hour === first.hour) {
-    await finishJob(model, system, first, await execute(system, first), drainSeamRows(model, system));
+    const firstResult = await execute(system, first);
+    drainSeamRows(model, system);
+    await finishJob(model, system, first, firstResult);
     second.before = second.hour ? await partitionRows(system.ctx.pool, second.hour) : undefined;
-    await finishJob(model, system, second, await execute(system, second), drainSeamRows(model, system));
+    const secondResult = await execute(system, second);
+    drainSeamRows(model, system);
+    await finishJob(model, system, second, secondResult);
   } else {
     const results = await Promise.all([execute(system, first), ...(second ? [execute(system, second)] : [])]);
-    const seamKeys = drainSeamRows(model, system);
+    drainSeamRows(model, system);
     note(model, `${first.label}${second ? ` and ${second.label}` : ''} ran at the same time`);
-    await finishJob(model, system, first, results[0] as JobResult, seamKeys);
-    if (second) await finishJob(model, system, second, results[1] as JobResult, seamKeys);
+    await finishJob(model, system, first, results[0] as JobResult);
+    if (second) await finishJob(model, system, second, results[1] as JobResult);
   }
   await checkCheapInvariants(model, system);
   return second ? 2 : 1;

@@ -104,17 +104,18 @@ export function recordLateRow(model: Model, late: { hour: string; orderId: strin
 }
 
 /**
- * A publish of (b, hour) committed. `before` is what the partition held right before the job ran; late rows
- * written from inside the publish (the seam) are added by recordLateRow, before or after this, either way.
+ * A publish of (b, hour) committed. `before` is what the partition held right before the job ran. Late rows
+ * written from inside the publish (at its seam) must already be in the model's expected rows: they are carried
+ * (not in b's baseline, not staged) but were not there before, so they do not count as what b wrote.
  */
-export function recordPublish(model: Model, backfill: ModelBackfill, hour: string, before: RowMap, staged: RowMap, hookLate: Set<string>): void {
+export function recordPublish(model: Model, backfill: ModelBackfill, hour: string, before: RowMap, staged: RowMap): void {
   const baseline = backfill.staged.get(hour)?.baseline ?? new Set<string>();
   const next: RowMap = new Map(staged);
   for (const [key, row] of expectedOf(model, hour)) {
     const late = !baseline.has(key) && !staged.has(key);
     if (late) next.set(key, row);
   }
-  const wrote = new Set([...next.keys()].filter((key) => !hookLate.has(key)));
+  const wrote = new Set([...next.keys()].filter((key) => staged.has(key) || before.has(key)));
   model.publishSeq += 1;
   backfill.published.set(hour, { seq: model.publishSeq, prior: new Map(before), wrote });
   model.expected.set(hour, next);
