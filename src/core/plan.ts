@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { quoteIdent, quoteQualified, type Pool } from '../db/pool.js';
-import { withClient } from '../db/pool.js';
+import type { Pool } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import { requirePipeline, type Pipeline } from '../db/pipelines.js';
 import { BackfillError, ErrorCode } from '../errors.js';
@@ -8,8 +7,9 @@ import { announcementText } from './announcement.js';
 import type { EngineContext } from './context.js';
 import { identifyTargets, type Identified } from './identify.js';
 import { directionOf, subtractMoney, type Direction } from './money.js';
-import { replacePartition, totalOverDays } from './partitionStep.js';
+import { totalOverDays } from './partitionStep.js';
 import { listReaders, listSignedFigures, type Reader, type SignedFigure } from './readers.js';
+import { rowStoreOf, stepRows } from './rowStore.js';
 import { distinctDays, parseTargetSpec, type TargetSpec } from './time.js';
 
 export interface BackfillRequest {
@@ -39,7 +39,7 @@ export interface Plan {
   /** From a recompute run in a transaction that is rolled back: nothing is written. */
   expectedTotalAfter: string;
   /** The same preview per partition: the envelope each published partition is checked against. */
-  expected: { hour: Date; rows: number; total: string; keys: { key: unknown; measure: string }[] }[];
+  expected: { hour: Date; rows: number; total: string }[];
   /** The frozen plan's id and hash (set when the plan was recorded by planBackfill). */
   planId?: number;
   inputsHash: string;
@@ -124,27 +124,21 @@ export function announcementsFor(plan: Omit<Plan, 'announcements'>, request: Bac
 }
 
 /**
- * Runs the real step over the targets inside a transaction that is always rolled back, so the plan can say
- * which way the total will move. The per-partition locks make it wait for, never interleave with, a writer.
+ * What the step would produce for each target, and the days' total with the targets replaced by it: the step's
+ * own query, aggregated in PostgreSQL. Nothing is written (no rolled-back step, no dead rows), and no row
+ * leaves the database.
  */
 async function previewTotals(pool: Pool, pipeline: Pipeline, hours: Date[], days: string[]): Promise<{ before: string; after: string; expected: Plan['expected'] }> {
-  return withClient(pool, async (client) => {
-    await client.query('BEGIN');
-    try {
-      const before = await totalOverDays(client, pipeline, days);
-      const expected: Plan['expected'] = [];
-      for (const hour of hours) {
-        const snapshot = await replacePartition(client, pipeline, hour);
-        const { rows: keys } = await client.query<{ key: unknown; measure: string }>(
-          `SELECT backfill.row_key(to_jsonb(t), $2::text[]) AS key, coalesce((to_jsonb(t) ->> $3::text)::numeric, 0)::numeric(18,2)::text AS measure
-           FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`,
-          [hour, pipeline.keyColumns, pipeline.measureColumn]);
-        expected.push({ hour, rows: snapshot.rows, total: snapshot.total, keys });
-      }
-      const after = await totalOverDays(client, pipeline, days);
-      return { before, after, expected };
-    } finally {
-      await client.query('ROLLBACK');
-    }
-  });
+  const store = await rowStoreOf(pool, pipeline);
+  const before = await totalOverDays(pool, pipeline, days);
+  const expected: Plan['expected'] = [];
+  for (const hour of hours) {
+    const { rows } = await pool.query<{ rows: number; total: string }>(
+      `SELECT count(*)::int AS rows, coalesce(sum(q.${store.measure}), 0)::numeric(18,2)::text AS total FROM ${stepRows(store)}`, [hour]);
+    expected.push({ hour, rows: rows[0]?.rows ?? 0, total: rows[0]?.total ?? '0.00' });
+  }
+  const { rows } = await pool.query<{ after: string }>(
+    `SELECT ($1::numeric - coalesce(sum(t.${store.measure}), 0) + (SELECT coalesce(sum(x), 0) FROM unnest($3::numeric[]) x))::numeric(18,2)::text AS after
+     FROM ${store.target} t WHERE t.${store.partition} = ANY ($2::timestamptz[])`, [before, hours, expected.map((e) => e.total)]);
+  return { before, after: rows[0]?.after ?? before, expected };
 }

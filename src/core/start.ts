@@ -4,6 +4,7 @@ import { quoteIdent, quoteQualified, withTransaction, type PoolClient } from '..
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { approveIfGateOpen } from './gate.js';
+import { ensureRowStore, stepRows } from './rowStore.js';
 import { announcementsFor, buildPlan, checkFrozenPlan, type BackfillRequest, type Plan } from './plan.js';
 import { formatHourRange } from './time.js';
 
@@ -92,11 +93,13 @@ async function insertTargets(tx: PoolClient, id: number, plan: Plan): Promise<vo
      LEFT JOIN ${quoteQualified(pipeline.targetTable)} t ON t.${quoteIdent(pipeline.partitionColumn)} = e.h
      GROUP BY e.h, e.rows, e.total`,
     [id, plan.expected.map((e) => e.hour), plan.expected.map((e) => e.rows), plan.expected.map((e) => e.total)]);
-  const keyed = plan.expected.flatMap((e) => e.keys.map((k) => ({ hour: e.hour, key: JSON.stringify(k.key), measure: k.measure })));
-  await tx.query(
-    `INSERT INTO backfill.expected_rows (backfill_id, partition_hour, row_key, measure)
-     SELECT $1::bigint, h, k, m FROM unnest($2::timestamptz[], $3::jsonb[], $4::numeric[]) AS u(h, k, m)`,
-    [id, keyed.map((k) => k.hour), keyed.map((k) => k.key), keyed.map((k) => k.measure)]);
+  // The announced envelope, by key: the step's own query for each target, kept in the pipeline's store.
+  const store = await ensureRowStore(tx, pipeline);
+  for (const { hour } of plan.expected) {
+    await tx.query(
+      `INSERT INTO ${store.expected} (bf_backfill, ${[store.partition, ...store.keys].join(', ')}, bf_measure)
+       SELECT $2::bigint, ${[store.partition, ...store.keys].map((column) => `q.${column}`).join(', ')}, q.${store.measure} FROM ${stepRows(store)}`, [hour, id]);
+  }
 }
 
 async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {
