@@ -8,3 +8,9 @@ DROP TABLE backfill.stage_baselines;
 DROP TABLE backfill.preserved_rows;
 DROP TABLE backfill.expected_rows;
 DROP FUNCTION backfill.row_key(jsonb, text[]);
+
+-- A pipeline may declare a cheaper query that says what its step would produce for an hour ($1), as one row
+-- (rows bigint, total numeric): plan and start then use it instead of running the step's query, and the
+-- envelope a partition is checked against is its row count and total rather than its keys.
+ALTER TABLE backfill.pipelines ADD COLUMN estimate_sql text;
+ALTER TABLE backfill.backfills ADD COLUMN previewed_by text NOT NULL DEFAULT 'step' CHECK (previewed_by IN ('step', 'estimate'));

@@ -96,7 +96,7 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
   const target = await targetRow(tx, backfill.id, hour);
   if (target.status === 'unavailable') return { kind: 'unavailable' };
   const staged = await stagedReconciliation(tx, backfill.id, generation, hour);
-  const reason = envelopeBreach(staged, target, await againstPlan(tx, await rowStoreOf(tx, pipeline), [backfill.id, generation, hour]));
+  const reason = envelopeBreach(staged, target, await againstPlan(tx, await rowStoreOf(tx, pipeline), [backfill.id, generation, hour]), backfill.previewedBy);
   if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
   await preferHashJoins(tx);
@@ -195,6 +195,8 @@ interface AgainstPlan {
   /** Keys the staged data has that the plan did not: source rows that landed since (allowed, reported). */
   added: number;
   planned: number;
+  stagedRows: number;
+  stagedTotal: string;
 }
 
 /** Staged data against the rows the plan's preview showed (the announced envelope), by key. */
@@ -206,17 +208,26 @@ async function againstPlan(db: Queryable, store: RowStore, run: [number, number,
             (SELECT coalesce(sum(t.${store.measure}), 0)::numeric(18,2)::text FROM ${staged} AND EXISTS (SELECT 1 FROM ${expected} AND ${keysEqual(store, 't', 'e')})) AS "stagedKnown",
             (SELECT coalesce(sum(e.bf_measure), 0)::numeric(18,2)::text FROM ${expected}) AS expected,
             (SELECT count(*) FROM ${staged} AND NOT EXISTS (SELECT 1 FROM ${expected} AND ${keysEqual(store, 't', 'e')}))::int AS added,
-            (SELECT count(*) FROM ${expected})::int AS planned`, run);
+            (SELECT count(*) FROM ${expected})::int AS planned,
+            (SELECT count(*) FROM ${staged})::int AS "stagedRows",
+            (SELECT coalesce(sum(t.${store.measure}), 0)::numeric(18,2)::text FROM ${staged}) AS "stagedTotal"`, run);
   const row = rows[0];
   if (!row) throw new Error('envelope query returned no row');
   return row;
 }
 
-function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: TargetRow, plan: AgainstPlan): string | undefined {
+function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: TargetRow, plan: AgainstPlan, previewedBy: 'estimate' | 'step'): string | undefined {
   if (!staged) return 'it was never staged';
   if (staged.keysDuplicated > 0) return `${staged.keysDuplicated} duplicate key(s) in the staged data: the publish is blocked`;
   if (target.acceptedBy) return undefined;
   if (staged.keysMissing > 0) return `${staged.keysMissing} key(s) would be lost, which the plan did not predict`;
+  // An estimate gives the partition's rows and total, not its keys: those are the envelope then.
+  if (previewedBy === 'estimate') {
+    const sameRows = target.expectedRows === null || plan.stagedRows === Number(target.expectedRows);
+    const sameTotal = target.expectedTotal === null || toCents(plan.stagedTotal) === toCents(target.expectedTotal);
+    return sameRows && sameTotal ? undefined
+      : `the staged partition has ${plan.stagedRows} rows totalling ${plan.stagedTotal}, not the estimated ${target.expectedRows ?? '?'} rows totalling ${target.expectedTotal ?? '?'}`;
+  }
   if (plan.lost > 0) return `${plan.lost} row(s) the plan showed are gone from the staged data`;
   if (plan.planned > 0 && toCents(plan.stagedKnown) !== toCents(plan.expected)) {
     return `the staged total over the planned rows is ${plan.stagedKnown}, not the announced ${plan.expected}`;
@@ -228,13 +239,14 @@ interface TargetRow {
   status: string;
   rowsBefore: number;
   totalBefore: string;
+  expectedRows: string | null;
   expectedTotal: string | null;
   acceptedBy: string | null;
 }
 
 async function targetRow(db: Queryable, backfillId: number, hour: Date): Promise<TargetRow> {
   const { rows } = await db.query<TargetRow>(
-    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy"
+    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
   const row = rows[0];
   if (!row) throw new BackfillError(ErrorCode.StepFailed, `${formatHour(hour)} is not a target of backfill #${backfillId}`);

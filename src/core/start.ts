@@ -4,8 +4,8 @@ import { quoteIdent, quoteQualified, withTransaction, type PoolClient } from '..
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { approveIfGateOpen } from './gate.js';
-import { ensureRowStore, stepRows } from './rowStore.js';
-import { announcementsFor, buildPlan, checkFrozenPlan, type BackfillRequest, type Plan } from './plan.js';
+import { ensureRowStore } from './rowStore.js';
+import { announcementsFor, buildPlan, checkFrozenPlan, previewTotals, withPreview, type BackfillRequest, type Plan } from './plan.js';
 import { formatHourRange } from './time.js';
 
 export interface StartResult {
@@ -21,12 +21,16 @@ export interface StartResult {
  * the gate opens in the same transaction.
  */
 export async function startBackfill(ctx: EngineContext, request: BackfillRequest): Promise<StartResult> {
-  const plan = await buildPlan(ctx, request);
-  if (request.planId !== undefined) await checkFrozenPlan(ctx, request.planId, plan);
-  const { pipeline, identified } = plan;
+  const unpreviewed = await buildPlan(ctx, request, { preview: false });
+  if (request.planId !== undefined) await checkFrozenPlan(ctx, request.planId, unpreviewed);
+  const { pipeline, identified } = unpreviewed;
   try {
     return await withTransaction(ctx.pool, async (tx) => {
-      const id = await insertBackfillRow(tx, plan, request, ctx.config.CAPACITY_LIMIT);
+      const id = await insertBackfillRow(tx, unpreviewed, request, ctx.config.CAPACITY_LIMIT);
+      // The preview runs once, here: its per-key rows become the envelope in the same statements.
+      await ensureRowStore(tx, pipeline);
+      const plan = withPreview(unpreviewed, await previewTotals(tx, pipeline, identified.hours, unpreviewed.days, { backfillId: id }), request);
+      await tx.query('UPDATE backfill.backfills SET previewed_by = $2::text WHERE id = $1::bigint', [id, plan.previewedBy]);
       await insertTargets(tx, id, plan);
       const announcements = announcementsFor(plan, request, id);
       await insertReaders(tx, id, plan, announcements);
@@ -56,7 +60,7 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       return { backfill: await requireBackfill(tx, id), plan, announcements };
     });
   } catch (error) {
-    if ((error as { code?: unknown }).code === '23P01') throw await overlapError(ctx, request, plan);
+    if ((error as { code?: unknown }).code === '23P01') throw await overlapError(ctx, request, unpreviewed);
     throw error;
   }
 }
@@ -93,13 +97,6 @@ async function insertTargets(tx: PoolClient, id: number, plan: Plan): Promise<vo
      LEFT JOIN ${quoteQualified(pipeline.targetTable)} t ON t.${quoteIdent(pipeline.partitionColumn)} = e.h
      GROUP BY e.h, e.rows, e.total`,
     [id, plan.expected.map((e) => e.hour), plan.expected.map((e) => e.rows), plan.expected.map((e) => e.total)]);
-  // The announced envelope, by key: the step's own query for each target, kept in the pipeline's store.
-  const store = await ensureRowStore(tx, pipeline);
-  for (const { hour } of plan.expected) {
-    await tx.query(
-      `INSERT INTO ${store.expected} (bf_backfill, ${[store.partition, ...store.keys].join(', ')}, bf_measure)
-       SELECT $2::bigint, ${[store.partition, ...store.keys].map((column) => `q.${column}`).join(', ')}, q.${store.measure} FROM ${stepRows(store)}`, [hour, id]);
-  }
 }
 
 async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {
