@@ -10,6 +10,7 @@ import { directionOf, subtractMoney, type Direction } from './money.js';
 import { totalOverDays } from './partitionStep.js';
 import { listReaders, listSignedFigures, type Reader, type SignedFigure } from './readers.js';
 import { rowStoreOf, stepRows, type RowStore } from './rowStore.js';
+import { sizePlan, type SizeVerdict } from './sizing.js';
 import { distinctDays, parseTargetSpec, type TargetSpec } from './time.js';
 
 export interface BackfillRequest {
@@ -42,6 +43,8 @@ export interface Plan {
   expected: { hour: Date; rows: number; total: string }[];
   /** Where the expected figures come from: the pipeline's estimate query, or the step's own query run in full. */
   previewedBy: 'estimate' | 'step';
+  /** The rows and bytes it would stage and keep, and the capacity limits it is over (set by planBackfill; start records its own). */
+  size?: SizeVerdict;
   /** The frozen plan's id and hash (set when the plan was recorded by planBackfill). */
   planId?: number;
   inputsHash: string;
@@ -51,7 +54,8 @@ export interface Plan {
 
 /** Everything a backfill would do, computed without writing anything but an audit event. */
 export async function planBackfill(ctx: EngineContext, request: BackfillRequest): Promise<Plan> {
-  const plan = await buildPlan(ctx, request);
+  const built = await buildPlan(ctx, request);
+  const plan = { ...built, size: await sizePlan(ctx.pool, built, ctx.config) };
   // The plan is frozen: its inputs and their hash are kept, so `start` from it can refuse if they changed.
   const { rows } = await ctx.pool.query<{ id: number }>(
     `INSERT INTO backfill.plans (pipeline, target, inputs_hash, inputs, created_by) VALUES ($1::text, $2::text, $3::text, $4::jsonb, $5::text) RETURNING id`,
@@ -59,7 +63,7 @@ export async function planBackfill(ctx: EngineContext, request: BackfillRequest)
   const planId = rows[0]?.id;
   await recordEvent(ctx.pool, {
     actor: request.actor, kind: 'planned',
-    detail: { planId, pipeline: plan.pipeline.name, target: request.target, partitions: plan.identified.hours.length, reason: request.reason, hash: plan.inputsHash },
+    detail: { planId, pipeline: plan.pipeline.name, target: request.target, partitions: plan.identified.hours.length, reason: request.reason, hash: plan.inputsHash, size: plan.size },
   });
   return planId === undefined ? plan : { ...plan, planId };
 }

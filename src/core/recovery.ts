@@ -7,6 +7,7 @@ import type { EngineContext } from './context.js';
 import { lockPartition } from './partitionStep.js';
 import { liveSource, runSource } from './reconcile.js';
 import { keysEqual, rowStoreOf, runRows, type RowStore } from './rowStore.js';
+import { refuseIfUndoPruned } from './retention.js';
 import { preferHashJoins } from './stagePublish.js';
 import { moveSteps } from './stepClaims.js';
 import { ROLLBACK_SUFFIX } from './stepGraph.js';
@@ -127,6 +128,7 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
       throw new BackfillError(ErrorCode.WrongState, `Backfill #${backfill.id} published no partition: the live data is what it was before, so there is nothing to roll back.`);
     }
     await refuseUnlessLatest(tx, backfill, published);
+    await refuseIfUndoPruned(tx, backfill.id);
     await refuseIfOthersInFlight(tx, backfill);
     const store = await rowStoreOf(tx, pipeline);
     const problems: string[] = [];

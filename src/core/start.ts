@@ -5,6 +5,7 @@ import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { approveIfGateOpen } from './gate.js';
 import { ensureRowStore } from './rowStore.js';
+import { recordSize } from './sizing.js';
 import { announcementsFor, buildPlan, checkFrozenPlan, previewTotals, withPreview, type BackfillRequest, type Plan } from './plan.js';
 import { formatHourRange } from './time.js';
 
@@ -31,6 +32,8 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       await ensureRowStore(tx, pipeline);
       const plan = withPreview(unpreviewed, await previewTotals(tx, pipeline, identified.hours, unpreviewed.days, { backfillId: id }), request);
       await tx.query('UPDATE backfill.backfills SET previewed_by = $2::text WHERE id = $1::bigint', [id, plan.previewedBy]);
+      // Capacity: partitions and rows, once the preview knows the rows; over either limit, a second operator approves.
+      await recordSize(tx, id, plan, ctx.config);
       await insertTargets(tx, id, plan);
       const announcements = announcementsFor(plan, request, id);
       await insertReaders(tx, id, plan, announcements);
