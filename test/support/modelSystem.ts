@@ -1,0 +1,298 @@
+// The real system under the model-based test: a database cloned from the seeded template, a queue prefix of its
+// own in the real Redis, and a BullMQ worker that fetches jobs by hand (no processor, no timers) so the test
+// decides which job runs when. Each job goes through the real step processor (jobs/stepProcessor.ts).
+//
+// NOTE: the clone of the next run's database is started while the current run works (it costs ~0.1 s of a run
+// that costs about a second), and databases are dropped in the background; closeModelSystems() waits for both.
+
+import { randomUUID } from 'node:crypto';
+import { Worker, type Job, type Queue } from 'bullmq';
+import pg from 'pg';
+import { STEP_QUEUE } from '../../jobs/registry.js';
+import { createStepProcessor } from '../../jobs/stepProcessor.js';
+import type { StepContext } from '../../src/core/steps.js';
+import { createStepQueue, redisConnection } from '../../src/queue/stepQueue.js';
+import { createTestEngine, type TestEngine } from './engine.js';
+import { ModelMessenger } from './modelMessenger.js';
+
+export const OPERATOR = 'U07ONCALL';
+/** The demo's day and the part of it the model's backfills cover: two overlapping hour ranges of night 15. */
+export const DAY = '2026-11-15';
+export const MODEL_HOURS = ['05', '06', '07', '08'].map((h) => new Date(`${DAY}T${h}:00:00Z`).toISOString());
+/** Every hour of the day whose rows the final check compares (outside the targets nothing may change). */
+export const DAY_HOURS = Array.from({ length: 24 }, (_, h) => new Date(Date.UTC(2026, 10, 15, h)).toISOString());
+/** The id space of late rows: far above the demo's order ids, so a late row never collides with a staged one. */
+const LATE_ORDER_BASE = 9_000_000_000;
+
+/** A partition's rows by key (order_id), each as its jsonb text: comparable with staged and preserved rows. */
+export type RowMap = Map<string, string>;
+
+export interface LateRow {
+  hour: string;
+  orderId: string;
+  row: string;
+  /** Written from the publish's own test seam, between its writes and its commit. */
+  duringPublish: boolean;
+}
+
+/** Acts at the publish seam of (backfill, hour); returns false to wait for another publish. */
+export type SeamAction = (backfillId: number, hour: string) => Promise<boolean>;
+
+/** A job taken from Redis by a worker that then died: its lock is never renewed nor released. */
+export interface AbandonedJob {
+  job: Job;
+  token: string;
+  /** The claim the dead worker took in Postgres (none when the step was not claimable). */
+  claim?: DeadClaim;
+}
+
+export interface DeadClaim {
+  backfillId: number;
+  kind: string;
+  key: string;
+  token: string;
+  /** When its lease runs out (epoch ms, the database's clock): nobody may claim the step before. */
+  leaseUntil: number;
+  /** The last timeline event when it claimed: a later step_started of the step is whoever claimed it next. */
+  afterEventId: number;
+}
+
+/** What the database's schema offers: the model also runs against the engine before migration 0005 (48f2591). */
+export interface SchemaFeatures {
+  /** backfill_steps.claim_token / lease_expires_at */
+  leases: boolean;
+  /** backfill_targets.breach */
+  breach: boolean;
+  /** backfill.partition_generations */
+  generations: boolean;
+  /** backfill_consumers.undeliverable */
+  undeliverable: boolean;
+}
+
+export interface ModelSystem {
+  ctx: StepContext;
+  schema: SchemaFeatures;
+  messenger: ModelMessenger;
+  queue: Queue;
+  worker: Worker;
+  process: (job: Job) => Promise<unknown>;
+  /** Another connection: normal ingestion's late rows and changes to the source. */
+  writer: pg.Client;
+  leaseMs: number;
+  abandoned: AbandonedJob[];
+  /** Every claim a dead worker took in this run (kept after its job is recovered). */
+  deadClaims: DeadClaim[];
+  /**
+   * One-shot actions at the publish seam (a publish has done its writes and is about to run its commit
+   * checks): each is offered every publish until it says it fired.
+   */
+  seam: SeamAction[];
+  /** Late rows the seam wrote since the model last looked. */
+  firedLate: LateRow[];
+  /** Connections the test ended under a publish: each may surface once as a raw connection error. */
+  connectionsKilled: number;
+  /** Errors checked-out pool clients emitted (their connection died between queries). */
+  droppedConnections: string[];
+  /** Work started from the seam that may outlive the job (a stop waiting for the publish's locks). */
+  pending: Promise<unknown>[];
+  /** Waits for that work; a failure in it fails the run. */
+  settlePending(): Promise<void>;
+  nextLateId: number;
+  close(): Promise<void>;
+}
+
+let spare: Promise<TestEngine> | undefined;
+const background: Promise<unknown>[] = [];
+
+function engineEnv(): Record<string, string> {
+  return {
+    JOB_ATTEMPTS: '3',
+    JOB_BACKOFF_MS: '5',
+    // Reminders are delayed jobs due an hour after the announcement: never within a run.
+    ANNOUNCE_REMINDER_MS: '3600000',
+    STEP_LEASE_MS: '250',
+    WORKER_CONCURRENCY: '1',
+  };
+}
+
+async function takeEngine(): Promise<TestEngine> {
+  const engine = await (spare ?? createTestEngine('month-end', engineEnv()));
+  spare = createTestEngine('month-end', engineEnv());
+  // A clone that fails is reported by the run that takes it.
+  spare.catch(() => undefined);
+  return engine;
+}
+
+export async function createModelSystem(options: { waveSize: number }): Promise<ModelSystem> {
+  const engine = await takeEngine();
+  // NOTE: a pool client whose connection dies while it is checked out but between queries (the test ends the
+  // session of a publish waiting at its seam) emits 'error' with nobody listening, which would crash the
+  // process; src/db/pool.ts listens on idle clients only. The model listens on every client, so the run goes
+  // on and the step's next query fails as "not queryable". Reported as a finding of this test.
+  const droppedConnections: string[] = [];
+  engine.ctx.pool.on('connect', (client) => {
+    client.on('error', (error) => droppedConnections.push(error.message));
+  });
+  const messenger = new ModelMessenger();
+  const writer = new pg.Client({ connectionString: engine.ctx.config.DATABASE_URL, application_name: 'backfill-bot-model-writer' });
+  await writer.connect();
+  const config = { ...engine.ctx.config, WAVE_SIZE: options.waveSize };
+  const system: ModelSystem = {
+    ctx: { pool: engine.ctx.pool, config, messenger },
+    schema: await schemaFeatures(engine.ctx.pool),
+    messenger,
+    queue: createStepQueue(config),
+    worker: new Worker(STEP_QUEUE, null, {
+      connection: redisConnection(config), prefix: config.QUEUE_PREFIX,
+      autorun: false, skipStalledCheck: true, skipLockRenewal: true, lockDuration: 60_000,
+    }),
+    process: async () => undefined,
+    writer,
+    leaseMs: config.STEP_LEASE_MS,
+    abandoned: [],
+    deadClaims: [],
+    seam: [],
+    firedLate: [],
+    connectionsKilled: 0,
+    droppedConnections,
+    pending: [],
+    async settlePending() {
+      await Promise.all(this.pending.splice(0));
+    },
+    nextLateId: LATE_ORDER_BASE,
+    async close() {
+      await this.worker.close(true).catch(() => undefined);
+      await this.queue.obliterate({ force: true }).catch(() => undefined);
+      await this.queue.close().catch(() => undefined);
+      await writer.end().catch(() => undefined);
+      // engine.close() obliterates (again, cheaply) and drops the database.
+      background.push(engine.close().catch((error: unknown) => console.error(`model: dropping a run's database failed: ${String(error)}`)));
+    },
+  };
+  system.ctx.hooks = {
+    beforeFenceCheck: async (backfillId: number, hour: Date) => {
+      for (const action of [...system.seam]) {
+        if (await action(backfillId, hour.toISOString())) system.seam.splice(system.seam.indexOf(action), 1);
+      }
+    },
+  };
+  const processor = createStepProcessor(system.ctx, system.queue);
+  system.process = processor;
+  return system;
+}
+
+async function schemaFeatures(db: pg.Pool): Promise<SchemaFeatures> {
+  const { rows } = await db.query<SchemaFeatures>(
+    `SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'backfill' AND table_name = 'backfill_steps' AND column_name = 'lease_expires_at') AS leases,
+            EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'backfill' AND table_name = 'backfill_targets' AND column_name = 'breach') AS breach,
+            EXISTS (SELECT 1 FROM information_schema.tables WHERE table_schema = 'backfill' AND table_name = 'partition_generations') AS generations,
+            EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'backfill' AND table_name = 'backfill_consumers' AND column_name = 'undeliverable') AS undeliverable`);
+  return rows[0] ?? { leases: false, breach: false, generations: false, undeliverable: false };
+}
+
+/** Waits for the databases being dropped and drops the spare clone. */
+export async function closeModelSystems(): Promise<void> {
+  const pending = spare;
+  spare = undefined;
+  if (pending) background.push(pending.then((engine) => engine.close(), () => undefined));
+  await Promise.all(background.splice(0));
+}
+
+/** A row another writer commits into a target hour: a fresh key, from its own connection (autocommit). */
+export async function insertLateRow(system: ModelSystem, hour: string): Promise<Omit<LateRow, 'duringPublish'>> {
+  system.nextLateId += 1;
+  const { rows } = await system.writer.query<{ k: string; v: string }>(
+    `INSERT INTO warehouse.orders AS o (partition_hour, order_id, shard, merchant_id, currency, amount_local, fx_rate, amount_base)
+     VALUES ($1::timestamptz, $2::bigint, 1, 4242, 'EUR', 100.00, 1.000000, 100.00)
+     RETURNING o.order_id::text AS k, to_jsonb(o)::text AS v`,
+    [hour, system.nextLateId]);
+  const row = rows[0];
+  if (!row) throw new Error('the late row insert returned nothing');
+  return { hour, orderId: row.k, row: row.v };
+}
+
+export interface JobResult {
+  ran: true;
+  name: string;
+  data: Record<string, unknown>;
+  outcome?: unknown;
+  error?: unknown;
+}
+
+export async function takeNextJob(system: ModelSystem): Promise<{ job: Job; token: string } | undefined> {
+  const token = randomUUID();
+  const job = await system.worker.getNextJob(token, { block: false });
+  return job ? { job, token } : undefined;
+}
+
+/** A job that runs longer than this is stuck (a lock wait nobody will end): the run fails saying so. */
+export const JOB_TIMEOUT_MS = 20_000;
+
+export class JobTimeout extends Error {
+  constructor(readonly jobName: string) {
+    super(`the ${jobName} job did not finish within ${JOB_TIMEOUT_MS} ms`);
+  }
+}
+
+function withinTimeout<T>(work: Promise<T>, jobName: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new JobTimeout(jobName)), JOB_TIMEOUT_MS);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Runs a taken job through the real processor and hands it back to BullMQ as completed or failed. */
+export async function processTaken(system: ModelSystem, taken: { job: Job; token: string }): Promise<JobResult> {
+  const { job, token } = taken;
+  const data = (job.data ?? {}) as Record<string, unknown>;
+  let result: JobResult;
+  try {
+    result = { ran: true, name: job.name, data, outcome: await withinTimeout(system.process(job), job.name) };
+  } catch (error) {
+    if (error instanceof JobTimeout) throw error;
+    result = { ran: true, name: job.name, data, error };
+  }
+  try {
+    if (result.error === undefined) await job.moveToCompleted(result.outcome, token, false);
+    else await job.moveToFailed(result.error instanceof Error ? result.error : new Error(String(result.error)), token, false);
+  } catch (error) {
+    // Redis lost the job while it ran (emptied under it): the worker cannot report it; the database knows.
+    if (!/Missing (key|lock) for job/.test(error instanceof Error ? error.message : String(error))) throw error;
+  }
+  return result;
+}
+
+export async function partitionRows(db: pg.Pool | pg.Client, hour: string): Promise<RowMap> {
+  const { rows } = await db.query<{ k: string; v: string }>(
+    'SELECT order_id::text AS k, to_jsonb(t)::text AS v FROM warehouse.orders t WHERE partition_hour = $1::timestamptz', [hour]);
+  return new Map(rows.map((r) => [r.k, r.v]));
+}
+
+export async function dayRows(db: pg.Pool): Promise<Map<string, RowMap>> {
+  const { rows } = await db.query<{ h: Date; k: string; v: string }>(
+    `SELECT partition_hour AS h, order_id::text AS k, to_jsonb(t)::text AS v FROM warehouse.orders t
+     WHERE partition_hour >= $1::timestamptz AND partition_hour < $1::timestamptz + interval '1 day'`, [`${DAY}T00:00:00Z`]);
+  const byHour = new Map<string, RowMap>(DAY_HOURS.map((h) => [h, new Map()]));
+  for (const r of rows) byHour.get(r.h.toISOString())?.set(r.k, r.v);
+  return byHour;
+}
+
+// Staged and preserved rows went through Node as JSON (the stage reads them back from a rolled-back savepoint),
+// so 1.500000 may come back as 1.5: both are read as the table's row type first, which gives the live form.
+const AS_LIVE_ROW = `to_jsonb(jsonb_populate_record(NULL::warehouse.orders, row_data))::text`;
+
+/** The rows a backfill staged for a partition (its generation), by key, in the form the live table gives. */
+export async function stagedRows(db: pg.Pool, backfillId: number, hour: string): Promise<RowMap> {
+  const { rows } = await db.query<{ k: string; v: string }>(
+    `SELECT s.row_data ->> 'order_id' AS k, ${AS_LIVE_ROW.replace('row_data', 's.row_data')} AS v FROM backfill.staged_rows s JOIN backfill.backfills b ON b.id = s.backfill_id
+     WHERE s.backfill_id = $1::bigint AND s.partition_hour = $2::timestamptz AND s.generation = b.generation`, [backfillId, hour]);
+  return new Map(rows.map((r) => [r.k, r.v]));
+}
+
+/** Every row a backfill saved before replacing a partition (whatever generation it filed them under). */
+export async function preservedRows(db: pg.Pool, backfillId: number, hour: string): Promise<Set<string>> {
+  const { rows } = await db.query<{ v: string }>(
+    `SELECT DISTINCT ${AS_LIVE_ROW} AS v FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
+  return new Set(rows.map((r) => r.v));
+}
