@@ -28,3 +28,8 @@ export const staleReaderPayloadSchema = z.object({
   consumer: z.string().min(1),
   period: z.string().regex(/^\d{4}-\d{2}-\d{2}$/),
 });
+
+/** Drop the staged and saved rows no rollback can need any more (a job scheduler, every RETENTION_INTERVAL_MS). */
+export const RETENTION_JOB = 'retention';
+
+export const retentionPayloadSchema = z.object({});

@@ -2,16 +2,23 @@ import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import { executeStep, type StepContext, type StepOutcome } from '../src/core/steps.js';
 import { isBackfillError } from '../src/errors.js';
 import { dispatch } from '../src/queue/stepQueue.js';
-import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from './registry.js';
+import { REMIND_JOB, remindPayloadSchema, RETENTION_JOB, retentionPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from './registry.js';
 import { tellStaleReader } from '../src/core/catchUps.js';
 import { sendReminder } from '../src/core/reminders.js';
+import { pruneStoredRows, RETENTION_ACTOR } from '../src/core/retention.js';
 
 /**
  * A thin shell over the core: parse, run the step, enqueue whatever became runnable. The core records a
  * failure against the step; on the last attempt (or one that retrying cannot fix) BullMQ is told not to retry.
  */
 export function createStepProcessor(ctx: StepContext, queue: Queue) {
-  return async (job: Job): Promise<StepOutcome | 'reminded' | 'not_due' | 'told'> => {
+  return async (job: Job): Promise<StepOutcome | 'reminded' | 'not_due' | 'told' | { pruned: number }> => {
+    if (job.name === RETENTION_JOB) {
+      retentionPayloadSchema.parse(job.data);
+      // Only what no rollback can need: the rows of a backfill whose rollback is still allowed wait for an operator.
+      const pruned = await pruneStoredRows(ctx, { actor: RETENTION_ACTOR, includeRollbackRows: false });
+      return { pruned: pruned.length };
+    }
     if (job.name === STALE_READER_JOB) {
       return (await tellStaleReader(ctx, staleReaderPayloadSchema.parse(job.data))) ? 'told' : 'already_done';
     }

@@ -46,6 +46,16 @@ export const configSchema = z.object({
   MAX_PARTITIONS: positiveInt('MAX_PARTITIONS', 48),
   // More partitions than this need a second operator's approval.
   CAPACITY_LIMIT: positiveInt('CAPACITY_LIMIT', 24),
+  // More rows than this (written or replaced, from the preview) also need a second operator's approval.
+  CAPACITY_ROWS_LIMIT: positiveInt('CAPACITY_ROWS_LIMIT', 2_000_000),
+  // Every statement the bot runs is cancelled by PostgreSQL after this long (set on each pool connection), and
+  // every wait for a lock after LOCK_TIMEOUT_MS: nothing the bot starts can run or wait unbounded.
+  STATEMENT_TIMEOUT_MS: positiveInt('STATEMENT_TIMEOUT_MS', 15 * 60_000),
+  LOCK_TIMEOUT_MS: positiveInt('LOCK_TIMEOUT_MS', 5 * 60_000),
+  // Staged and saved rows of finished backfills older than this many days are dropped (see README, Retention),
+  // by a job that runs every RETENTION_INTERVAL_MS.
+  RETENTION_DAYS: positiveInt('RETENTION_DAYS', 30),
+  RETENTION_INTERVAL_MS: positiveInt('RETENTION_INTERVAL_MS', 60 * 60_000),
   // After the one-partition canary, partitions are published in waves of this size, each reconciled first.
   WAVE_SIZE: positiveInt('WAVE_SIZE', 4),
   JOB_ATTEMPTS: positiveInt('JOB_ATTEMPTS', 3),

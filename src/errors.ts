@@ -18,6 +18,10 @@ export const ErrorCode = {
   Undeliverable: 'undeliverable',
   /** Another worker holds this step's claim, or took it over: this run's writes do not commit. */
   ClaimLost: 'claim_lost',
+  /** PostgreSQL cancelled a statement that ran past STATEMENT_TIMEOUT_MS, or waited past LOCK_TIMEOUT_MS for a lock. */
+  Timeout: 'timeout',
+  /** A statement was cancelled on request: its worker was stopping (or someone ran pg_cancel_backend). */
+  Cancelled: 'statement_cancelled',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

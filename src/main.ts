@@ -1,6 +1,6 @@
 import { loadConfig, requireSlack } from './config.js';
 import { migrate } from './db/migrate.js';
-import { createPool, ensureDatabase } from './db/pool.js';
+import { createPool, ensureDatabase, poolBounds } from './db/pool.js';
 import { runService } from './processLifecycle.js';
 import { createSlackApp } from './slack/app.js';
 
@@ -10,7 +10,7 @@ runService(async () => {
   const config = loadConfig();
   const slack = requireSlack(config);
   await ensureDatabase(config.DATABASE_URL);
-  const pool = createPool(config.DATABASE_URL, 'backfill-bot');
+  const pool = createPool(config.DATABASE_URL, 'backfill-bot', poolBounds(config));
   await migrate(pool);
   const bot = await createSlackApp({ ctx: { pool, config }, slack });
   await bot.start(config.PORT);

@@ -1,7 +1,8 @@
 import { Worker, type Queue } from 'bullmq';
 import { createStepProcessor } from '../jobs/stepProcessor.js';
-import { STEP_QUEUE } from '../jobs/registry.js';
+import { RETENTION_JOB, STEP_QUEUE } from '../jobs/registry.js';
 import type { StepContext } from './core/steps.js';
+import { cancelRunningStatements } from './db/pool.js';
 import { createStepQueue, dispatch, redisConnection, removeQueuedJobs } from './queue/stepQueue.js';
 
 export interface Workers {
@@ -16,12 +17,14 @@ export interface Workers {
 
 const SWEEP_MS = 5_000;
 const CLOSE_DEADLINE_MS = 10_000;
+/** After cancelling, how long the cancelled steps get to give their claims back before the worker is forced shut. */
+const CANCEL_GRACE_MS = 2_000;
 
 /**
  * Starts the step worker and the dispatcher sweep. Several processes may run this against one Redis and one
  * database: job ids and the step rows keep them from doing anything twice.
  */
-export async function startWorkers(ctx: StepContext, options: { sweepMs?: number } = {}): Promise<Workers> {
+export async function startWorkers(ctx: StepContext, options: { sweepMs?: number; closeDeadlineMs?: number } = {}): Promise<Workers> {
   const queue = createStepQueue(ctx.config);
   const worker = new Worker(STEP_QUEUE, createStepProcessor(ctx, queue), {
     connection: redisConnection(ctx.config),
@@ -30,6 +33,7 @@ export async function startWorkers(ctx: StepContext, options: { sweepMs?: number
   });
   worker.on('error', (error) => console.error(`worker: ${error.message}`));
   await worker.waitUntilReady();
+  await scheduleRetention(queue, ctx.config.RETENTION_INTERVAL_MS);
   const kick = async (backfillId?: number) => {
     await dispatch(ctx, queue, backfillId);
   };
@@ -49,13 +53,42 @@ export async function startWorkers(ctx: StepContext, options: { sweepMs?: number
     worker,
     kick,
     dequeue: (backfillId: number) => removeQueuedJobs(queue, backfillId),
-    async close() {
-      clearInterval(timer);
-      // worker.close() waits for active jobs with no bound of its own (and can hang while Redis is away).
-      const closed = worker.close().then(() => true);
-      const timedOut = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), CLOSE_DEADLINE_MS).unref());
-      if (!(await Promise.race([closed, timedOut]))) await worker.close(true);
-      await queue.close();
-    },
+    close: () => closeWorker(ctx, worker, queue, timer, options.closeDeadlineMs ?? CLOSE_DEADLINE_MS),
   };
+}
+
+/**
+ * Stops taking jobs and waits for the running ones until the deadline. Past it, every statement the context's
+ * pool still runs (the process is stopping: the pool is its own) is cancelled in PostgreSQL (their transactions roll back and their steps go back to pending for
+ * another worker, whose claim check makes the retry safe), then the worker is closed by force: nothing the
+ * process started keeps running in the database after it is gone.
+ */
+async function closeWorker(ctx: StepContext, worker: Worker, queue: Queue, timer: NodeJS.Timeout, deadlineMs: number): Promise<void> {
+  clearInterval(timer);
+  // worker.close() waits for active jobs with no bound of its own (and can hang while Redis is away).
+  const closed = worker.close().then(() => true);
+  if (!(await within(closed, deadlineMs))) {
+    const cancelled = await cancelRunningStatements(ctx.pool).catch((error: unknown) => {
+      console.error(`worker close: could not cancel running statements: ${(error as Error).message}`);
+      return 0;
+    });
+    if (cancelled > 0) console.error(`worker close: cancelled ${cancelled} statement(s) still running after ${deadlineMs} ms`);
+    if (!(await within(closed, CANCEL_GRACE_MS))) await worker.close(true);
+  }
+  await queue.close();
+}
+
+async function within(done: Promise<boolean>, ms: number): Promise<boolean> {
+  const timedOut = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms).unref());
+  return Promise.race([done, timedOut]);
+}
+
+/**
+ * One retention job per interval for every worker of this queue (the scheduler's id is fixed, so each worker's
+ * upsert is the same schedule): it drops the rows no rollback can need any more (src/core/retention.ts).
+ */
+async function scheduleRetention(queue: Queue, everyMs: number): Promise<void> {
+  await queue.upsertJobScheduler(RETENTION_JOB, { every: everyMs }, {
+    name: RETENTION_JOB, data: {}, opts: { attempts: 1, removeOnComplete: { count: 20 }, removeOnFail: { count: 50 } },
+  });
 }

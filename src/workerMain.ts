@@ -1,7 +1,7 @@
 import { App, LogLevel } from '@slack/bolt';
 import { loadConfig, requireSlack } from './config.js';
 import { migrate } from './db/migrate.js';
-import { createPool, ensureDatabase } from './db/pool.js';
+import { createPool, ensureDatabase, poolBounds } from './db/pool.js';
 import { runService } from './processLifecycle.js';
 import { SlackMessenger } from './slack/messenger.js';
 import { startWorkers } from './worker.js';
@@ -13,7 +13,7 @@ runService(async () => {
   const config = loadConfig();
   const slack = requireSlack(config);
   await ensureDatabase(config.DATABASE_URL);
-  const pool = createPool(config.DATABASE_URL, 'backfill-worker');
+  const pool = createPool(config.DATABASE_URL, 'backfill-worker', poolBounds(config));
   await migrate(pool);
   // A Bolt App is used only for its configured Web API client; no receiver is started.
   const app = new App({ token: slack.botToken, signingSecret: slack.signingSecret, logLevel: LogLevel.WARN,

@@ -12,6 +12,7 @@ import { continueBackfill, rollbackBackfill, stopBackfill } from '../core/recove
 import { createStepQueue, removeQueuedJobs } from '../queue/stepQueue.js';
 import { planBackfill } from '../core/plan.js';
 import { recordingRefusals } from '../core/refusals.js';
+import { listRetention, pruneStoredRows } from '../core/retention.js';
 import { startBackfill } from '../core/start.js';
 import { loadBackfillReport } from '../core/status.js';
 import { tick } from '../core/tick.js';
@@ -19,9 +20,9 @@ import { formatHour, leadingHours, parseHour } from '../core/time.js';
 import { listRecentBackfills } from '../db/backfills.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
-import { createPool, ensureDatabase } from '../db/pool.js';
+import { createPool, ensureDatabase, explainCancellation, poolBounds } from '../db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
-import { renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderStatus, renderTick, renderTimeline } from '../views/text.js';
+import { renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
 
 const USAGE = `backfill <command> [arguments] [--as <user>]
@@ -45,6 +46,8 @@ const USAGE = `backfill <command> [arguments] [--as <user>]
   signer add|remove <report> <user>             who may sign which report; signer list [report]
   delegate add|remove <owner> <user>            who may acknowledge or hold for an owner; delegate list
   export <id> [--format md|json] [--out <file>] the incident package: the log row and the whole timeline
+  retention [id] [--prune]                      stored rows past RETENTION_DAYS: what would go (rows, bytes);
+                                                --prune drops them, including rows a rollback could still need
   worker                                        run the step workers until interrupted
   migrate                                       apply database migrations
 
@@ -64,6 +67,7 @@ async function main(argv: string[]): Promise<number> {
       format: { type: 'string', default: 'md' },
       out: { type: 'string' },
       wait: { type: 'boolean', default: false },
+      prune: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -74,7 +78,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const config = loadConfig();
   await ensureDatabase(config.DATABASE_URL);
-  const pool = createPool(config.DATABASE_URL, 'backfill-cli');
+  const pool = createPool(config.DATABASE_URL, 'backfill-cli', poolBounds(config));
   const ctx: EngineContext = { pool, config };
   const actor = values.as ?? `cli:${userInfo().username}`;
   try {
@@ -92,6 +96,7 @@ interface Options {
   plan?: string | undefined;
   until?: string | undefined;
   wait?: boolean | undefined;
+  prune?: boolean | undefined;
   format?: string | undefined;
   out?: string | undefined;
 }
@@ -262,6 +267,15 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
       }
       return 0;
     }
+    case 'retention': {
+      const id = args[0] === undefined ? undefined : backfillId(args[0]);
+      if (!options.prune) {
+        console.log(renderRetention(await listRetention(ctx, { backfillId: id })));
+        return 0;
+      }
+      console.log(renderPruned(await pruneStoredRows(ctx, { actor, includeRollbackRows: true, backfillId: id })));
+      return 0;
+    }
     case 'worker': {
       const { startWorkers } = await import('../worker.js');
       const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line)) });
@@ -295,7 +309,8 @@ function backfillId(text: string | undefined): number {
   return Number(text);
 }
 
-main(process.argv.slice(2)).then((code) => process.exit(code), (error: unknown) => {
+main(process.argv.slice(2)).then((code) => process.exit(code), (raw: unknown) => {
+  const error = explainCancellation(raw);
   console.error(isBackfillError(error) ? error.message : error);
   process.exit(isBackfillError(error) ? 1 : 70);
 });

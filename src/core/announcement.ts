@@ -14,6 +14,8 @@ export interface AnnouncementInput {
   /** Totals over the affected days now and after the change, from the step run in a rolled-back preview. */
   totalBefore: string;
   expectedTotalAfter: string;
+  /** The pipeline's estimate query, or the step's own query run in full. */
+  previewedBy: 'estimate' | 'step';
   days: string[];
   reader: Reader;
   signed: SignedFigure[];
@@ -48,7 +50,9 @@ export function announcementText(input: AnnouncementInput): string {
   lines.push(`Expected direction of the change: ${DIRECTION_TEXT[input.direction]}.`);
   lines.push(`Expected new total for ${input.days.join(', ')}: ${formatMoney(input.expectedTotalAfter)} ` +
     `(${formatSignedMoney(subtractMoney(input.expectedTotalAfter, input.totalBefore))} from ${formatMoney(input.totalBefore)} now), ` +
-    'from a preview of the step; each partition is checked against it before it is published.');
+    (input.previewedBy === 'estimate'
+      ? "from the pipeline's estimate; each partition's rows and total are checked against it before it is published."
+      : 'from a preview of the step; each partition is checked against it, row by row, before it is published.'));
   lines.push(reader.notifyRule === 'before'
     ? `When: it runs once ${input.gateOwners.map((owner) => `<@${owner}>`).join(', ')} acknowledge${input.gateOwners.length === 1 ? 's' : ''}; nothing is deleted before. Please acknowledge or hold.`
     : `When: as soon as the owners who must acknowledge have; you will be told the result after the run.`);

@@ -3,6 +3,7 @@ import { recordEvent } from '../db/events.js';
 import { withTransaction, type PoolClient, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
+import { formatCount, recordedSize } from './sizing.js';
 import { moveSteps } from './stepClaims.js';
 import { transition, wrongState } from './stateMachine.js';
 
@@ -102,15 +103,18 @@ export const CAPACITY_GATE = 'capacity approval';
 export async function approveCapacity(ctx: EngineContext, input: { backfillId: number; actor: string }): Promise<GateResult> {
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
+    const size = await recordedSize(tx, backfill.id);
     if (!backfill.needsSecondApproval) {
-      throw new BackfillError(ErrorCode.BadInput, `Backfill #${backfill.id} is within the capacity limit (${backfill.partitionCount} partitions): it needs no second approval.`);
+      const rows = size ? `, ${formatCount(Math.max(size.rows, size.replacedRows))} rows of at most ${formatCount(ctx.config.CAPACITY_ROWS_LIMIT)}` : '';
+      throw new BackfillError(ErrorCode.BadInput,
+        `Backfill #${backfill.id} is within the capacity limits (${backfill.partitionCount} partitions of at most ${ctx.config.CAPACITY_LIMIT}${rows}): it needs no second approval.`);
     }
     if (backfill.requestedBy === input.actor) {
       throw new BackfillError(ErrorCode.NotAllowed, `<@${input.actor}> asked for backfill #${backfill.id}, so cannot also be its second approval: another operator must approve it.`);
     }
     if (backfill.state !== 'announced' && backfill.state !== 'held') throw wrongState(backfill.id, backfill.state, 'approvals are taken only before it runs');
     const inserted = await tx.query('INSERT INTO backfill.capacity_approvals (backfill_id, operator) VALUES ($1::bigint, $2::text) ON CONFLICT DO NOTHING', [backfill.id, input.actor]);
-    if (inserted.rowCount === 1) await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'capacity_approved', detail: { partitions: backfill.partitionCount, limit: ctx.config.CAPACITY_LIMIT } });
+    if (inserted.rowCount === 1) await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'capacity_approved', detail: { partitions: backfill.partitionCount, limit: ctx.config.CAPACITY_LIMIT, rows: size, rowsLimit: ctx.config.CAPACITY_ROWS_LIMIT } });
     const approved = await approveIfGateOpen(tx, backfill.id, input.actor, ctx.config.WAVE_SIZE);
     return { ...(await gateStatus(tx, backfill.id)), approved, changed: inserted.rowCount === 1 };
   });

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { quoteIdent, quoteQualified, type Pool } from '../db/pool.js';
-import { withClient } from '../db/pool.js';
+import type { Queryable } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import { requirePipeline, type Pipeline } from '../db/pipelines.js';
 import { BackfillError, ErrorCode } from '../errors.js';
@@ -8,8 +7,10 @@ import { announcementText } from './announcement.js';
 import type { EngineContext } from './context.js';
 import { identifyTargets, type Identified } from './identify.js';
 import { directionOf, subtractMoney, type Direction } from './money.js';
-import { replacePartition, totalOverDays } from './partitionStep.js';
+import { totalOverDays } from './partitionStep.js';
 import { listReaders, listSignedFigures, type Reader, type SignedFigure } from './readers.js';
+import { rowStoreOf, stepRows, type RowStore } from './rowStore.js';
+import { sizePlan, type SizeVerdict } from './sizing.js';
 import { distinctDays, parseTargetSpec, type TargetSpec } from './time.js';
 
 export interface BackfillRequest {
@@ -39,7 +40,11 @@ export interface Plan {
   /** From a recompute run in a transaction that is rolled back: nothing is written. */
   expectedTotalAfter: string;
   /** The same preview per partition: the envelope each published partition is checked against. */
-  expected: { hour: Date; rows: number; total: string; keys: { key: unknown; measure: string }[] }[];
+  expected: { hour: Date; rows: number; total: string }[];
+  /** Where the expected figures come from: the pipeline's estimate query, or the step's own query run in full. */
+  previewedBy: 'estimate' | 'step';
+  /** The rows and bytes it would stage and keep, and the capacity limits it is over (set by planBackfill; start records its own). */
+  size?: SizeVerdict;
   /** The frozen plan's id and hash (set when the plan was recorded by planBackfill). */
   planId?: number;
   inputsHash: string;
@@ -49,7 +54,8 @@ export interface Plan {
 
 /** Everything a backfill would do, computed without writing anything but an audit event. */
 export async function planBackfill(ctx: EngineContext, request: BackfillRequest): Promise<Plan> {
-  const plan = await buildPlan(ctx, request);
+  const built = await buildPlan(ctx, request);
+  const plan = { ...built, size: await sizePlan(ctx.pool, built, ctx.config) };
   // The plan is frozen: its inputs and their hash are kept, so `start` from it can refuse if they changed.
   const { rows } = await ctx.pool.query<{ id: number }>(
     `INSERT INTO backfill.plans (pipeline, target, inputs_hash, inputs, created_by) VALUES ($1::text, $2::text, $3::text, $4::jsonb, $5::text) RETURNING id`,
@@ -57,7 +63,7 @@ export async function planBackfill(ctx: EngineContext, request: BackfillRequest)
   const planId = rows[0]?.id;
   await recordEvent(ctx.pool, {
     actor: request.actor, kind: 'planned',
-    detail: { planId, pipeline: plan.pipeline.name, target: request.target, partitions: plan.identified.hours.length, reason: request.reason, hash: plan.inputsHash },
+    detail: { planId, pipeline: plan.pipeline.name, target: request.target, partitions: plan.identified.hours.length, reason: request.reason, hash: plan.inputsHash, size: plan.size },
   });
   return planId === undefined ? plan : { ...plan, planId };
 }
@@ -90,7 +96,11 @@ export async function checkFrozenPlan(ctx: EngineContext, planId: number, plan: 
     'Make a new plan, review it, and start that one.', { details: { changed } });
 }
 
-export async function buildPlan(ctx: EngineContext, request: BackfillRequest): Promise<Plan> {
+/**
+ * The plan of a request: partitions, readers, signed figures and the preview. `start` passes `preview: false`
+ * and previews inside its own transaction instead (withPreview), keeping the envelope by key as it goes.
+ */
+export async function buildPlan(ctx: EngineContext, request: BackfillRequest, options: { preview?: boolean } = {}): Promise<Plan> {
   if (!request.reason.trim()) {
     throw new BackfillError(ErrorCode.BadInput, 'A backfill needs a reason, e.g. "currency parsed as text": it goes into every announcement.');
   }
@@ -101,11 +111,25 @@ export async function buildPlan(ctx: EngineContext, request: BackfillRequest): P
   const readers = await listReaders(ctx.pool, pipeline.name, identified.hours);
   const signed = await listSignedFigures(ctx.pool, readers.filter((r) => r.kind === 'report').map((r) => r.consumer), days);
   const gateOwners = [...new Set(readers.filter((r) => r.notifyRule === 'before').map((r) => r.owner))];
-  const { before, after, expected } = await previewTotals(ctx.pool, pipeline, identified.hours, days);
-  const direction = directionOf(subtractMoney(after, before));
+  const preview: Preview = options.preview === false
+    ? { before: '0.00', after: '0.00', expected: [], previewedBy: pipeline.estimateSql ? 'estimate' : 'step' }
+    : await previewTotals(ctx.pool, pipeline, identified.hours, days);
   const inputsHash = hashInputs(planInputs({ pipeline, identified, readers }));
-  const plan = { pipeline, spec, identified, days, readers, signed, gateOwners, totalBefore: before, expectedTotalAfter: after, expected, direction, inputsHash };
+  const plan = { pipeline, spec, identified, days, readers, signed, gateOwners, inputsHash, ...fromPreview(preview) };
   return { ...plan, announcements: announcementsFor(plan, request, null) };
+}
+
+/** The plan with the figures of a preview made later (at start, inside its transaction). */
+export function withPreview(plan: Plan, preview: Preview, request: BackfillRequest): Plan {
+  const previewed = { ...plan, ...fromPreview(preview) };
+  return { ...previewed, announcements: announcementsFor(previewed, request, null) };
+}
+
+function fromPreview(preview: Preview): Pick<Plan, 'totalBefore' | 'expectedTotalAfter' | 'expected' | 'direction' | 'previewedBy'> {
+  return {
+    totalBefore: preview.before, expectedTotalAfter: preview.after, expected: preview.expected,
+    direction: directionOf(subtractMoney(preview.after, preview.before)), previewedBy: preview.previewedBy,
+  };
 }
 
 /** One generated message per reader; the backfill id is known only once the log row exists. */
@@ -118,33 +142,48 @@ export function announcementsFor(plan: Omit<Plan, 'announcements'>, request: Bac
       backfillId, pipeline: plan.pipeline.name, reason: request.reason, requestedBy: request.actor,
       firstHour: plan.identified.firstHour, lastHour: plan.identified.lastHour, partitionCount: plan.identified.hours.length,
       direction: plan.direction, reader, signed: plan.signed, gateOwners: plan.gateOwners,
-      totalBefore: plan.totalBefore, expectedTotalAfter: plan.expectedTotalAfter, days: plan.days,
+      totalBefore: plan.totalBefore, expectedTotalAfter: plan.expectedTotalAfter, days: plan.days, previewedBy: plan.previewedBy,
     }),
   }));
 }
 
+export interface Preview {
+  before: string;
+  after: string;
+  expected: Plan['expected'];
+  previewedBy: Plan['previewedBy'];
+}
+
 /**
- * Runs the real step over the targets inside a transaction that is always rolled back, so the plan can say
- * which way the total will move. The per-partition locks make it wait for, never interleave with, a writer.
+ * What the step would produce for each target, and the days' total with the targets replaced by it. From the
+ * pipeline's estimate query when it declares one; otherwise from the step's own query, aggregated in
+ * PostgreSQL (and, at start, kept by key in the store as the announced envelope, in the same statement).
+ * Nothing is written to the target, and no row leaves the database.
  */
-async function previewTotals(pool: Pool, pipeline: Pipeline, hours: Date[], days: string[]): Promise<{ before: string; after: string; expected: Plan['expected'] }> {
-  return withClient(pool, async (client) => {
-    await client.query('BEGIN');
-    try {
-      const before = await totalOverDays(client, pipeline, days);
-      const expected: Plan['expected'] = [];
-      for (const hour of hours) {
-        const snapshot = await replacePartition(client, pipeline, hour);
-        const { rows: keys } = await client.query<{ key: unknown; measure: string }>(
-          `SELECT backfill.row_key(to_jsonb(t), $2::text[]) AS key, coalesce((to_jsonb(t) ->> $3::text)::numeric, 0)::numeric(18,2)::text AS measure
-           FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`,
-          [hour, pipeline.keyColumns, pipeline.measureColumn]);
-        expected.push({ hour, rows: snapshot.rows, total: snapshot.total, keys });
-      }
-      const after = await totalOverDays(client, pipeline, days);
-      return { before, after, expected };
-    } finally {
-      await client.query('ROLLBACK');
-    }
-  });
+export async function previewTotals(db: Queryable, pipeline: Pipeline, hours: Date[], days: string[], keepFor?: { backfillId: number }): Promise<Preview> {
+  const store = await rowStoreOf(db, pipeline);
+  const before = await totalOverDays(db, pipeline, days);
+  const expected: Plan['expected'] = [];
+  for (const hour of hours) {
+    const { rows } = await db.query<{ rows: number; total: string }>(previewSql(store, pipeline, keepFor !== undefined),
+      keepFor && !pipeline.estimateSql ? [hour, keepFor.backfillId] : [hour]);
+    expected.push({ hour, rows: Number(rows[0]?.rows ?? 0), total: rows[0]?.total ?? '0.00' });
+  }
+  const { rows } = await db.query<{ after: string }>(
+    `SELECT ($1::numeric - coalesce(sum(t.${store.measure}), 0) + (SELECT coalesce(sum(x), 0) FROM unnest($3::numeric[]) x))::numeric(18,2)::text AS after
+     FROM ${store.target} t WHERE t.${store.partition} = ANY ($2::timestamptz[])`, [before, hours, expected.map((e) => e.total)]);
+  return { before, after: rows[0]?.after ?? before, expected, previewedBy: pipeline.estimateSql ? 'estimate' : 'step' };
+}
+
+function previewSql(store: RowStore, pipeline: Pipeline, keep: boolean): string {
+  if (pipeline.estimateSql) {
+    return `SELECT e.rows::bigint AS rows, coalesce(e.total, 0)::numeric(18,2)::text AS total FROM (${pipeline.estimateSql}\n) AS e`;
+  }
+  if (!keep) return `SELECT count(*)::int AS rows, coalesce(sum(q.${store.measure}), 0)::numeric(18,2)::text AS total FROM ${stepRows(store)}`;
+  const columns = [store.partition, ...store.keys];
+  return `WITH kept AS (
+      INSERT INTO ${store.expected} (bf_backfill, ${columns.join(', ')}, bf_measure)
+      SELECT $2::bigint, ${columns.map((column) => `q.${column}`).join(', ')}, q.${store.measure} FROM ${stepRows(store)}
+      RETURNING bf_measure)
+    SELECT count(*)::int AS rows, coalesce(sum(bf_measure), 0)::numeric(18,2)::text AS total FROM kept`;
 }

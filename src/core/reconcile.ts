@@ -1,5 +1,5 @@
 import type { Queryable } from '../db/pool.js';
-import type { Pipeline } from '../db/pipelines.js';
+import { rowText, type RowStore } from './rowStore.js';
 
 /** Two sets of rows of one partition compared by the pipeline's stable key. */
 export interface Reconciliation {
@@ -12,32 +12,33 @@ export interface Reconciliation {
 }
 
 /**
- * A row set as SQL yielding one column `row_data jsonb`, with its own bound parameters; the two sets are
- * compared server-side (rows never travel through Node).
+ * Rows of the target's shape, as `FROM … WHERE …` over an alias (t unless given), with the parameters of a run:
+ * $1 backfill, $2 generation, $3 partition hour.
  */
-export interface RowSet {
-  sql: string;
-  params: unknown[];
-}
+export type RowSource = string;
+
+export const liveSource = (store: RowStore, alias = 't'): RowSource => `${store.target} ${alias} WHERE ${alias}.${store.partition} = $3::timestamptz`;
+export const runSource = (store: RowStore, table: string, alias = 't'): RowSource =>
+  `${table} ${alias} WHERE ${alias}.bf_backfill = $1::bigint AND ${alias}.bf_generation = $2::int AND ${alias}.${store.partition} = $3::timestamptz`;
 
 /**
  * Keys missing from `after`, added in it, duplicated in it, and present in both with different rows; and the
- * measure's total on each side. Parameters of the two sets are renumbered after the key columns ($1).
+ * measure's total on each side. One statement: each side grouped by its typed key columns, then one full join
+ * on them (a hash or merge join: linear in the rows, whatever the statistics say).
  */
-export async function reconcileByKey(db: Queryable, pipeline: Pipeline, before: RowSet, after: RowSet): Promise<Reconciliation> {
-  const shift = (sql: string, by: number) => sql.replace(/\$(\d+)/g, (_m, n: string) => `$${Number(n) + by}`);
-  const beforeSql = shift(before.sql, 2);
-  const afterSql = shift(after.sql, 2 + before.params.length);
+export async function reconcileByKey(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<Reconciliation> {
+  const keys = store.keys.join(', ');
+  const side = (source: RowSource) =>
+    `SELECT ${store.keys.map((key) => `t.${key}`).join(', ')}, count(*) AS n, sum(t.${store.measure}) AS total, min(${rowText(store, 't')}) AS r
+     FROM ${source} GROUP BY ${store.keys.map((key) => `t.${key}`).join(', ')}`;
   const { rows } = await db.query<Reconciliation>(
-    `WITH a AS (SELECT backfill.row_key(row_data, $1::text[]) AS k, row_data FROM (${beforeSql}) x),
-          b AS (SELECT backfill.row_key(row_data, $1::text[]) AS k, row_data FROM (${afterSql}) y)
-     SELECT (SELECT count(DISTINCT k) FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k))::int AS "keysMissing",
-            (SELECT count(DISTINCT k) FROM b WHERE NOT EXISTS (SELECT 1 FROM a WHERE a.k = b.k))::int AS "keysAdded",
-            (SELECT count(*) FROM (SELECT k FROM b GROUP BY k HAVING count(*) > 1) d)::int AS "keysDuplicated",
-            (SELECT count(DISTINCT a.k) FROM a JOIN b ON a.k = b.k WHERE a.row_data IS DISTINCT FROM b.row_data)::int AS "keysChanged",
-            (SELECT coalesce(sum((row_data ->> $2::text)::numeric), 0)::numeric(18,2)::text FROM a) AS "totalBefore",
-            (SELECT coalesce(sum((row_data ->> $2::text)::numeric), 0)::numeric(18,2)::text FROM b) AS "totalAfter"`,
-    [pipeline.keyColumns, pipeline.measureColumn, ...before.params, ...after.params]);
+    `SELECT count(*) FILTER (WHERE b.n IS NULL)::int AS "keysMissing",
+            count(*) FILTER (WHERE a.n IS NULL)::int AS "keysAdded",
+            count(*) FILTER (WHERE b.n > 1)::int AS "keysDuplicated",
+            count(*) FILTER (WHERE a.n IS NOT NULL AND b.n IS NOT NULL AND a.r IS DISTINCT FROM b.r)::int AS "keysChanged",
+            coalesce(sum(a.total), 0)::numeric(18,2)::text AS "totalBefore",
+            coalesce(sum(b.total), 0)::numeric(18,2)::text AS "totalAfter"
+     FROM (${side(before)}) a FULL JOIN (${side(after)}) b USING (${keys})`, run);
   const row = rows[0];
   if (!row) throw new Error('reconciliation returned no row');
   return row;

@@ -1,10 +1,14 @@
 import { findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
-import { requirePipeline, type Pipeline } from '../db/pipelines.js';
-import { quoteIdent, quoteQualified, withTransaction, type PoolClient } from '../db/pool.js';
+import { requirePipeline } from '../db/pipelines.js';
+import { withTransaction, type PoolClient } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { lockPartition } from './partitionStep.js';
+import { liveSource, runSource } from './reconcile.js';
+import { keysEqual, rowStoreOf, runRows, type RowStore } from './rowStore.js';
+import { refuseIfUndoPruned } from './retention.js';
+import { preferHashJoins } from './stagePublish.js';
 import { moveSteps } from './stepClaims.js';
 import { ROLLBACK_SUFFIX } from './stepGraph.js';
 import { transition, wrongState } from './stateMachine.js';
@@ -124,18 +128,20 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
       throw new BackfillError(ErrorCode.WrongState, `Backfill #${backfill.id} published no partition: the live data is what it was before, so there is nothing to roll back.`);
     }
     await refuseUnlessLatest(tx, backfill, published);
+    await refuseIfUndoPruned(tx, backfill.id);
     await refuseIfOthersInFlight(tx, backfill);
+    const store = await rowStoreOf(tx, pipeline);
     const problems: string[] = [];
     for (const target of published) {
       await lockPartition(tx, pipeline.name, target.partitionHour);
-      const problem = await writtenSincePublish(tx, pipeline, backfill, target);
+      const problem = await writtenSincePublish(tx, store, backfill, target);
       if (problem) problems.push(problem);
     }
     if (problems.length > 0) {
       throw new BackfillError(ErrorCode.WrongState,
         `Backfill #${backfill.id} cannot be rolled back:\n${problems.map((p) => `  ${p}`).join('\n')}\nRepair it with a new backfill instead; nothing was changed.`);
     }
-    for (const target of published) await restorePartition(tx, pipeline, backfill, target);
+    for (const target of published) await restorePartition(tx, store, backfill, target);
     await transition(tx, { backfillId: backfill.id, to: 'rolling_back', actor: input.actor, set: { rolled_back_by: input.actor, rolled_back_at: new Date() } });
     await moveSteps(tx, backfill.id, 'skipped');
     await createRollbackSteps(tx, backfill.id);
@@ -172,36 +178,32 @@ async function refuseIfOthersInFlight(tx: PoolClient, backfill: BackfillRow): Pr
     'Wait for it to finish, or cancel or stop it first; nothing was changed.', { details: { inFlight: other.id } });
 }
 
-/** The partition's rows as the backfill's publish wrote them (staged rows and carried late rows), by key. */
-function publishedKeysSql(pipeline: Pipeline): string {
-  return `backfill.row_key(to_jsonb(t), $4::text[]) IN (
-      SELECT row_key FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz
-      UNION SELECT backfill.row_key(row_data, $4::text[]) FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz)
-    AND t.${quoteIdent(pipeline.partitionColumn)} = $3::timestamptz`;
+/** Live rows of the partition whose key the backfill's publish wrote (staged rows, and late rows it carried). */
+function writtenByPublish(store: RowStore): string {
+  return `${liveSource(store)}
+    AND (EXISTS (SELECT 1 FROM ${runSource(store, store.staged, 's')} AND ${keysEqual(store, 's', 't')})
+      OR EXISTS (SELECT 1 FROM ${runSource(store, store.saved, 'p')} AND ${keysEqual(store, 'p', 't')}))`;
 }
 
 /**
  * Another writer changed or removed a row the publish wrote: restoring would lose that write. Rows with keys
  * the publish did not write are late rows and do not count.
  */
-async function writtenSincePublish(tx: PoolClient, pipeline: Pipeline, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
-  const order = pipeline.keyColumns.map((column) => `t.${quoteIdent(column)}`).join(', ');
+async function writtenSincePublish(tx: PoolClient, store: RowStore, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
   const { rows } = await tx.query<{ checksum: string; rows: number }>(
-    `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')) AS checksum, count(*)::int AS rows
-     FROM ${quoteQualified(pipeline.targetTable)} t WHERE ${publishedKeysSql(pipeline)}`,
-    [backfill.id, backfill.generation, target.partitionHour, pipeline.keyColumns]);
+    `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY ${store.keys.map((key) => `t.${key}`).join(', ')}), '')) AS checksum, count(*)::int AS rows
+     FROM ${writtenByPublish(store)}`, [backfill.id, backfill.generation, target.partitionHour]);
   if (rows[0]?.checksum === target.publishedChecksum) return undefined;
   return `${formatHour(target.partitionHour)}: written since the publish by another writer (rows the publish wrote were changed or removed; ${rows[0]?.rows ?? 0} of ${target.rowsAfter ?? '?'} remain), and restoring would lose those writes`;
 }
 
-/** Deletes what the publish wrote and puts back exactly what it deleted; checks the count and total. */
-async function restorePartition(tx: PoolClient, pipeline: Pipeline, backfill: BackfillRow, target: BackfillTargetRow): Promise<void> {
-  const table = quoteQualified(pipeline.targetTable);
-  const params = [backfill.id, backfill.generation, target.partitionHour, pipeline.keyColumns];
-  await tx.query(`DELETE FROM ${table} t WHERE ${publishedKeysSql(pipeline)}`, params);
+/** Deletes what the publish wrote and puts back exactly what it deleted; checks the count. */
+async function restorePartition(tx: PoolClient, store: RowStore, backfill: BackfillRow, target: BackfillTargetRow): Promise<void> {
+  const run = [backfill.id, backfill.generation, target.partitionHour];
+  await preferHashJoins(tx);
+  await tx.query(`DELETE FROM ${writtenByPublish(store)}`, run);
   const inserted = await tx.query(
-    `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, row_data)).*
-     FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz`, params.slice(0, 3));
+    `INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, store.saved)}`, run);
   const { rows } = await tx.query<{ n: number }>('SELECT rows_saved::int AS n FROM backfill.preserved_partitions WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
     [backfill.id, target.partitionHour]);
   if (inserted.rowCount !== rows[0]?.n) {

@@ -1,4 +1,5 @@
 import { recordEvent } from '../db/events.js';
+import { explainCancellation } from '../db/pool.js';
 import { ErrorCode, isBackfillError } from '../errors.js';
 import type { EngineContext } from './context.js';
 
@@ -10,7 +11,9 @@ export async function recordingRefusals<T>(ctx: EngineContext, request: { actor:
   work: () => Promise<T>): Promise<T> {
   try {
     return await work();
-  } catch (error) {
+  } catch (raw) {
+    // A statement PostgreSQL cancelled (timeout, or a stopping process) is a refusal with a sentence too.
+    const error = explainCancellation(raw, ctx.pool);
     if (isBackfillError(error)) {
       const knownBackfill = request.backfillId !== undefined && error.code !== ErrorCode.UnknownBackfill;
       await recordEvent(ctx.pool, {

@@ -1,11 +1,12 @@
 import type { BackfillRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
-import { requirePipeline, type Pipeline } from '../db/pipelines.js';
-import { quoteIdent, quoteQualified, type PoolClient, type Queryable } from '../db/pool.js';
+import { requirePipeline } from '../db/pipelines.js';
+import type { PoolClient, Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { toCents } from './money.js';
-import { lockPartition, replacePartition, snapshotPartition, sourceShards } from './partitionStep.js';
-import { reconcileByKey, type Reconciliation, type RowSet } from './reconcile.js';
+import { lockPartition, snapshotPartition, sourceShards } from './partitionStep.js';
+import { liveSource, reconcileByKey, runSource, type Reconciliation } from './reconcile.js';
+import { keysEqual, rowStoreOf, runRows, stepRows, type RowStore } from './rowStore.js';
 import { checkClaim, moveSteps } from './stepClaims.js';
 import { BLOCKED_BY_PAUSE, type StepRef } from './stepGraph.js';
 import { transition } from './stateMachine.js';
@@ -13,8 +14,8 @@ import { formatHour } from './time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
 //
-// stage   runs the pipeline's own step inside a savepoint that is rolled back, keeping what it produced as
-//         staged rows of this generation, and the live keys at that moment (the baseline);
+// stage   runs the pipeline's own step query into the pipeline's staged table (typed like the target), and
+//         the live keys at that moment into the baseline;
 // publish replaces the live partition from staging in one transaction, under the same per-partition lock
 //         as the normal run, after preserving the live rows; rows that arrived after the baseline (late
 //         rows from normal ingestion) are carried into the published generation; and the fence is read
@@ -22,22 +23,12 @@ import { formatHour } from './time.js';
 
 const ENGINE = 'backfill-bot';
 
-const liveRows = (pipeline: Pipeline, hour: Date): RowSet => ({
-  sql: `SELECT to_jsonb(t) AS row_data FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`,
-  params: [hour],
-});
-const stagedRows = (backfillId: number, generation: number, hour: Date): RowSet => ({
-  sql: 'SELECT row_data FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz',
-  params: [backfillId, generation, hour],
-});
-const preservedRows = (backfillId: number, generation: number, hour: Date): RowSet => ({
-  sql: 'SELECT row_data FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz',
-  params: [backfillId, generation, hour],
-});
-
 export type StageOutcome = 'staged' | 'unavailable';
 
-/** Builds one partition into staging. Nothing live changes: the step runs in a savepoint that is rolled back. */
+/**
+ * Builds one partition into staging: the step's own query runs into the pipeline's staged table, and the live
+ * keys of that moment into the baseline. Nothing live changes, and no row leaves PostgreSQL.
+ */
 export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date): Promise<StageOutcome> {
   const pipeline = await requirePipeline(tx, backfill.pipeline);
   const generation = backfill.generation;
@@ -48,32 +39,39 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
     await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'unavailable', detail: { partition: formatHour(hour), shards, shardsExpected: pipeline.shardsExpected } });
     return 'unavailable';
   }
+  await preferHashJoins(tx);
   await lockPartition(tx, pipeline.name, hour);
-  const where = [backfill.id, generation, hour];
-  await tx.query('DELETE FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz', where);
-  await tx.query('DELETE FROM backfill.stage_baselines WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz', where);
+  const store = await rowStoreOf(tx, pipeline);
+  const run: [number, number, Date] = [backfill.id, generation, hour];
+  await tx.query(`DELETE FROM ${runRows(store, store.staged)}`, run);
+  await tx.query(`DELETE FROM ${runRows(store, store.baseline)}`, run);
   await tx.query(
-    `INSERT INTO backfill.stage_baselines (backfill_id, generation, partition_hour, row_key)
-     SELECT $1::bigint, $2::int, $3::timestamptz, backfill.row_key(to_jsonb(t), $4::text[])
-     FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $3::timestamptz`,
-    [...where, pipeline.keyColumns]);
-  await tx.query('SAVEPOINT stage_partition');
-  await replacePartition(tx, pipeline, hour);
-  // PERF: the staged rows cross into Node and back because a rollback to the savepoint would undo any table
-  // they were written to. One partition is an hour of rows; the live table is never touched.
-  const { rows: staged } = await tx.query<{ rowKey: unknown; rowData: unknown }>(
-    `SELECT backfill.row_key(to_jsonb(t), $2::text[]) AS "rowKey", to_jsonb(t) AS "rowData"
-     FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour, pipeline.keyColumns]);
-  await tx.query('ROLLBACK TO SAVEPOINT stage_partition');
-  await tx.query(
-    `INSERT INTO backfill.staged_rows (backfill_id, generation, partition_hour, row_key, row_data)
-     SELECT $1::bigint, $2::int, $3::timestamptz, k, d FROM unnest($4::jsonb[], $5::jsonb[]) AS u(k, d)`,
-    [...where, staged.map((r) => JSON.stringify(r.rowKey)), staged.map((r) => JSON.stringify(r.rowData))]);
-  const result = await reconcileByKey(tx, pipeline, liveRows(pipeline, hour), stagedRows(backfill.id, generation, hour));
+    `INSERT INTO ${store.baseline} SELECT $1::bigint, $2::int, t.${store.partition}, ${store.keys.map((key) => `t.${key}`).join(', ')}
+     FROM ${liveSource(store)}`, run);
+  const staged = await tx.query(
+    `INSERT INTO ${store.staged} (bf_backfill, bf_generation, ${store.stepColumns.join(', ')})
+     SELECT $2::bigint, $3::int, q.* FROM ${stepRows(store)}`, [hour, backfill.id, generation]);
+  const inHour = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${runRows(store, store.staged)}`, run);
+  if (staged.rowCount !== inHour.rows[0]?.n) {
+    throw new BackfillError(ErrorCode.StepFailed,
+      `the ${pipeline.name} step produced ${staged.rowCount ?? 0} rows for ${formatHour(hour)} but only ${inHour.rows[0]?.n ?? 0} of them are in that hour: ` +
+      `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`);
+  }
+  const result = await reconcileByKey(tx, store, run, liveSource(store), runSource(store, store.staged));
   await saveReconciliation(tx, backfill.id, generation, hour, 'staged', result, 0);
   await tx.query(`UPDATE backfill.backfill_targets SET status = 'staged' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, hour]);
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), generation, ...result } });
   return 'staged';
+}
+
+/**
+ * PERF: the store's tables are filled and joined inside one transaction, before any statistics exist for the
+ * new rows (autovacuum may be off, and ANALYZE per partition would serialize the workers). With a nested loop
+ * the planner's guess of one row turns a key join quadratic; a hash join is linear whatever the guess. Local to
+ * the step's transaction: the dispatcher's queries keep the planner's full choice.
+ */
+export async function preferHashJoins(tx: Queryable): Promise<void> {
+  await tx.query('SET LOCAL enable_nestloop = off');
 }
 
 export type PublishOutcome = { kind: 'published'; generation: number } | { kind: 'unavailable'; generation?: undefined } | { kind: 'breach'; reason: string };
@@ -98,18 +96,17 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
   const target = await targetRow(tx, backfill.id, hour);
   if (target.status === 'unavailable') return { kind: 'unavailable' };
   const staged = await stagedReconciliation(tx, backfill.id, generation, hour);
-  const reason = envelopeBreach(staged, target, await againstPlan(tx, pipeline, backfill.id, generation, hour));
+  const reason = envelopeBreach(staged, target, await againstPlan(tx, await rowStoreOf(tx, pipeline), [backfill.id, generation, hour]), backfill.previewedBy);
   if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
+  await preferHashJoins(tx);
   await lockPartition(tx, pipeline.name, hour);
-  await saveAndDeletePrior(tx, pipeline, backfill.id, generation, hour);
-  const where = [backfill.id, generation, hour];
-  const table = quoteQualified(pipeline.targetTable);
-  await tx.query(
-    `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, row_data)).*
-     FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz`, where);
-  const lateRows = await carryLateRows(tx, pipeline, backfill.id, generation, hour);
-  const published = await reconcileByKey(tx, pipeline, preservedRows(backfill.id, generation, hour), liveRows(pipeline, hour));
+  const store = await rowStoreOf(tx, pipeline);
+  const run: [number, number, Date] = [backfill.id, generation, hour];
+  await saveAndDeletePrior(tx, store, run);
+  await tx.query(`INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, store.staged)}`, run);
+  const lateRows = await carryLateRows(tx, store, run);
+  const published = await reconcileByKey(tx, store, run, runSource(store, store.saved), liveSource(store));
   await saveReconciliation(tx, backfill.id, generation, hour, 'published', published, lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const snapshot = await snapshotPartition(tx, pipeline, hour);
@@ -132,17 +129,17 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
  * One statement deletes the live partition and saves exactly what it deleted. Saved once: a second save of the
  * same partition by the same backfill is refused by the primary key of preserved_partitions.
  */
-async function saveAndDeletePrior(tx: PoolClient, pipeline: Pipeline, backfillId: number, generation: number, hour: Date): Promise<number> {
+async function saveAndDeletePrior(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<number> {
   const saved = await tx.query(
-    `WITH gone AS (DELETE FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $3::timestamptz RETURNING t.*)
-     INSERT INTO backfill.preserved_rows (backfill_id, generation, partition_hour, row_data)
-     SELECT $1::bigint, $2::int, $3::timestamptz, to_jsonb(gone) FROM gone`, [backfillId, generation, hour]);
+    `WITH gone AS (DELETE FROM ${liveSource(store)} RETURNING t.*)
+     INSERT INTO ${store.saved} (bf_backfill, bf_generation, ${store.columns.join(', ')})
+     SELECT $1::bigint, $2::int, ${store.columns.map((column) => `gone.${column}`).join(', ')} FROM gone`, run);
   const rows = saved.rowCount ?? 0;
   const once = await tx.query(
     `INSERT INTO backfill.preserved_partitions (backfill_id, partition_hour, rows_saved) VALUES ($1::bigint, $2::timestamptz, $3::bigint)
-     ON CONFLICT DO NOTHING`, [backfillId, hour, rows]);
+     ON CONFLICT DO NOTHING`, [run[0], run[2], rows]);
   if (once.rowCount !== 1) {
-    throw new BackfillError(ErrorCode.ClaimLost, `the prior rows of ${formatHour(hour)} were already saved by backfill #${backfillId}: this second publish does not commit`);
+    throw new BackfillError(ErrorCode.ClaimLost, `the prior rows of ${formatHour(run[2])} were already saved by backfill #${run[0]}: this second publish does not commit`);
   }
   return rows;
 }
@@ -151,17 +148,12 @@ async function saveAndDeletePrior(tx: PoolClient, pipeline: Pipeline, backfillId
  * Late rows: deleted by the publish, absent when the partition was staged, and not produced by the staged step
  * either: normal ingestion wrote them in between. They are put back, so the published generation keeps them.
  */
-async function carryLateRows(tx: PoolClient, pipeline: Pipeline, backfillId: number, generation: number, hour: Date): Promise<number> {
-  const table = quoteQualified(pipeline.targetTable);
+async function carryLateRows(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<number> {
   const late = await tx.query(
-    `INSERT INTO ${table} SELECT (jsonb_populate_record(NULL::${table}, p.row_data)).*
-     FROM backfill.preserved_rows p
-     WHERE p.backfill_id = $1::bigint AND p.generation = $2::int AND p.partition_hour = $3::timestamptz
-       AND NOT EXISTS (SELECT 1 FROM backfill.stage_baselines s WHERE s.backfill_id = $1::bigint AND s.generation = $2::int
-                         AND s.partition_hour = $3::timestamptz AND s.row_key = backfill.row_key(p.row_data, $4::text[]))
-       AND NOT EXISTS (SELECT 1 FROM backfill.staged_rows s WHERE s.backfill_id = $1::bigint AND s.generation = $2::int
-                         AND s.partition_hour = $3::timestamptz AND s.row_key = backfill.row_key(p.row_data, $4::text[]))`,
-    [backfillId, generation, hour, pipeline.keyColumns]);
+    `INSERT INTO ${store.target} (${store.columns.join(', ')})
+     SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${runSource(store, store.saved, 'p')}
+       AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
+       AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})`, run);
   return late.rowCount ?? 0;
 }
 
@@ -203,29 +195,39 @@ interface AgainstPlan {
   /** Keys the staged data has that the plan did not: source rows that landed since (allowed, reported). */
   added: number;
   planned: number;
+  stagedRows: number;
+  stagedTotal: string;
 }
 
 /** Staged data against the rows the plan's preview showed (the announced envelope), by key. */
-async function againstPlan(db: Queryable, pipeline: Pipeline, backfillId: number, generation: number, hour: Date): Promise<AgainstPlan> {
+async function againstPlan(db: Queryable, store: RowStore, run: [number, number, Date]): Promise<AgainstPlan> {
+  const expected = `${store.expected} e WHERE e.bf_backfill = $1::bigint AND e.${store.partition} = $3::timestamptz`;
+  const staged = runSource(store, store.staged);
   const { rows } = await db.query<AgainstPlan>(
-    `WITH e AS (SELECT row_key, measure FROM backfill.expected_rows WHERE backfill_id = $1::bigint AND partition_hour = $3::timestamptz),
-          s AS (SELECT row_key, row_data FROM backfill.staged_rows WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz)
-     SELECT (SELECT count(*) FROM e WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.row_key = e.row_key))::int AS lost,
-            (SELECT coalesce(sum((row_data ->> $4::text)::numeric), 0)::numeric(18,2)::text FROM s WHERE EXISTS (SELECT 1 FROM e WHERE e.row_key = s.row_key)) AS "stagedKnown",
-            (SELECT coalesce(sum(measure), 0)::numeric(18,2)::text FROM e) AS expected,
-            (SELECT count(*) FROM s WHERE NOT EXISTS (SELECT 1 FROM e WHERE e.row_key = s.row_key))::int AS added,
-            (SELECT count(*) FROM e)::int AS planned`,
-    [backfillId, generation, hour, pipeline.measureColumn]);
+    `SELECT (SELECT count(*) FROM ${expected} AND NOT EXISTS (SELECT 1 FROM ${staged} AND ${keysEqual(store, 't', 'e')}))::int AS lost,
+            (SELECT coalesce(sum(t.${store.measure}), 0)::numeric(18,2)::text FROM ${staged} AND EXISTS (SELECT 1 FROM ${expected} AND ${keysEqual(store, 't', 'e')})) AS "stagedKnown",
+            (SELECT coalesce(sum(e.bf_measure), 0)::numeric(18,2)::text FROM ${expected}) AS expected,
+            (SELECT count(*) FROM ${staged} AND NOT EXISTS (SELECT 1 FROM ${expected} AND ${keysEqual(store, 't', 'e')}))::int AS added,
+            (SELECT count(*) FROM ${expected})::int AS planned,
+            (SELECT count(*) FROM ${staged})::int AS "stagedRows",
+            (SELECT coalesce(sum(t.${store.measure}), 0)::numeric(18,2)::text FROM ${staged}) AS "stagedTotal"`, run);
   const row = rows[0];
   if (!row) throw new Error('envelope query returned no row');
   return row;
 }
 
-function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: TargetRow, plan: AgainstPlan): string | undefined {
+function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: TargetRow, plan: AgainstPlan, previewedBy: 'estimate' | 'step'): string | undefined {
   if (!staged) return 'it was never staged';
   if (staged.keysDuplicated > 0) return `${staged.keysDuplicated} duplicate key(s) in the staged data: the publish is blocked`;
   if (target.acceptedBy) return undefined;
   if (staged.keysMissing > 0) return `${staged.keysMissing} key(s) would be lost, which the plan did not predict`;
+  // An estimate gives the partition's rows and total, not its keys: those are the envelope then.
+  if (previewedBy === 'estimate') {
+    const sameRows = target.expectedRows === null || plan.stagedRows === Number(target.expectedRows);
+    const sameTotal = target.expectedTotal === null || toCents(plan.stagedTotal) === toCents(target.expectedTotal);
+    return sameRows && sameTotal ? undefined
+      : `the staged partition has ${plan.stagedRows} rows totalling ${plan.stagedTotal}, not the estimated ${target.expectedRows ?? '?'} rows totalling ${target.expectedTotal ?? '?'}`;
+  }
   if (plan.lost > 0) return `${plan.lost} row(s) the plan showed are gone from the staged data`;
   if (plan.planned > 0 && toCents(plan.stagedKnown) !== toCents(plan.expected)) {
     return `the staged total over the planned rows is ${plan.stagedKnown}, not the announced ${plan.expected}`;
@@ -237,13 +239,14 @@ interface TargetRow {
   status: string;
   rowsBefore: number;
   totalBefore: string;
+  expectedRows: string | null;
   expectedTotal: string | null;
   acceptedBy: string | null;
 }
 
 async function targetRow(db: Queryable, backfillId: number, hour: Date): Promise<TargetRow> {
   const { rows } = await db.query<TargetRow>(
-    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy"
+    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
   const row = rows[0];
   if (!row) throw new BackfillError(ErrorCode.StepFailed, `${formatHour(hour)} is not a target of backfill #${backfillId}`);

@@ -4,7 +4,9 @@ import { quoteIdent, quoteQualified, withTransaction, type PoolClient } from '..
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { approveIfGateOpen } from './gate.js';
-import { announcementsFor, buildPlan, checkFrozenPlan, type BackfillRequest, type Plan } from './plan.js';
+import { ensureRowStore } from './rowStore.js';
+import { recordSize } from './sizing.js';
+import { announcementsFor, buildPlan, checkFrozenPlan, previewTotals, withPreview, type BackfillRequest, type Plan } from './plan.js';
 import { formatHourRange } from './time.js';
 
 export interface StartResult {
@@ -20,12 +22,18 @@ export interface StartResult {
  * the gate opens in the same transaction.
  */
 export async function startBackfill(ctx: EngineContext, request: BackfillRequest): Promise<StartResult> {
-  const plan = await buildPlan(ctx, request);
-  if (request.planId !== undefined) await checkFrozenPlan(ctx, request.planId, plan);
-  const { pipeline, identified } = plan;
+  const unpreviewed = await buildPlan(ctx, request, { preview: false });
+  if (request.planId !== undefined) await checkFrozenPlan(ctx, request.planId, unpreviewed);
+  const { pipeline, identified } = unpreviewed;
   try {
     return await withTransaction(ctx.pool, async (tx) => {
-      const id = await insertBackfillRow(tx, plan, request, ctx.config.CAPACITY_LIMIT);
+      const id = await insertBackfillRow(tx, unpreviewed, request, ctx.config.CAPACITY_LIMIT);
+      // The preview runs once, here: its per-key rows become the envelope in the same statements.
+      await ensureRowStore(tx, pipeline);
+      const plan = withPreview(unpreviewed, await previewTotals(tx, pipeline, identified.hours, unpreviewed.days, { backfillId: id }), request);
+      await tx.query('UPDATE backfill.backfills SET previewed_by = $2::text WHERE id = $1::bigint', [id, plan.previewedBy]);
+      // Capacity: partitions and rows, once the preview knows the rows; over either limit, a second operator approves.
+      await recordSize(tx, id, plan, ctx.config);
       await insertTargets(tx, id, plan);
       const announcements = announcementsFor(plan, request, id);
       await insertReaders(tx, id, plan, announcements);
@@ -55,7 +63,7 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       return { backfill: await requireBackfill(tx, id), plan, announcements };
     });
   } catch (error) {
-    if ((error as { code?: unknown }).code === '23P01') throw await overlapError(ctx, request, plan);
+    if ((error as { code?: unknown }).code === '23P01') throw await overlapError(ctx, request, unpreviewed);
     throw error;
   }
 }
@@ -92,11 +100,6 @@ async function insertTargets(tx: PoolClient, id: number, plan: Plan): Promise<vo
      LEFT JOIN ${quoteQualified(pipeline.targetTable)} t ON t.${quoteIdent(pipeline.partitionColumn)} = e.h
      GROUP BY e.h, e.rows, e.total`,
     [id, plan.expected.map((e) => e.hour), plan.expected.map((e) => e.rows), plan.expected.map((e) => e.total)]);
-  const keyed = plan.expected.flatMap((e) => e.keys.map((k) => ({ hour: e.hour, key: JSON.stringify(k.key), measure: k.measure })));
-  await tx.query(
-    `INSERT INTO backfill.expected_rows (backfill_id, partition_hour, row_key, measure)
-     SELECT $1::bigint, h, k, m FROM unnest($2::timestamptz[], $3::jsonb[], $4::numeric[]) AS u(h, k, m)`,
-    [id, keyed.map((k) => k.hour), keyed.map((k) => k.key), keyed.map((k) => k.measure)]);
 }
 
 async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {

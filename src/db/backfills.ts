@@ -34,6 +34,8 @@ export interface BackfillRow {
   needsSecondApproval: boolean;
   /** Set by its first publish: it holds its hours until it finishes or is rolled back. */
   publishedAny: boolean;
+  /** The expected figures came from the pipeline's estimate query (envelope: rows and total) or the step (by key). */
+  previewedBy: 'estimate' | 'step';
 }
 
 const SELECT_BACKFILL = `
@@ -45,7 +47,7 @@ const SELECT_BACKFILL = `
          incident_channel AS "incidentChannel", status_ts AS "statusTs", generation, fenced_generation AS "fencedGeneration",
          stopped_by AS "stoppedBy", stop_reason AS "stopReason", paused_reason AS "pausedReason", rolled_back_by AS "rolledBackBy",
          rolled_back_at AS "rolledBackAt", needs_second_approval AS "needsSecondApproval",
-         published_any AS "publishedAny"
+         published_any AS "publishedAny", previewed_by AS "previewedBy"
   FROM backfill.backfills`;
 
 // NOTE: FOR NO KEY UPDATE, not FOR UPDATE: every timeline insert holds a KEY SHARE lock on its backfill row

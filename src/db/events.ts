@@ -9,7 +9,7 @@ export type EventKind =
   | 'signed' | 'signer_added' | 'signer_removed' | 'caught_up' | 'stale_readers_told' | 'package_uploaded'
   | 'staged' | 'unavailable' | 'paused' | 'continued' | 'stopped' | 'write_fenced' | 'rolled_back'
   | 'capacity_approved' | 'late_rows_kept' | 'delegate_added' | 'delegate_removed'
-  | 'claim_lost' | 'step_blocked' | 'undeliverable';
+  | 'claim_lost' | 'step_blocked' | 'undeliverable' | 'sized' | 'pruned';
 
 export interface TimelineEvent {
   id: number;

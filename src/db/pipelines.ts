@@ -8,13 +8,15 @@ export interface Pipeline {
   keyColumns: string[];
   measureColumn: string;
   stepSql: string;
+  /** One row (rows, total) for the hour $1: what the step would produce, cheaper than running it. */
+  estimateSql?: string | null;
   sourceShardsSql: string;
   shardsExpected: number;
 }
 
 const SELECT_PIPELINE = `
   SELECT name, target_table AS "targetTable", partition_column AS "partitionColumn", key_columns AS "keyColumns",
-         measure_column AS "measureColumn", step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql",
+         measure_column AS "measureColumn", step_sql AS "stepSql", estimate_sql AS "estimateSql", source_shards_sql AS "sourceShardsSql",
          shards_expected AS "shardsExpected"
   FROM backfill.pipelines`;
 
@@ -40,8 +42,8 @@ export async function requirePipeline(db: Queryable, name: string): Promise<Pipe
 export async function insertPipeline(db: Queryable, pipeline: Pipeline): Promise<void> {
   await db.query(
     `INSERT INTO backfill.pipelines (name, target_table, partition_column, key_columns, measure_column, step_sql,
-                                     source_shards_sql, shards_expected)
-     VALUES ($1::text, $2::text, $3::text, $4::text[], $5::text, $6::text, $7::text, $8::int)`,
+                                     source_shards_sql, shards_expected, estimate_sql)
+     VALUES ($1::text, $2::text, $3::text, $4::text[], $5::text, $6::text, $7::text, $8::int, $9::text)`,
     [pipeline.name, pipeline.targetTable, pipeline.partitionColumn, pipeline.keyColumns, pipeline.measureColumn,
-      pipeline.stepSql, pipeline.sourceShardsSql, pipeline.shardsExpected]);
+      pipeline.stepSql, pipeline.sourceShardsSql, pipeline.shardsExpected, pipeline.estimateSql ?? null]);
 }

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
@@ -9,19 +10,101 @@ export type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 // bigint (count(*)) is safe as a JS number at the sizes a partition has.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number.parseInt(value, 10));
 
-export function createPool(databaseUrl: string, applicationName = 'backfill-bot'): pg.Pool {
-  const pool = new pg.Pool({ connectionString: databaseUrl, application_name: applicationName, max: 10 });
+/** How long a statement may run, and wait for a lock, before PostgreSQL cancels it (config: STATEMENT_TIMEOUT_MS, LOCK_TIMEOUT_MS). */
+export interface PoolBounds {
+  statementTimeoutMs?: number | undefined;
+  lockTimeoutMs?: number | undefined;
+}
+
+export function poolBounds(config: { STATEMENT_TIMEOUT_MS: number; LOCK_TIMEOUT_MS: number }): PoolBounds {
+  return { statementTimeoutMs: config.STATEMENT_TIMEOUT_MS, lockTimeoutMs: config.LOCK_TIMEOUT_MS };
+}
+
+/** The connections each pool has open, so a stopping process can cancel what they still run. */
+const openClients = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
+
+/**
+ * A pool whose every connection carries the bounds as session settings (sent in the startup packet, so no
+ * statement of the bot runs without them). Without bounds the server's defaults apply: the bot's entry points
+ * (npm start, the worker, the CLI, the demo) always pass them.
+ */
+export function createPool(databaseUrl: string, applicationName = 'backfill-bot', bounds: PoolBounds = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: databaseUrl, application_name: applicationName, max: 10,
+    statement_timeout: bounds.statementTimeoutMs, lock_timeout: bounds.lockTimeoutMs,
+  });
   // An idle client losing its connection must not take the process down; the next checkout reconnects.
   pool.on('error', (error) => {
     console.error(`postgres: idle client error: ${error.message}`);
   });
+  const clients = new Set<pg.PoolClient>();
+  openClients.set(pool, clients);
+  pool.on('connect', (client) => clients.add(client));
+  pool.on('remove', (client) => clients.delete(client));
   return pool;
+}
+
+// pg learns each connection's backend pid from the server (BackendKeyData); @types/pg does not declare it.
+const backendPid = (client: pg.PoolClient): number | undefined => (client as pg.PoolClient & { processID?: number }).processID;
+
+/**
+ * Cancels every statement this pool's connections are running now (pg_cancel_backend, from a connection of its
+ * own, since the pool's may all be busy). Their transactions roll back; the callers get a Cancelled error.
+ * Returns how many statements were cancelled.
+ */
+export async function cancelRunningStatements(pool: pg.Pool): Promise<number> {
+  const pids = [...(openClients.get(pool) ?? [])].map(backendPid).filter((pid): pid is number => pid !== undefined);
+  if (pids.length === 0) return 0;
+  const canceller = new pg.Client({
+    connectionString: pool.options.connectionString, application_name: 'backfill-bot-cancel', statement_timeout: 10_000,
+  });
+  await canceller.connect();
+  try {
+    const { rows } = await canceller.query<{ n: number }>(
+      `SELECT count(*) FILTER (WHERE pg_cancel_backend(pid))::int AS n FROM pg_stat_activity
+       WHERE pid = ANY ($1::int[]) AND state = 'active' AND pid <> pg_backend_pid()`, [pids]);
+    return rows[0]?.n ?? 0;
+  } finally {
+    await canceller.end();
+  }
+}
+
+const QUERY_CANCELED = '57014';
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/**
+ * A statement PostgreSQL cancelled, as a sentence: past STATEMENT_TIMEOUT_MS (not retried: the same work would
+ * run as long again), past LOCK_TIMEOUT_MS waiting for a lock (retried: the holder usually finishes), or on
+ * request (a stopping worker: retried by another). Anything else is returned as it is.
+ */
+export function explainCancellation(error: unknown, pool?: pg.Pool): unknown {
+  if (isBackfillError(error) || !(error instanceof Error)) return error;
+  const code = (error as { code?: unknown }).code;
+  const limit = (ms: unknown) => (typeof ms === 'number' ? ` (${ms} ms)` : '');
+  if (code === LOCK_NOT_AVAILABLE && /lock timeout/.test(error.message)) {
+    return new BackfillError(ErrorCode.Timeout,
+      `A statement waited longer than LOCK_TIMEOUT_MS${limit(pool?.options.lock_timeout)} for a lock another transaction holds, and PostgreSQL cancelled it; ` +
+      'nothing of its transaction was committed. It can be retried; if it keeps waiting, pg_stat_activity shows the transaction holding the lock.', { cause: error, retryable: true });
+  }
+  if (code === QUERY_CANCELED && /statement timeout/.test(error.message)) {
+    return new BackfillError(ErrorCode.Timeout,
+      `A statement ran longer than STATEMENT_TIMEOUT_MS${limit(pool?.options.statement_timeout)} and PostgreSQL cancelled it; nothing of its transaction was committed. ` +
+      'Raise STATEMENT_TIMEOUT_MS if the work really is that large, or find what it waited on (pg_stat_activity, EXPLAIN).', { cause: error });
+  }
+  if (code === QUERY_CANCELED) {
+    return new BackfillError(ErrorCode.Cancelled,
+      'A statement was cancelled on request (its worker was stopping, or someone ran pg_cancel_backend); nothing of its transaction was committed, and it can be retried.',
+      { cause: error, retryable: true });
+  }
+  return error;
 }
 
 export async function withClient<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   try {
     return await work(client);
+  } catch (error) {
+    throw explainCancellation(error, pool);
   } finally {
     client.release();
   }

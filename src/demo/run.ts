@@ -8,7 +8,7 @@ import { loadConfig } from '../config.js';
 import { loadBackfillReport } from '../core/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
-import { createPool, recreateDatabase } from '../db/pool.js';
+import { createPool, poolBounds, recreateDatabase } from '../db/pool.js';
 import { isBackfillError } from '../errors.js';
 import { redisConnection } from '../queue/stepQueue.js';
 import { createSlackApp } from '../slack/app.js';
@@ -46,7 +46,7 @@ async function main(): Promise<void> {
 
   section(`Seeding the Harborlight demo into ${new URL(config.DATABASE_URL).pathname.slice(1)}`);
   await recreateDatabase(config.DATABASE_URL);
-  const pool = createPool(config.DATABASE_URL, 'backfill-demo');
+  const pool = createPool(config.DATABASE_URL, 'backfill-demo', poolBounds(config));
   await migrate(pool);
   const slack = await startSlackEmulator();
   const bot = await createSlackApp({

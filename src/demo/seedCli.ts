@@ -3,7 +3,7 @@
 
 import { loadConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
-import { createPool, ensureDatabase } from '../db/pool.js';
+import { createPool, ensureDatabase, poolBounds } from '../db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { DemoScenario, SCENARIO_AS_OF } from './constants.js';
 import { seedDemo, type SeedSummary } from './seed.js';
@@ -49,7 +49,7 @@ async function main(): Promise<void> {
   const scenario = parseScenario(process.argv.slice(2));
   const config = loadConfig();
   await ensureDatabase(config.DATABASE_URL);
-  const pool = createPool(config.DATABASE_URL, 'backfill-bot-demo-seed');
+  const pool = createPool(config.DATABASE_URL, 'backfill-bot-demo-seed', poolBounds(config));
   try {
     const started = performance.now();
     await migrate(pool);

@@ -4,6 +4,7 @@ import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
 import type { ReconciliationRow } from '../core/reconciliationReport.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/plan.js';
+import { describeSecondApproval, describeSize } from '../core/sizing.js';
 import { describeState } from '../core/stateMachine.js';
 import { waitingOn, type BackfillReport } from '../core/status.js';
 import { formatHour, formatHourRange, formatTime } from '../core/time.js';
@@ -162,6 +163,7 @@ export function planMessage(plan: Plan): Message {
       section(`*Signed figures affected*\n${signed.join('\n') || 'none'}`),
       section(`*Watermark:* ${identified.watermarkBefore ? formatHour(identified.watermarkBefore) : 'none'} → ${formatHour(identified.watermarkResetTo)}\n` +
         `*Expected:* ${formatMoney(plan.totalBefore)} → ${formatMoney(plan.expectedTotalAfter)} (${plan.direction}) · *waits for:* ${plan.gateOwners.map((o) => `<@${o}>`).join(', ') || 'nobody'}`),
+      ...(plan.size ? [section(`*Size:* ${describeSize(plan.size, plan.pipeline.name)}\n*Second operator's approval:* ${describeSecondApproval(plan.size)}`)] : []),
       context(`Plan #${plan.planId ?? '?'} (inputs ${plan.inputsHash.slice(0, 12)}). Nothing was written but the plan and an audit event. ` +
         `\`/backfill start plan ${plan.planId ?? '<id>'} <reason>\` runs exactly this, or refuses if its inputs change.`),
     ],

@@ -2,6 +2,8 @@ import type { BackfillRow } from '../db/backfills.js';
 import type { TimelineEvent } from '../db/events.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/plan.js';
+import { sum, type PrunedBackfill, type RetentionReport, type StoredRows } from '../core/retention.js';
+import { describeSecondApproval, describeSize, formatBytes, formatCount } from '../core/sizing.js';
 import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
 import { describeState } from '../core/stateMachine.js';
 import { waitingOn, type BackfillReport } from '../core/status.js';
@@ -27,6 +29,7 @@ export function renderPlan(plan: Plan): string {
     'Signed figures affected:',
     ...(plan.signed.length ? plan.signed.map((f) => `  ${f.report} ${f.period}: ${formatMoney(f.total)} signed by <@${f.signedBy}> at ${formatTime(f.signedAt)}`) : ['  none']),
     `Waits for acknowledgement from: ${plan.gateOwners.length ? plan.gateOwners.map((o) => `<@${o}>`).join(', ') : 'nobody (no reader asked to be told before)'}`,
+    ...(plan.size ? [`Size: ${describeSize(plan.size, plan.pipeline.name)}`, `Second operator's approval: ${describeSecondApproval(plan.size)}`] : []),
   ];
   return lines.join('\n');
 }
@@ -137,4 +140,30 @@ export function renderPaidAgainst(answer: PaidAgainstAnswer): string {
   }
   lines.push(`  current: ${formatMoney(answer.current.total)} (${answer.current.source === 'signature' ? 'the latest signature' : `after backfill #${answer.current.backfillId ?? '?'}`})`);
   return lines.join('\n');
+}
+
+const storedRows = (tables: StoredRows[]) =>
+  `${formatCount(sum(tables, 'rows'))} rows, ${formatBytes(sum(tables, 'bytes'))} (${tables.map((t) => `${t.table} ${formatCount(t.rows)}`).join(', ')})`;
+
+/** What retention would drop, by backfill: what the job drops, and what only --prune does. */
+export function renderRetention(report: RetentionReport): string {
+  const lines = [`Retention (RETENTION_DAYS ${report.retentionDays}, as of ${formatTime(report.asOf)}):`];
+  for (const item of report.items) {
+    const verb = item.action === 'drop' ? 'drops' : 'keeps unless --prune';
+    lines.push(`  #${item.backfillId} ${item.pipeline} (${item.state}): ${verb} ${item.kind} rows, ${storedRows(item.tables)}`, `      ${item.why}`);
+  }
+  if (report.items.length === 0) lines.push('  nothing to drop');
+  lines.push(`${report.kept} other backfill(s) keep all their rows (in flight, or finished within ${report.retentionDays} days).`);
+  const confirm = report.items.filter((item) => item.action === 'confirm').length;
+  if (confirm > 0) lines.push(`\`backfill retention --prune\` drops all of the above, including the ${confirm} set(s) of rows a rollback still needs.`);
+  return lines.join('\n');
+}
+
+export function renderPruned(pruned: PrunedBackfill[]): string {
+  if (pruned.length === 0) return 'Nothing was dropped: no stored rows are past retention.';
+  const all = pruned.flatMap((p) => p.tables);
+  return [
+    ...pruned.map((p) => `  #${p.backfillId} ${p.pipeline}: dropped ${p.kinds.join(' and ')} rows, ${storedRows(p.tables)}`),
+    `Dropped ${formatCount(sum(all, 'rows'))} rows (${formatBytes(sum(all, 'bytes'))}) of ${pruned.length} backfill(s); each is in its timeline (pruned).`,
+  ].join('\n');
 }

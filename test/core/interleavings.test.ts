@@ -167,7 +167,7 @@ async function orderIds(e: TestEngine, hour: string): Promise<Set<number>> {
 
 async function savedIds(e: TestEngine, backfillId: number, hour: string): Promise<Set<number>> {
   const { rows } = await e.ctx.pool.query<{ id: string }>(
-    `SELECT row_data ->> 'order_id' AS id FROM backfill.preserved_rows WHERE backfill_id = $1 AND partition_hour = $2`, [backfillId, hour]);
+    `SELECT order_id AS id FROM bf_orders.saved WHERE bf_backfill = $1 AND partition_hour = $2`, [backfillId, hour]);
   return new Set(rows.map((row) => Number(row.id)));
 }
 
@@ -447,10 +447,9 @@ describe('Redis lost while a publish runs', () => {
 
     // Saved once, and what was saved is the night as it was, not the backfill's own output.
     const preserved = await fingerprint(
-      `SELECT count(*)::int AS rows, coalesce(sum((row_data ->> 'amount_base')::numeric), 0)::numeric(18,2)::text AS total,
-              md5(coalesce(string_agg((row_data ->> 'order_id') || ':' || (row_data ->> 'amount_base')::numeric(14,2)::text, '|'
-                  ORDER BY (row_data ->> 'order_id')::bigint), '')) AS md5
-       FROM backfill.preserved_rows WHERE backfill_id = $1 AND partition_hour = $2`, [id, canary]);
+      `SELECT count(*)::int AS rows, coalesce(sum(amount_base), 0)::numeric(18,2)::text AS total,
+              md5(coalesce(string_agg(order_id || ':' || amount_base::numeric(14,2)::text, '|' ORDER BY order_id), '')) AS md5
+       FROM bf_orders.saved WHERE bf_backfill = $1 AND partition_hour = $2`, [id, canary]);
     expect(preserved).toEqual(priorCanary);
     const recomputed = (await listEvents(e.ctx.pool, id)).filter((ev) => ev.kind === 'recomputed' && String(ev.detail.partition).endsWith('05:00'));
     expect(recomputed).toHaveLength(1);

@@ -93,7 +93,7 @@ describe('canary, waves, and what stops them', () => {
     expect(paused.backfill.pausedReason).toBe('2026-11-15 05:00: 3 key(s) would be lost, which the plan did not predict');
     expect(paused.steps.filter((s) => s.kind === 'publish' && s.status === 'done')).toHaveLength(0);
     expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1284310.55');
-    const staged = await e.ctx.pool.query('SELECT count(DISTINCT partition_hour)::int AS n FROM backfill.staged_rows WHERE backfill_id = $1', [id]);
+    const staged = await e.ctx.pool.query('SELECT count(DISTINCT partition_hour)::int AS n FROM bf_orders.staged WHERE bf_backfill = $1', [id]);
     expect(staged.rows[0].n).toBe(6);
     expect(e.notifier.reconciliations).toEqual([id]);
     await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: ' ' })).rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.BadInput));

@@ -97,15 +97,15 @@ async function checkEnvelopes(model: Model, system: ModelSystem): Promise<void> 
   const outside = await db.query<{ id: number; hour: Date; acceptedBy: string | null; missing: number; duplicated: number; lost: number; stagedKnown: string; expected: string; planned: number }>(
     `SELECT t.backfill_id AS id, t.partition_hour AS hour, t.accepted_by AS "acceptedBy",
             coalesce(r.keys_missing, 0) AS missing, coalesce(r.keys_duplicated, 0) AS duplicated,
-            (SELECT count(*) FROM backfill.expected_rows e WHERE e.backfill_id = t.backfill_id AND e.partition_hour = t.partition_hour
-               AND NOT EXISTS (SELECT 1 FROM backfill.staged_rows s WHERE s.backfill_id = t.backfill_id AND s.generation = b.generation
-                                 AND s.partition_hour = t.partition_hour AND s.row_key = e.row_key))::int AS lost,
-            (SELECT coalesce(sum((s.row_data ->> 'amount_base')::numeric), 0)::numeric(18,2)::text FROM backfill.staged_rows s
-               WHERE s.backfill_id = t.backfill_id AND s.generation = b.generation AND s.partition_hour = t.partition_hour
-                 AND EXISTS (SELECT 1 FROM backfill.expected_rows e WHERE e.backfill_id = t.backfill_id AND e.partition_hour = t.partition_hour AND e.row_key = s.row_key)) AS "stagedKnown",
-            (SELECT coalesce(sum(e.measure), 0)::numeric(18,2)::text FROM backfill.expected_rows e
-               WHERE e.backfill_id = t.backfill_id AND e.partition_hour = t.partition_hour) AS expected,
-            (SELECT count(*) FROM backfill.expected_rows e WHERE e.backfill_id = t.backfill_id AND e.partition_hour = t.partition_hour)::int AS planned
+            (SELECT count(*) FROM bf_orders.expected e WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour
+               AND NOT EXISTS (SELECT 1 FROM bf_orders.staged s WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = b.generation
+                                 AND s.partition_hour = t.partition_hour AND s.order_id = e.order_id))::int AS lost,
+            (SELECT coalesce(sum(s.amount_base), 0)::numeric(18,2)::text FROM bf_orders.staged s
+               WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = b.generation AND s.partition_hour = t.partition_hour
+                 AND EXISTS (SELECT 1 FROM bf_orders.expected e WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour AND e.order_id = s.order_id)) AS "stagedKnown",
+            (SELECT coalesce(sum(e.bf_measure), 0)::numeric(18,2)::text FROM bf_orders.expected e
+               WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour) AS expected,
+            (SELECT count(*) FROM bf_orders.expected e WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour)::int AS planned
      FROM backfill.backfill_targets t JOIN backfill.backfills b ON b.id = t.backfill_id
      LEFT JOIN backfill.reconciliations r ON r.backfill_id = t.backfill_id AND r.generation = b.generation
        AND r.partition_hour = t.partition_hour AND r.phase = 'staged'
@@ -131,7 +131,7 @@ export async function checkPreserved(system: ModelSystem, backfillId: number, ho
   const lost = [...prior].filter(([, row]) => !saved.has(row));
   if (lost.length > 0) {
     throw new InvariantViolation(`the publish of ${hour} by #${backfillId} removed ${lost.length} of ${prior.size} row(s) without saving them ` +
-      `(preserved_rows holds ${saved.size}); e.g. order ${lost[0]?.[0]}`);
+      `(bf_orders.saved holds ${saved.size}); e.g. order ${lost[0]?.[0]}`);
   }
 }
 

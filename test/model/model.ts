@@ -126,8 +126,11 @@ export function recordPublish(model: Model, backfill: ModelBackfill, hour: strin
 export function recordRollback(model: Model, backfill: ModelBackfill): void {
   for (const [hour, publish] of backfill.published) {
     const next: RowMap = new Map(publish.prior);
+    // A late row survives the rollback whether it landed before the publish's delete (saved, so restored) or
+    // after it (never deleted): another job's seam may have written it at either moment.
+    const late = new Set(model.lateRows.filter((row) => row.hour === hour).map((row) => row.orderId));
     for (const [key, row] of expectedOf(model, hour)) {
-      if (!publish.wrote.has(key) && !publish.prior.has(key)) next.set(key, row);
+      if (late.has(key) || (!publish.wrote.has(key) && !publish.prior.has(key))) next.set(key, row);
     }
     model.expected.set(hour, next);
   }

@@ -56,13 +56,14 @@ describe('recovering a backfill from Slack', () => {
     const harness = h;
     await harness.command('start orders 2026-11-15 currency parsed as text');
     await waitUntil(() => harness.slack.callsTo('chat.postMessage').filter((c) => String(c.params.channel).startsWith('D')).length === 2, 'announcements');
-    // The reminders wait in the queue as delayed jobs.
-    await waitUntil(async () => (await harness.bot.workers?.queue.getDelayedCount()) === 2, 'the delayed reminders');
+    // The reminders wait in the queue as delayed jobs (next to the retention job's next run, which is not the backfill's).
+    const delayedReminders = async () => (await harness.bot.workers?.queue.getDelayed())?.filter((job) => job.name === 'remind').length;
+    await waitUntil(async () => (await delayedReminders()) === 2, 'the delayed reminders');
     expect((await harness.command('stop 1')).reply).toMatch(/Usage: `\/backfill stop <id> <reason>`/);
     expect((await harness.command('stop 1 the owners want the whole week redone instead')).reply).toBe('Backfill #1 stopped and fenced.');
     await waitUntil(() => channelTexts(harness).some((t) => t.includes('stopped backfill #1: the owners want the whole week redone instead. Generation 1 is fenced')), 'the stop notice');
     expect(channelTexts(harness).find((t) => t.includes('Generation 1 is fenced'))).toContain('2 queued job(s) removed');
-    expect(await harness.bot.workers?.queue.getDelayedCount()).toBe(0);
+    expect(await delayedReminders()).toBe(0);
     expect(await state(harness)).toBe('stopped');
     const row = await harness.engine.ctx.pool.query('SELECT fenced_generation, stopped_by FROM backfill.backfills WHERE id = 1');
     expect(row.rows[0]).toEqual({ fenced_generation: 1, stopped_by: 'U07ONCALL' });

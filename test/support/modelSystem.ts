@@ -278,21 +278,20 @@ export async function dayRows(db: pg.Pool): Promise<Map<string, RowMap>> {
   return byHour;
 }
 
-// Staged and preserved rows went through Node as JSON (the stage reads them back from a rolled-back savepoint),
-// so 1.500000 may come back as 1.5: both are read as the table's row type first, which gives the live form.
-const AS_LIVE_ROW = `to_jsonb(jsonb_populate_record(NULL::warehouse.orders, row_data))::text`;
+// Staged and saved rows live in the pipeline's store (bf_orders), shaped like the target plus the run's columns:
+// read back as the target's row type, they give the live form.
+const AS_LIVE_ROW = `to_jsonb(jsonb_populate_record(NULL::warehouse.orders, to_jsonb(s) - 'bf_backfill' - 'bf_generation'))::text`;
 
-/** The rows a backfill staged for a partition (its generation), by key, in the form the live table gives. */
 export async function stagedRows(db: pg.Pool, backfillId: number, hour: string): Promise<RowMap> {
   const { rows } = await db.query<{ k: string; v: string }>(
-    `SELECT s.row_data ->> 'order_id' AS k, ${AS_LIVE_ROW.replace('row_data', 's.row_data')} AS v FROM backfill.staged_rows s JOIN backfill.backfills b ON b.id = s.backfill_id
-     WHERE s.backfill_id = $1::bigint AND s.partition_hour = $2::timestamptz AND s.generation = b.generation`, [backfillId, hour]);
+    `SELECT s.order_id::text AS k, ${AS_LIVE_ROW} AS v FROM bf_orders.staged s JOIN backfill.backfills b ON b.id = s.bf_backfill
+     WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz AND s.bf_generation = b.generation`, [backfillId, hour]);
   return new Map(rows.map((r) => [r.k, r.v]));
 }
 
 /** Every row a backfill saved before replacing a partition (whatever generation it filed them under). */
 export async function preservedRows(db: pg.Pool, backfillId: number, hour: string): Promise<Set<string>> {
   const { rows } = await db.query<{ v: string }>(
-    `SELECT DISTINCT ${AS_LIVE_ROW} AS v FROM backfill.preserved_rows WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
+    `SELECT DISTINCT ${AS_LIVE_ROW} AS v FROM bf_orders.saved s WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz`, [backfillId, hour]);
   return new Set(rows.map((r) => r.v));
 }

@@ -1,0 +1,251 @@
+import { requireBackfill } from '../db/backfills.js';
+import { recordEvent } from '../db/events.js';
+import { quoteIdent, withTransaction, type Queryable } from '../db/pool.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+import type { EngineContext } from './context.js';
+import { storeSchemaName } from './rowStore.js';
+import { ACTIVE_STATES, type BackfillState } from './stateMachine.js';
+import { formatTime } from './time.js';
+
+/*
+ * Retention of the rows a backfill keeps in its pipeline's store (bf_<pipeline>), in two kinds by what needs them:
+ *
+ *   scratch  baseline and expected keys: read only by its publishes (late rows, the envelope).
+ *   undo     staged and saved rows: what a rollback deletes and restores.
+ *
+ * The rule, for a backfill finished (not in flight) more than RETENTION_DAYS ago:
+ *   - scratch rows are dropped, by the retention job;
+ *   - undo rows are dropped by the job only when no rollback can ever need them: the backfill was rolled back,
+ *     was cancelled, or has no partition published (none left to restore);
+ *   - undo rows of a backfill that could still be rolled back (done, failed or stopped with partitions
+ *     published, whether its rollback is allowed now or only once a later backfill over them is rolled back)
+ *     are dropped only when an operator says so (`backfill retention --prune`), after which it can no longer
+ *     be rolled back.
+ * Nothing of a backfill in flight (paused included) or finished less than RETENTION_DAYS ago is dropped. Each
+ * drop is one transaction that locks the backfill row (as a rollback does) and checks the rule again, records
+ * what went in backfill.row_retention and in the backfill's timeline; a second run finds nothing more to do.
+ */
+
+export const RETENTION_ACTOR = 'retention';
+
+export type RowsKind = 'scratch' | 'undo';
+export type StoreTable = 'staged' | 'saved' | 'baseline' | 'expected';
+export const STORE_TABLES: Record<RowsKind, readonly StoreTable[]> = { scratch: ['baseline', 'expected'], undo: ['staged', 'saved'] };
+
+export interface RetentionCandidate {
+  backfillId: number;
+  pipeline: string;
+  state: BackfillState;
+  /** When it finished (or, never having run, was announced): the age is counted from here. */
+  finishedAt: Date;
+  /** Partitions it published that are still its (not restored by its rollback). */
+  publishedPartitions: number;
+  /** Later backfills whose generations stand over its partitions: its rollback is refused while they do. */
+  supersededBy: number[];
+  /** The kinds already dropped. */
+  pruned: RowsKind[];
+}
+
+/** drop: the retention job drops them; confirm: only an operator's `retention --prune` does; keep: nothing does yet. */
+export interface Verdict {
+  kind: RowsKind;
+  action: 'drop' | 'confirm' | 'keep';
+  why: string;
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/** The rule above, for each kind of rows the backfill still has. Pure. */
+export function retentionVerdicts(candidate: RetentionCandidate, asOf: Date, retentionDays: number): Verdict[] {
+  const days = Math.floor((asOf.getTime() - candidate.finishedAt.getTime()) / DAY_MS);
+  return (Object.keys(STORE_TABLES) as RowsKind[]).filter((kind) => !candidate.pruned.includes(kind)).map((kind): Verdict => {
+    if (ACTIVE_STATES.includes(candidate.state)) return { kind, action: 'keep', why: `in flight (${candidate.state})` };
+    if (days < retentionDays) return { kind, action: 'keep', why: `finished ${days} day(s) ago, within RETENTION_DAYS (${retentionDays})` };
+    if (kind === 'scratch') return { kind, action: 'drop', why: `finished ${days} day(s) ago; only a publish reads them, and none is left to run` };
+    const never = undoNeverNeeded(candidate);
+    if (never) return { kind, action: 'drop', why: `finished ${days} day(s) ago; ${never}` };
+    const now = candidate.supersededBy.length
+      ? `its rollback is refused while ${candidate.supersededBy.map((id) => `#${id}`).join(', ')} stand(s) over its partitions, and allowed again if that is rolled back`
+      : 'its rollback is still allowed';
+    return { kind, action: 'confirm', why: `finished ${days} day(s) ago, but ${now}: only \`retention --prune\` drops them, and then it can no longer be rolled back` };
+  });
+}
+
+function undoNeverNeeded(candidate: RetentionCandidate): string | undefined {
+  if (candidate.state === 'rolled_back') return 'it was rolled back, so nothing is left to restore';
+  if (candidate.state === 'cancelled') return 'it was cancelled before it ran';
+  if (candidate.publishedPartitions === 0) return 'none of its partitions is published, so there is nothing to roll back';
+  return undefined;
+}
+
+/** The backfills that still have rows of some kind, with what the rule needs to know about them. */
+export async function listCandidates(db: Queryable, backfillId?: number): Promise<RetentionCandidate[]> {
+  const { rows } = await db.query<Omit<RetentionCandidate, 'supersededBy'> & { supersededBy: string[] }>(
+    `SELECT b.id AS "backfillId", b.pipeline, b.state, coalesce(b.finished_at, b.rolled_back_at, b.announced_at) AS "finishedAt",
+            (SELECT count(*) FROM backfill.backfill_targets t WHERE t.backfill_id = b.id AND t.status = 'published')::int AS "publishedPartitions",
+            ARRAY(SELECT DISTINCT later.backfill_id FROM backfill.partition_generations mine
+                  JOIN backfill.partition_generations later ON later.pipeline = mine.pipeline AND later.partition_hour = mine.partition_hour
+                   AND later.generation > mine.generation AND later.rolled_back_at IS NULL
+                  WHERE mine.backfill_id = b.id AND mine.rolled_back_at IS NULL ORDER BY 1)::text[] AS "supersededBy",
+            ARRAY(SELECT r.rows_kind FROM backfill.row_retention r WHERE r.backfill_id = b.id ORDER BY 1) AS pruned
+     FROM backfill.backfills b
+     WHERE ($1::bigint IS NULL OR b.id = $1::bigint)
+       AND (SELECT count(*) FROM backfill.row_retention r WHERE r.backfill_id = b.id) < 2
+     ORDER BY b.id`, [backfillId ?? null]);
+  return rows.map((row) => ({ ...row, supersededBy: row.supersededBy.map(Number) }));
+}
+
+export interface StoredRows {
+  table: StoreTable;
+  rows: number;
+  bytes: number;
+}
+
+function storeTable(pipeline: string, table: StoreTable): string {
+  return `${quoteIdent(storeSchemaName(pipeline))}.${table}`;
+}
+
+/** A pipeline whose store was never created (no backfill of it since the typed store) has nothing stored. */
+async function storeTableExists(db: Queryable, pipeline: string, table: StoreTable): Promise<boolean> {
+  const { rows } = await db.query<{ present: boolean }>('SELECT to_regclass($1::text) IS NOT NULL AS present', [storeTable(pipeline, table)]);
+  return rows[0]?.present ?? false;
+}
+
+/** The rows of that kind the backfill has in its store, and their bytes (the rows' own size, without index). */
+export async function measureRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
+  const measured: StoredRows[] = [];
+  for (const table of STORE_TABLES[kind]) {
+    if (!(await storeTableExists(db, pipeline, table))) {
+      measured.push({ table, rows: 0, bytes: 0 });
+      continue;
+    }
+    const { rows } = await db.query<{ rows: number; bytes: number }>(
+      `SELECT count(*)::bigint AS rows, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS bytes FROM ${storeTable(pipeline, table)} t WHERE t.bf_backfill = $1::bigint`, [backfillId]);
+    measured.push({ table, rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 });
+  }
+  return measured;
+}
+
+async function dropRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
+  const dropped: StoredRows[] = [];
+  for (const table of STORE_TABLES[kind]) {
+    if (!(await storeTableExists(db, pipeline, table))) {
+      dropped.push({ table, rows: 0, bytes: 0 });
+      continue;
+    }
+    // One statement deletes the rows and says how many bytes they were.
+    const { rows } = await db.query<{ rows: number; bytes: number }>(
+      `WITH gone AS (DELETE FROM ${storeTable(pipeline, table)} t WHERE t.bf_backfill = $1::bigint RETURNING pg_column_size(t.*) AS size)
+       SELECT count(*)::bigint AS rows, coalesce(sum(size), 0)::bigint AS bytes FROM gone`, [backfillId]);
+    dropped.push({ table, rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 });
+  }
+  return dropped;
+}
+
+export interface RetentionItem extends Verdict {
+  backfillId: number;
+  pipeline: string;
+  state: BackfillState;
+  finishedAt: Date;
+  tables: StoredRows[];
+}
+
+export interface RetentionReport {
+  asOf: Date;
+  retentionDays: number;
+  /** What the job drops (drop) and what only `retention --prune` does (confirm), measured. */
+  items: RetentionItem[];
+  /** Backfills keeping all their rows for now: in flight, or finished within RETENTION_DAYS. */
+  kept: number;
+}
+
+/** What retention would drop now, and what it would take an operator's --prune to drop; nothing is changed. */
+export async function listRetention(ctx: EngineContext, options: { asOf?: Date; backfillId?: number } = {}): Promise<RetentionReport> {
+  const asOf = options.asOf ?? new Date();
+  const items: RetentionItem[] = [];
+  let kept = 0;
+  for (const candidate of await listCandidates(ctx.pool, options.backfillId)) {
+    const verdicts = retentionVerdicts(candidate, asOf, ctx.config.RETENTION_DAYS).filter((v) => v.action !== 'keep');
+    if (verdicts.length === 0) kept += 1;
+    for (const verdict of verdicts) {
+      const { backfillId, pipeline, state, finishedAt } = candidate;
+      items.push({ ...verdict, backfillId, pipeline, state, finishedAt, tables: await measureRows(ctx.pool, pipeline, backfillId, verdict.kind) });
+    }
+  }
+  return { asOf, retentionDays: ctx.config.RETENTION_DAYS, items, kept };
+}
+
+export interface PruneOptions {
+  actor: string;
+  /** Also the undo rows of backfills that could still be rolled back (an operator's --prune); never the job. */
+  includeRollbackRows: boolean;
+  asOf?: Date;
+  backfillId?: number;
+}
+
+export interface PrunedBackfill {
+  backfillId: number;
+  pipeline: string;
+  kinds: RowsKind[];
+  tables: StoredRows[];
+  why: string[];
+}
+
+/** Drops what the rule allows (see above), one backfill per transaction. Idempotent: returns what it dropped now. */
+export async function pruneStoredRows(ctx: EngineContext, options: PruneOptions): Promise<PrunedBackfill[]> {
+  const asOf = options.asOf ?? new Date();
+  const pruned: PrunedBackfill[] = [];
+  for (const candidate of await listCandidates(ctx.pool, options.backfillId)) {
+    if (!retentionVerdicts(candidate, asOf, ctx.config.RETENTION_DAYS).some((v) => allowed(v, options))) continue;
+    const done = await pruneBackfill(ctx, candidate.backfillId, { ...options, asOf });
+    if (done) pruned.push(done);
+  }
+  return pruned;
+}
+
+const allowed = (verdict: Verdict, options: Pick<PruneOptions, 'includeRollbackRows'>) =>
+  verdict.action === 'drop' || (verdict.action === 'confirm' && options.includeRollbackRows);
+
+/**
+ * Under the backfill's row lock (a rollback takes the same lock first, so the two never interleave) the rule is
+ * checked again, the rows go, and the drop is recorded with its reason, in the same transaction.
+ */
+async function pruneBackfill(ctx: EngineContext, backfillId: number, options: PruneOptions & { asOf: Date }): Promise<PrunedBackfill | undefined> {
+  return withTransaction(ctx.pool, async (tx) => {
+    await requireBackfill(tx, backfillId, { forUpdate: true });
+    const [candidate] = await listCandidates(tx, backfillId);
+    if (!candidate) return undefined;
+    const verdicts = retentionVerdicts(candidate, options.asOf, ctx.config.RETENTION_DAYS).filter((v) => allowed(v, options));
+    if (verdicts.length === 0) return undefined;
+    const tables: StoredRows[] = [];
+    for (const verdict of verdicts) {
+      const dropped = await dropRows(tx, candidate.pipeline, backfillId, verdict.kind);
+      tables.push(...dropped);
+      await tx.query(
+        `INSERT INTO backfill.row_retention (backfill_id, rows_kind, pruned_by, rows_dropped, bytes_dropped, rule)
+         VALUES ($1::bigint, $2::text, $3::text, $4::bigint, $5::bigint, $6::text)`,
+        [backfillId, verdict.kind, options.actor, sum(dropped, 'rows'), sum(dropped, 'bytes'), verdict.why]);
+    }
+    const kinds = verdicts.map((v) => v.kind);
+    await recordEvent(tx, {
+      backfillId, actor: options.actor, kind: 'pruned',
+      detail: { kinds, tables, rows: sum(tables, 'rows'), bytes: sum(tables, 'bytes'), why: verdicts.map((v) => `${v.kind}: ${v.why}`), retentionDays: ctx.config.RETENTION_DAYS },
+    });
+    return { backfillId, pipeline: candidate.pipeline, kinds, tables, why: verdicts.map((v) => v.why) };
+  });
+}
+
+export function sum(tables: StoredRows[], field: 'rows' | 'bytes'): number {
+  return tables.reduce((total, table) => total + table[field], 0);
+}
+
+/** A rollback of a backfill whose saved rows an operator pruned is refused by name: there is nothing to restore. */
+export async function refuseIfUndoPruned(db: Queryable, backfillId: number): Promise<void> {
+  const { rows } = await db.query<{ prunedBy: string; prunedAt: Date }>(
+    `SELECT pruned_by AS "prunedBy", pruned_at AS "prunedAt" FROM backfill.row_retention WHERE backfill_id = $1::bigint AND rows_kind = 'undo'`, [backfillId]);
+  const pruned = rows[0];
+  if (!pruned) return;
+  throw new BackfillError(ErrorCode.WrongState,
+    `Backfill #${backfillId} cannot be rolled back: its saved prior rows were dropped by retention (${pruned.prunedBy}, ${formatTime(pruned.prunedAt)}), ` +
+    'so there is nothing to restore. Repair the data with a new backfill instead; nothing was changed.');
+}
