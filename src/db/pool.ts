@@ -39,7 +39,12 @@ export function createPool(databaseUrl: string, applicationName = 'backfill-bot'
   });
   const clients = new Set<pg.PoolClient>();
   openClients.set(pool, clients);
-  pool.on('connect', (client) => clients.add(client));
+  pool.on('connect', (client) => {
+    clients.add(client);
+    // A checked-out client whose connection dies between queries emits 'error' on itself, not on the pool:
+    // without a listener that would end the process. The query in flight (or the next) fails and is retried.
+    client.on('error', (error) => console.error(`postgres: connection lost: ${error.message}`));
+  });
   pool.on('remove', (client) => clients.delete(client));
   return pool;
 }
