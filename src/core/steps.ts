@@ -38,14 +38,7 @@ const ENGINE = 'backfill-bot';
 type StepBody = (ctx: StepContext, ref: StepRef, token: string) => Promise<StepOutcome>;
 
 const BODIES: Record<StepRef['kind'], StepBody> = {
-  announce: (ctx, ref, token) => announce(ctx, ref, token),
-  stage: (ctx, ref, token) => stage(ctx, ref, token),
-  publish: (ctx, ref, token) => publish(ctx, ref, token),
-  watermark: (ctx, ref, token) => moveWatermark(ctx, ref, token),
-  replay: (ctx, ref, token) => replay(ctx, ref, token),
-  compare: (ctx, ref, token) => compare(ctx, ref, token),
-  notify: (ctx, ref, token) => notify(ctx, ref, token),
-  report: (ctx, ref, token) => report(ctx, ref, token),
+  announce, stage, publish, watermark: moveWatermark, replay, compare, notify, report,
 };
 
 /**
