@@ -1,55 +1,59 @@
-// npm run bench: how fast the one write path replaces partitions, against the same work written by hand, and
-// what a whole backfill through BullMQ costs per partition. Runs on a database of its own (backfill_bot_bench),
-// dropped and recreated at the start and dropped again at the end, seeded with the month-end demo; the queue
-// lives under a random QUEUE_PREFIX and is obliterated afterwards. Every figure is the median of a few runs.
+// npm run bench [-- --rows-per-partition N --partitions P …]: a backfill at a given partition size against the
+// same work written by hand. Runs on a database of its own (backfill_bot_bench), dropped and recreated at the
+// start and dropped again at the end, seeded with the month-end demo, whose raw orders of the benchmarked
+// hours are then replaced by N generated rows per hour (bench/data.ts). The queue lives under a random
+// QUEUE_PREFIX and is obliterated afterwards. In one run, every figure a ratio to row 1 (the raw step):
+//
+//   1 raw step            per hour: BEGIN; DELETE; the step's INSERT … SELECT; COMMIT (one connection)
+//   2 replacePartition    the engine's normal write path, one withTransaction per hour
+//   3 start               the preview, the targets and the announced envelope (startBackfill)
+//   4 whole backfill      approval → done through BullMQ, with 1, 2 and 4 worker processes (bench/worker.ts)
+//   5 reconciliation      reconcileByKey of one partition, live against staged, against one scan of both sides
+//   6 worker peak RSS     VmHWM of each worker process
+//
+// Every timed run starts from a vacuumed, analyzed table (autovacuum may be off): the VACUUM is never timed.
 
 import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import pg from 'pg';
 import { STEP_QUEUE } from '../jobs/registry.js';
-import { runUntilSettled } from '../src/cli/runner.js';
 import { loadConfig, type Config } from '../src/config.js';
 import type { EngineContext } from '../src/core/context.js';
-import { overrideGate } from '../src/core/gate.js';
-import { replacePartition } from '../src/core/partitionStep.js';
-import { startBackfill } from '../src/core/start.js';
-import { tick } from '../src/core/tick.js';
-import { formatHour, formatHourRange, hoursBetween, parseHour } from '../src/core/time.js';
+import { readWatermark } from '../src/core/identify.js';
+import { formatHour, formatHourRange } from '../src/core/time.js';
 import { migrate } from '../src/db/migrate.js';
 import { requirePipeline, type Pipeline } from '../src/db/pipelines.js';
-import { createPool, dropDatabase, quoteIdent, quoteQualified, recreateDatabase, withTransaction, type Pool } from '../src/db/pool.js';
+import { createPool, dropDatabase, poolBounds, recreateDatabase, type Pool } from '../src/db/pool.js';
 import { DEMO_PIPELINE } from '../src/demo/constants.js';
 import { seedDemo } from '../src/demo/seed.js';
 import { isBackfillError } from '../src/errors.js';
-import { redisConnection } from '../src/queue/stepQueue.js';
+import { createStepQueue, redisConnection } from '../src/queue/stepQueue.js';
+import { parseBenchArgs, USAGE, type BenchArgs } from './args.js';
+import { autoExplainOptions, explainingPool, summarizePlans, type CapturedPlan, type StatementSummary } from './autoExplain.js';
+import { rollBackStopped, runBackfill, type BackfillRun, type Phases } from './backfill.js';
+import {
+  benchmarkHours, buildOrdersAsInNovember, clearRowStore, inflateRawOrders, startOver, targetShape, vacuumAnalyze, vacuumTarget,
+} from './data.js';
+import { findStagedPartition, rawPass, replacePass, timeReconcile, timeScanBothSides, type Pass } from './passes.js';
+import {
+  describeMachine, explainReport, measurementTable, phasesTable, targetsTable, writeResults,
+  type BackfillPhases, type Machine, type Measurement, type RunResult, type TargetCheck,
+} from './report.js';
+import { median, spread } from './stats.js';
+import { readMemory, startWorkerProcesses, stopWorkerProcesses, type WorkerProcess } from './workerProcesses.js';
 
 const BENCH_DATABASE = 'backfill_bot_bench';
-/** Sections 1 and 2: 48 consecutive hours that the month-end seed has built (none of them flagged). */
-const WRITE_PATH_HOURS = hoursBetween(parseHour('2026-11-02T00:00'), parseHour('2026-11-03T23:00'));
-/** Section 3: the backfill's explicit range; every repetition reruns the same 24 hours. */
-const BACKFILL_FIRST_HOUR = '2026-11-02T00:00';
-const BACKFILL_LAST_HOUR = '2026-11-02T23:00';
-const BACKFILL_TARGET = `${BACKFILL_FIRST_HOUR}..${BACKFILL_LAST_HOUR}`;
-const BACKFILL_PARTITIONS = hoursBetween(parseHour(BACKFILL_FIRST_HOUR), parseHour(BACKFILL_LAST_HOUR)).length;
-const WRITE_PATH_REPS = 15;
-const BACKFILL_REPS = 5;
-const ACTOR = 'U07BENCH';
+const RESULTS_FILE = fileURLToPath(new URL('./results.json', import.meta.url));
+/** Issue 9's targets. */
+const TARGETS = { backfillPlain: 2.5, backfillSwap: 1.5, reconcile: 3, workerRssMb: 256, swapPublishMs: 50 } as const;
 
-interface Pass {
-  seconds: number;
-  partitions: number;
-  rows: number;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  const upper = sorted[mid];
-  const lower = sorted[sorted.length % 2 === 0 ? mid - 1 : mid];
-  if (upper === undefined || lower === undefined) throw new Error('median of nothing');
-  return (lower + upper) / 2;
+const benchStarted = performance.now();
+function progress(message: string): void {
+  console.log(`[${((performance.now() - benchStarted) / 1000).toFixed(1).padStart(6)} s] ${message}`);
 }
 
 function urlWithDatabase(base: string, database: string): string {
@@ -57,7 +61,6 @@ function urlWithDatabase(base: string, database: string): string {
   url.pathname = `/${encodeURIComponent(database)}`;
   return url.toString();
 }
-
 
 /**
  * BullMQ retries a Redis that is not there forever, so the bench would hang instead of failing: ask it once,
@@ -83,231 +86,398 @@ async function checkRedis(config: Config): Promise<string> {
   }
 }
 
-// ---- 1. the same work by hand: BEGIN; DELETE the hour; the step's INSERT … SELECT; COMMIT, on one connection ----
+async function postgresFacts(pool: Pool): Promise<{ postgres: string; settings: Record<string, string> }> {
+  const names = ['server_version', 'shared_buffers', 'work_mem', 'maintenance_work_mem', 'effective_cache_size', 'autovacuum', 'synchronous_commit', 'max_parallel_workers_per_gather', 'jit'];
+  const { rows } = await pool.query<{ name: string; setting: string }>(
+    `SELECT name, current_setting(name) AS setting FROM unnest($1::text[]) AS name`, [names]);
+  const settings = Object.fromEntries(rows.map((row) => [row.name, row.setting]));
+  const { server_version: postgres = 'unknown', ...rest } = settings;
+  return { postgres, settings: rest };
+}
 
-async function rawPass(client: pg.PoolClient, pipeline: Pipeline, hours: Date[]): Promise<Pass> {
-  const del = `DELETE FROM ${quoteQualified(pipeline.targetTable)} WHERE ${quoteIdent(pipeline.partitionColumn)} = $1`;
-  let rows = 0;
-  const started = performance.now();
-  for (const hour of hours) {
-    await client.query('BEGIN');
-    try {
-      await client.query(del, [hour]);
-      const inserted = await client.query(pipeline.stepSql, [hour]);
-      rows += inserted.rowCount ?? 0;
-      await client.query('COMMIT');
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
+interface Bench {
+  args: BenchArgs;
+  config: Config;
+  pool: Pool;
+  ctx: EngineContext;
+  pipeline: Pipeline;
+  hours: Date[];
+  watermark: Date;
+  queue: Queue;
+  /** Environment of worker processes: the bench database and queue prefix. */
+  workerEnv: Record<string, string>;
+}
+
+// ---- 1, 2: the raw step and replacePartition, interleaved (ABBA) so drift falls on both alike ----------------
+
+async function measureWritePath(bench: Bench): Promise<{ raw: Pass[]; replace: Pass[] }> {
+  const { pool, pipeline, hours, args } = bench;
+  const timed = async (pass: () => Promise<Pass>) => {
+    await vacuumTarget(pool, pipeline);
+    return pass();
+  };
+  const raw = () => timed(() => rawPass(pool, pipeline, hours));
+  const replace = () => timed(() => replacePass(pool, pipeline, hours));
+  if (args.warmUp) {
+    await raw();
+    await replace();
+  }
+  const raws: Pass[] = [];
+  const replaces: Pass[] = [];
+  for (let rep = 0; rep < args.writeReps; rep += 1) {
+    if (rep % 2 === 0) {
+      raws.push(await raw());
+      replaces.push(await replace());
+    } else {
+      replaces.push(await replace());
+      raws.push(await raw());
     }
+    progress(`write path ${rep + 1}/${args.writeReps}: raw ${raws.at(-1)?.seconds.toFixed(3)} s, replacePartition ${replaces.at(-1)?.seconds.toFixed(3)} s`);
   }
-  return { seconds: (performance.now() - started) / 1000, partitions: hours.length, rows };
+  const counts = new Set([...raws, ...replaces].map((pass) => pass.rows));
+  if (counts.size !== 1) throw new Error(`the passes wrote different row counts: ${[...counts].join(', ')}`);
+  return { raw: raws, replace: replaces };
 }
 
-// ---- 2. the engine's write path: one withTransaction per hour around replacePartition ----------------------
+// ---- 3, 4, 6: whole backfills, with each count of worker processes -----------------------------------------
 
-async function enginePass(pool: Pool, pipeline: Pipeline, hours: Date[]): Promise<Pass> {
-  let rows = 0;
-  const started = performance.now();
-  for (const hour of hours) {
-    const snapshot = await withTransaction(pool, (tx) => replacePartition(tx, pipeline, hour));
-    rows += snapshot.rows;
+/** Untimed: the hours as November built them, the watermark back, an empty row store, fresh statistics. */
+async function prepareBackfill(bench: Bench): Promise<void> {
+  await startOver(bench.pool, bench.pipeline, bench.hours, bench.watermark);
+  await clearRowStore(bench.pool, bench.pipeline);
+  await vacuumAnalyze(bench.pool, bench.pipeline);
+}
+
+interface WorkerRound {
+  workers: number;
+  runs: BackfillRun[];
+  idle: number[];
+  peak: number[];
+}
+
+/**
+ * A backfill that does not finish in time is stopped and rolled back (a stopped backfill with partitions
+ * published holds its hours), and the round ends there.
+ */
+async function measureBackfills(bench: Bench, workerCount: number, reps: number, timeoutSeconds: number): Promise<WorkerRound> {
+  const processes = await startWorkerProcesses(workerCount, bench.workerEnv);
+  const runs: BackfillRun[] = [];
+  try {
+    progress(`${workerCount} worker process(es) ready (pids ${processes.map((p) => p.pid).join(', ')}, idle RSS ${processes.map((p) => p.idle.rssMb.toFixed(0)).join(', ')} MB)`);
+    for (let rep = 0; rep < reps; rep += 1) {
+      await prepareBackfill(bench);
+      const run = await runBackfill(bench.ctx, bench.queue, bench.hours, timeoutSeconds);
+      runs.push(run);
+      const peak = `peak RSS ${processes.map((p) => readMemory(p.pid).peakMb.toFixed(0)).join(', ')} MB`;
+      if (!run.finished) {
+        progress(`backfill #${run.id} with ${workerCount} worker process(es) NOT DONE ${timeoutSeconds.toFixed(0)} s after its approval ` +
+          `(${run.published} of ${bench.hours.length} partitions published): stopped; start took ${run.startSeconds.toFixed(2)} s, ${peak}`);
+        const seconds = await rollBackStopped(bench.ctx, bench.queue, run, timeoutSeconds);
+        if (run.published > 0) progress(`backfill #${run.id} rolled back in ${seconds.toFixed(1)} s`);
+        break;
+      }
+      progress(`backfill #${run.id} with ${workerCount} worker process(es), ${rep + 1}/${reps}: start ${run.startSeconds.toFixed(2)} s (preview by ${run.previewedBy}), ` +
+        `approval → done ${run.seconds.toFixed(2)} s, diff ${run.diff ?? '?'}, ${peak}`);
+    }
+    return { workers: workerCount, runs, idle: processes.map((p) => p.idle.rssMb), peak: processes.map((p) => readMemory(p.pid).peakMb) };
+  } finally {
+    await stopWorkerProcesses(processes);
   }
-  return { seconds: (performance.now() - started) / 1000, partitions: hours.length, rows };
 }
 
-// ---- 3. a whole backfill: start, override the gate, run a real BullMQ worker until it settles ---------------
+// ---- 5: reconciliation of one partition against one scan of both sides --------------------------------------
 
-interface BackfillRun extends Pass {
-  id: number;
-  /** From the timeline (events.at is clock_timestamp()): approval → first step started (worker start-up, dispatch). */
-  toFirstStepMs: number;
-  /** approval → the move to done (recompute, watermark, replays, compare). */
-  toDoneMs: number;
-  /** done → runUntilSettled returned (the notify steps, its 100 ms polling, closing the worker). */
-  afterDoneMs: number;
+interface ReconcileFigures {
+  reconcile: number[];
+  scan: number[];
+  rows: { live: number; staged: number };
+  result: Record<string, unknown>;
 }
 
-async function timelineOf(pool: Pool, backfillId: number): Promise<Map<string, Date>> {
-  const { rows } = await pool.query<{ kind: string; at: Date }>(
-    `SELECT kind, min(at) AS at FROM backfill.events
-     WHERE backfill_id = $1::bigint AND kind IN ('approved', 'step_started', 'finished') GROUP BY kind`, [backfillId]);
-  return new Map(rows.map((row) => [row.kind, row.at]));
-}
-
-function eventAt(timeline: Map<string, Date>, kind: string, backfillId: number): number {
-  const at = timeline.get(kind);
-  if (!at) throw new Error(`backfill #${backfillId} has no ${kind} event`);
-  return at.getTime();
-}
-
-async function backfillRun(ctx: EngineContext): Promise<BackfillRun> {
-  // A MAX_PARTITIONS below the range's length would refuse it: the bench says why it goes over.
-  const limitOverride = ctx.config.MAX_PARTITIONS < BACKFILL_PARTITIONS ? `bench: fixed ${BACKFILL_PARTITIONS}-hour range` : undefined;
-  const { backfill } = await startBackfill(ctx, { pipeline: DEMO_PIPELINE, target: BACKFILL_TARGET, reason: 'bench', actor: ACTOR, limitOverride });
-  if (backfill.state !== 'announced') throw new Error(`backfill #${backfill.id} started ${backfill.state}, expected announced (waiting for owners)`);
-  const gate = await overrideGate(ctx, { backfillId: backfill.id, actor: ACTOR, reason: 'bench: throughput measurement on a throwaway database' });
-  if (!gate.approved) throw new Error(`overriding the gate of backfill #${backfill.id} did not approve it (state ${gate.backfill.state})`);
-  // The clock starts once the approval has committed and stops when runUntilSettled has seen the backfill done
-  // with its "after" notifications sent, so it includes starting and closing the worker.
-  const started = performance.now();
-  const report = await runUntilSettled(ctx, backfill.id, () => undefined);
-  const seconds = (performance.now() - started) / 1000;
-  const returnedAt = Date.now();
-  if (report.backfill.state !== 'done') {
-    throw new Error(`backfill #${backfill.id} ended ${report.backfill.state}: ${report.backfill.failure ?? 'no failure recorded'}`);
+/**
+ * Right after a backfill: the live partition is put back as November built it (so live and staged differ as
+ * they do when a partition is staged), the store keeps that backfill's staged rows, and both are analyzed.
+ */
+async function measureReconciliation(bench: Bench): Promise<ReconcileFigures | undefined> {
+  const { pool, pipeline, hours, args } = bench;
+  const hour = hours[0] as Date;
+  await startOver(pool, pipeline, hours, bench.watermark);
+  await vacuumAnalyze(pool, pipeline);
+  const staged = await findStagedPartition(pool, pipeline, hour);
+  if (!staged) {
+    progress(`no staged rows of ${formatHour(hour)}: reconciliation not measured`);
+    return undefined;
   }
-  const timeline = await timelineOf(ctx.pool, backfill.id);
-  const approvedAt = eventAt(timeline, 'approved', backfill.id);
-  const doneAt = eventAt(timeline, 'finished', backfill.id);
-  const rows = report.targets.reduce((sum, target) => sum + (target.rowsAfter ?? 0), 0);
+  await timeReconcile(pool, staged);
+  await timeScanBothSides(pool, staged);
+  const reconcile: number[] = [];
+  const scan: number[] = [];
+  let rows = { live: 0, staged: 0 };
+  let result: Record<string, unknown> = {};
+  for (let rep = 0; rep < args.reconcileReps; rep += 1) {
+    const r = await timeReconcile(pool, staged);
+    const s = await timeScanBothSides(pool, staged);
+    reconcile.push(r.seconds);
+    scan.push(s.seconds);
+    rows = { live: s.liveRows, staged: s.stagedRows };
+    result = { ...r.result };
+  }
+  progress(`reconciliation of ${formatHour(hour)} (${rows.live} live, ${rows.staged} staged rows): ${(median(reconcile) * 1000).toFixed(1)} ms, ` +
+    `one scan of both sides ${(median(scan) * 1000).toFixed(1)} ms`);
+  return { reconcile, scan, rows, result };
+}
+
+// ---- --explain: one more backfill and the reconciliation under auto_explain ---------------------------------
+
+/**
+ * One backfill over the first 1 + WAVE_SIZE hours (the canary and one wave: every statement of a backfill runs
+ * in it), with every statement over a tenth of a raw step's partition logged with its plan. Per-node timing is
+ * off there: under it a plan with a nested loop of 10⁹ iterations would run for many times as long; the row
+ * counts (loops, rows removed by a join filter) are what tells such a plan apart. Then every statement of one
+ * reconciliation, one scan of both sides and one raw step, with per-node timing, whatever they take.
+ */
+async function explainRun(bench: Bench, rawPerPartitionMs: number, timeoutSeconds: number): Promise<StatementSummary[]> {
+  const thresholdMs = Math.max(5, rawPerPartitionMs / 10);
+  const file = path.join(os.tmpdir(), `backfill-bench-explain-${process.pid}.jsonl`);
+  rmSync(file, { force: true });
+  const plans: CapturedPlan[] = [];
+  const slowPool = explainingPool(bench.config.DATABASE_URL, thresholdMs, false, (plan) => plans.push(plan));
+  const everyPool = explainingPool(bench.config.DATABASE_URL, 0, true, (plan) => plans.push(plan));
+  const hours = bench.hours.slice(0, 1 + bench.config.WAVE_SIZE);
+  let processes: WorkerProcess[] = [];
+  try {
+    await prepareBackfill(bench);
+    progress(`--explain: one backfill of ${hours.length} hours with 1 worker process under auto_explain (statements over ${thresholdMs.toFixed(0)} ms; not timed)`);
+    const env = { ...bench.workerEnv, PGOPTIONS: autoExplainOptions(thresholdMs, { nodeTiming: false }) };
+    processes = await startWorkerProcesses(1, env, ['--explain-file', file]);
+    const run = await runBackfill({ ...bench.ctx, pool: slowPool }, bench.queue, hours, timeoutSeconds);
+    // Statements are logged when they end: one still running at the stop is cancelled and not in the file.
+    if (!run.finished) progress(`--explain: the backfill was not done after ${timeoutSeconds.toFixed(0)} s; plans of the statements that ended by then`);
+    await stopWorkerProcesses(processes);
+    await startOver(bench.pool, bench.pipeline, bench.hours, bench.watermark);
+    await vacuumAnalyze(bench.pool, bench.pipeline);
+    const staged = await findStagedPartition(bench.pool, bench.pipeline, bench.hours[0] as Date);
+    if (staged) {
+      await timeReconcile(everyPool, staged);
+      await timeScanBothSides(everyPool, staged);
+    }
+    await rawPass(everyPool, bench.pipeline, bench.hours.slice(0, 1));
+    const fromWorkers = existsSync(file) ? readFileSync(file, 'utf8').split('\n') : [];
+    for (const line of fromWorkers) if (line) plans.push(JSON.parse(line) as CapturedPlan);
+  } finally {
+    await stopWorkerProcesses(processes);
+    await slowPool.end();
+    await everyPool.end();
+    rmSync(file, { force: true });
+  }
+  return summarizePlans(plans, 16);
+}
+
+// ---- results ------------------------------------------------------------------------------------------------
+
+function timing(name: string, runs: number[], partitions: number | null, baseline: { median: number; name: string } | null): Measurement {
+  const s = spread(runs);
   return {
-    id: backfill.id, seconds, partitions: report.targets.length, rows,
-    toFirstStepMs: eventAt(timeline, 'step_started', backfill.id) - approvedAt,
-    toDoneMs: doneAt - approvedAt,
-    afterDoneMs: returnedAt - doneAt,
+    name, unit: 's', ...s,
+    perPartitionMs: partitions === null ? null : (s.median / partitions) * 1000,
+    ratio: baseline ? s.median / baseline.median : null,
+    against: baseline?.name ?? null,
   };
 }
 
-// ---- output ---------------------------------------------------------------------------------------------
-
-function fmt(value: number, digits: number): string {
-  return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+/**
+ * The whole backfill with one count of worker processes. A backfill that did not finish counts as the time it
+ * was allowed, and the ratio is then a lower bound.
+ */
+function backfillTiming(round: WorkerRound, partitions: number, raw: { median: number; name: string }): Measurement {
+  const unfinished = round.runs.find((run) => !run.finished);
+  const measurement = timing(`whole backfill, approval → done, ${round.workers} worker process${round.workers === 1 ? '' : 'es'}`,
+    round.runs.map((run) => run.seconds), partitions, raw);
+  if (!unfinished) return measurement;
+  return { ...measurement, lowerBound: true, note: `not done after ${unfinished.seconds.toFixed(0)} s: ${unfinished.published} of ${partitions} partitions published, then stopped` };
 }
 
-function table(header: string[], rows: string[][], alignRight: (column: number) => boolean): string {
-  const widths = header.map((cell, column) => Math.max(cell.length, ...rows.map((row) => (row[column] ?? '').length)));
-  const line = (cells: string[]) => cells
-    .map((cell, column) => (alignRight(column) ? cell.padStart(widths[column] ?? 0) : cell.padEnd(widths[column] ?? 0)))
-    .join('  ').trimEnd();
-  return [line(header), widths.map((width) => '-'.repeat(width)).join('  '), ...rows.map(line)].join('\n');
+/** Medians of each phase over the backfills that finished; null when none did. */
+function medianPhases(runs: BackfillRun[]): Phases | null {
+  const phases = runs.flatMap((run) => (run.phases ? [run.phases] : []));
+  if (phases.length === 0) return null;
+  const of = (key: keyof Phases) => median(phases.map((p) => p[key]));
+  return {
+    toFirstStageMs: of('toFirstStageMs'), stageWallMs: of('stageWallMs'), stageBusyMs: of('stageBusyMs'), stageMedianMs: of('stageMedianMs'),
+    publishWallMs: of('publishWallMs'), publishBusyMs: of('publishBusyMs'), publishMedianMs: of('publishMedianMs'), tailMs: of('tailMs'),
+  };
 }
 
-interface Summary {
-  label: string;
-  passes: Pass[];
+function checkTargets(measurements: Measurement[], rounds: WorkerRound[], shape: 'partitioned' | 'plain'): TargetCheck[] {
+  const limit = shape === 'partitioned' ? TARGETS.backfillSwap : TARGETS.backfillPlain;
+  const checks: TargetCheck[] = measurements.filter((m) => m.name.startsWith('whole backfill')).map((m) => ({
+    target: `${m.name} ≤ ${limit}× raw (${shape === 'partitioned' ? 'partitioned, publish by swap' : 'not partitioned'})`,
+    measured: `${m.lowerBound ? '> ' : ''}${(m.ratio ?? 0).toFixed(2)}×`,
+    met: !m.lowerBound && (m.ratio ?? Infinity) <= limit,
+    ...(m.note ? { note: m.note } : {}),
+  }));
+  const reconcile = measurements.find((m) => m.name.startsWith('reconciliation'));
+  if (reconcile) {
+    checks.push({ target: `reconciliation ≤ ${TARGETS.reconcile}× one scan of both sides`, measured: `${(reconcile.ratio ?? 0).toFixed(2)}×`, met: (reconcile.ratio ?? Infinity) <= TARGETS.reconcile });
+  }
+  const peak = Math.max(...rounds.flatMap((round) => round.peak));
+  checks.push({ target: `worker peak RSS ≤ ${TARGETS.workerRssMb} MB`, measured: `${peak.toFixed(0)} MB`, met: peak <= TARGETS.workerRssMb });
+  // NOTE: the swap target applies once the demo can create warehouse.orders declaratively partitioned by
+  // partition_hour (issue 9, item 3) and seedDemo is asked for it above; the publish time per partition is
+  // then the median publish step of the timeline.
+  const publishes = rounds.flatMap((round) => medianPhases(round.runs)?.publishMedianMs ?? []);
+  const publish = publishes.length > 0 ? `${median(publishes).toFixed(0)} ms` : 'no backfill finished';
+  checks.push(shape === 'partitioned'
+    ? { target: `publish by swap < ${TARGETS.swapPublishMs} ms per partition`, measured: publish, met: publishes.length > 0 && median(publishes) < TARGETS.swapPublishMs }
+    : { target: `publish by swap < ${TARGETS.swapPublishMs} ms per partition`, measured: `${publish} (delete + insert)`, met: null, note: 'the target is a plain table' });
+  return checks;
 }
 
-function summaryRow(summary: Summary, rawPerPartition: number | null): string[] {
-  const seconds = median(summary.passes.map((pass) => pass.seconds));
-  const first = summary.passes[0];
-  if (!first) throw new Error(`no runs for ${summary.label}`);
-  const perPartition = seconds / first.partitions;
-  const rowsPerRun = median(summary.passes.map((pass) => pass.rows));
-  const min = Math.min(...summary.passes.map((pass) => pass.seconds));
-  const max = Math.max(...summary.passes.map((pass) => pass.seconds));
-  return [
-    summary.label,
-    String(first.partitions),
-    `${fmt(seconds, 3)} (${fmt(min, 3)}–${fmt(max, 3)})`,
-    fmt(perPartition * 1000, 1),
-    fmt(first.partitions / seconds, 1),
-    fmt(rowsPerRun / seconds, 0),
-    rawPerPartition === null ? '1.00×' : `${fmt(perPartition / rawPerPartition, 2)}×`,
+// ---- main ---------------------------------------------------------------------------------------------------
+
+async function setUp(args: BenchArgs, config: Config, pool: Pool, prefix: string): Promise<{ bench: Bench; machine: Machine; data: Record<string, unknown> }> {
+  const redisVersion = await checkRedis(config);
+  await migrate(pool);
+  progress(`seeding the month-end demo into ${BENCH_DATABASE}`);
+  // NOTE: when the demo can create a partitioned target (issue 9, item 3), pass that choice here.
+  const seed = await seedDemo(pool, { scenario: 'month-end' });
+  const pipeline = await requirePipeline(pool, DEMO_PIPELINE);
+  const watermark = await readWatermark(pool, pipeline.name);
+  const hours = benchmarkHours(args.partitions);
+  const last = hours.at(-1) as Date;
+  if (!watermark || watermark < last) throw new Error(`the seed's watermark (${watermark ? formatHour(watermark) : 'none'}) is before the last benchmarked hour ${formatHour(last)}`);
+  progress(`seeded (${seed.orderRows} orders); generating ${args.rowsPerPartition.toLocaleString('en-US')} raw orders in each of ${args.partitions} hours`);
+  const rawRows = await inflateRawOrders(pool, hours, args.rowsPerPartition);
+  progress(`${rawRows.toLocaleString('en-US')} raw rows; building warehouse.orders of those hours with the November step (v1)`);
+  const built = await buildOrdersAsInNovember(pool, pipeline, hours);
+  await vacuumAnalyze(pool, pipeline);
+  const { rows: sizes } = await pool.query<{ orders: string; raw: string }>(
+    `SELECT pg_size_pretty(pg_total_relation_size('warehouse.orders')) AS orders, pg_size_pretty(pg_total_relation_size('warehouse.orders_raw')) AS raw`);
+  progress(`built ${built.toLocaleString('en-US')} rows (warehouse.orders ${sizes[0]?.orders}, orders_raw ${sizes[0]?.raw}); vacuumed and analyzed`);
+  const facts = await postgresFacts(pool);
+  const machine = describeMachine({ ...facts, redis: redisVersion }, config);
+  const bench: Bench = {
+    args, config, pool, ctx: { pool, config }, pipeline, hours, watermark, queue: createStepQueue(config),
+    workerEnv: { DATABASE_URL: config.DATABASE_URL, QUEUE_PREFIX: prefix },
+  };
+  const data = {
+    database: BENCH_DATABASE, hours: formatHourRange(hours[0] as Date, last), rawRows, builtRows: built,
+    seededOrderRows: seed.orderRows, ordersSize: sizes[0]?.orders, rawSize: sizes[0]?.raw, target: await targetShape(pool, pipeline),
+  };
+  return { bench, machine, data };
+}
+
+async function measure(bench: Bench, machine: Machine, data: Record<string, unknown>): Promise<RunResult> {
+  const { args, hours } = bench;
+  const partitions = hours.length;
+  progress(`write path: ${args.writeReps} timed passes each of the raw step and replacePartition over ${partitions} hours${args.warmUp ? ', after one warm-up each' : ''}`);
+  const write = await measureWritePath(bench);
+  const raw = spread(write.raw.map((pass) => pass.seconds));
+  const rawBaseline = { median: raw.median, name: 'raw step' };
+
+  const timeoutSeconds = args.backfillTimeoutSeconds ?? Math.max(300, 100 * raw.median);
+  const rounds: WorkerRound[] = [];
+  for (const [index, workers] of args.workers.entries()) {
+    const round = await measureBackfills(bench, workers, index === 0 ? args.backfillReps : args.laterBackfillReps, timeoutSeconds);
+    rounds.push(round);
+    if (round.runs.some((run) => !run.finished)) {
+      const skipped = args.workers.slice(index + 1);
+      if (skipped.length > 0) progress(`skipping the backfills with ${skipped.join(', ')} worker processes: they would not finish either`);
+      break;
+    }
+  }
+  const reconcile = await measureReconciliation(bench);
+  await clearRowStore(bench.pool, bench.pipeline);
+  const explain = args.explain ? await explainRun(bench, (raw.median / partitions) * 1000, timeoutSeconds) : undefined;
+
+  const allRuns = rounds.flatMap((round) => round.runs);
+  const measurements: Measurement[] = [
+    timing('raw step: BEGIN; DELETE; step INSERT…SELECT; COMMIT', raw.runs, partitions, null),
+    timing('replacePartition, one withTransaction per hour', write.replace.map((pass) => pass.seconds), partitions, rawBaseline),
+    timing(`start (preview by ${allRuns[0]?.previewedBy ?? '?'}, targets, envelope)`, allRuns.map((run) => run.startSeconds), partitions, rawBaseline),
+    ...rounds.map((round) => backfillTiming(round, partitions, rawBaseline)),
+    ...(reconcile ? [
+      timing(`reconciliation of one partition (${reconcile.rows.staged} rows a side)`, reconcile.reconcile, null, { median: median(reconcile.scan), name: 'one scan of both sides' }),
+      timing('one scan of both sides: count(*), sum(amount_base)', reconcile.scan, null, null),
+    ] : []),
+    ...rounds.map((round) => ({
+      name: `worker peak RSS (VmHWM), ${round.workers} process${round.workers === 1 ? '' : 'es'}, max`, unit: 'MB' as const, ...spread(round.peak),
+      median: Math.max(...round.peak), perPartitionMs: null, ratio: null, against: null,
+    })),
   ];
+  return {
+    at: new Date().toISOString(),
+    args: { rowsPerPartition: args.rowsPerPartition, partitions: args.partitions, workers: args.workers, writeReps: args.writeReps,
+      backfillReps: args.backfillReps, laterBackfillReps: args.laterBackfillReps, reconcileReps: args.reconcileReps, explain: args.explain },
+    machine, measurements,
+    data: { ...data, backfillTimeoutSeconds: timeoutSeconds, ...(reconcile ? { reconciliation: { hour: formatHour(hours[0] as Date), ...reconcile.rows, found: reconcile.result } } : {}) },
+    phases: rounds.flatMap((round): BackfillPhases[] => {
+      const phases = medianPhases(round.runs);
+      return phases ? [{ workers: round.workers, phases }] : [];
+    }),
+    workerMemory: rounds.map((round) => ({ workers: round.workers, idleRssMb: round.idle, peakRssMb: round.peak })),
+    targets: checkTargets(measurements, rounds, data.target === 'partitioned' ? 'partitioned' : 'plain'),
+    backfills: rounds.flatMap((round) => round.runs.map((run) => ({ workers: round.workers, ...run }))),
+    ...(explain ? { explain } : {}),
+    seconds: (performance.now() - benchStarted) / 1000,
+  };
 }
 
-// ---- main -----------------------------------------------------------------------------------------------
+function print(result: RunResult): void {
+  const m = result.machine;
+  console.log('');
+  console.log(`machine: ${m.nproc} cores (nproc), ${m.cpuModel}, ${m.memoryGb} GB, ${m.platform}; Node ${m.node}, PostgreSQL ${m.postgres} ` +
+    `(${Object.entries(m.settings).map(([k, v]) => `${k} ${v}`).join(', ')}), Redis ${m.redis}; WORKER_CONCURRENCY ${m.workerConcurrency}, WAVE_SIZE ${m.waveSize}`);
+  console.log(`data: ${String(result.data.hours)}, ${Number(result.data.builtRows).toLocaleString('en-US')} rows ` +
+    `(${Number(result.args.rowsPerPartition).toLocaleString('en-US')} per partition), target table ${String(result.data.target)}`);
+  if (result.data.reconciliation) {
+    console.log(`reconciliation of one partition, live (as November built it) against staged: ${JSON.stringify(result.data.reconciliation)}`);
+  }
+  console.log('');
+  console.log(measurementTable(result.measurements));
+  console.log('');
+  const raw = result.measurements[0]?.median ?? 1;
+  if (result.phases.length > 0) {
+    console.log('whole backfill by phase (timeline; medians; busy = the steps\' own time summed over partitions):');
+    console.log(phasesTable(result.phases, raw));
+  }
+  console.log('');
+  console.log(targetsTable(result.targets));
+  if (result.explain) {
+    console.log('');
+    console.log('EXPLAIN (ANALYZE, BUFFERS) by auto_explain, heaviest first: the statements over the threshold of one backfill of the canary and one wave ' +
+      '(1 worker process, no per-node timing), and every statement of one reconciliation, one scan of both sides and one raw step:');
+    console.log(explainReport(result.explain));
+  }
+}
 
 async function main(): Promise<void> {
+  const parsed = parseBenchArgs(process.argv.slice(2));
+  if (parsed === 'help') {
+    console.log(USAGE);
+    return;
+  }
   const base = loadConfig();
   const benchUrl = urlWithDatabase(base.DATABASE_URL, BENCH_DATABASE);
   const prefix = `bench-${randomBytes(6).toString('hex')}`;
   // Through loadConfig again so the overrides are validated like any other configuration.
   const config: Config = loadConfig({ ...process.env, DATABASE_URL: benchUrl, QUEUE_PREFIX: prefix });
-
-  const totalStarted = performance.now();
-  const redisVersion = await checkRedis(config);
+  progress(`benchmark: ${parsed.rowsPerPartition.toLocaleString('en-US')} rows × ${parsed.partitions} partitions, worker processes ${parsed.workers.join(', ')}; ` +
+    `database ${BENCH_DATABASE}, queue prefix ${prefix}`);
+  await checkRedis(config);
   await recreateDatabase(benchUrl);
-  const pool = createPool(benchUrl, 'backfill-bot-bench');
-  const ctx: EngineContext = { pool, config };
+  const pool = createPool(benchUrl, 'backfill-bot-bench', poolBounds(config));
+  let queue: Queue | undefined;
   let failure: unknown;
   try {
-    const seedStarted = performance.now();
-    await migrate(pool);
-    const seed = await seedDemo(pool, { scenario: 'month-end' });
-    const seedSeconds = (performance.now() - seedStarted) / 1000;
-    const pipeline = await requirePipeline(pool, DEMO_PIPELINE);
-    const { rows: versionRows } = await pool.query<{ server_version: string }>('SHOW server_version');
-    const postgresVersion = versionRows[0]?.server_version ?? 'unknown';
-
-    console.log(`backfill-bot benchmark: database ${BENCH_DATABASE} (month-end seed, ${fmt(seed.orderRows, 0)} rows in ` +
-      `${seed.partitions} partitions, seeded in ${fmt(seedSeconds, 1)} s), queue prefix ${prefix}`);
-
-    // 1 and 2, interleaved (ABBA) after one untimed pass of each, so drift (dead rows, autovacuum, caches)
-    // falls on both alike.
-    const raw: Pass[] = [];
-    const engine: Pass[] = [];
-    const client = await pool.connect();
-    try {
-      await rawPass(client, pipeline, WRITE_PATH_HOURS);
-      await enginePass(pool, pipeline, WRITE_PATH_HOURS);
-      for (let rep = 0; rep < WRITE_PATH_REPS; rep += 1) {
-        if (rep % 2 === 0) {
-          raw.push(await rawPass(client, pipeline, WRITE_PATH_HOURS));
-          engine.push(await enginePass(pool, pipeline, WRITE_PATH_HOURS));
-        } else {
-          engine.push(await enginePass(pool, pipeline, WRITE_PATH_HOURS));
-          raw.push(await rawPass(client, pipeline, WRITE_PATH_HOURS));
-        }
-      }
-    } finally {
-      client.release();
-    }
-    const rowsChecked = new Set([...raw, ...engine].map((pass) => pass.rows));
-    if (rowsChecked.size !== 1) throw new Error(`the passes wrote different row counts: ${[...rowsChecked].join(', ')}`);
-
-    // 3. Each backfill moves the watermark back to the hour before the range; tick re-advances it over the
-    // range so every repetition starts from the same place.
-    const backfills: BackfillRun[] = [];
-    const rangeEnd = parseHour(BACKFILL_LAST_HOUR);
-    for (let rep = 0; rep < BACKFILL_REPS; rep += 1) {
-      backfills.push(await backfillRun(ctx));
-      const ticked = await tick(ctx, { pipeline: DEMO_PIPELINE, actor: ACTOR, until: rangeEnd });
-      if (ticked.watermark?.getTime() !== rangeEnd.getTime()) {
-        throw new Error(`tick after the backfill stopped at ${ticked.watermark ? formatHour(ticked.watermark) : 'no watermark'}: ${ticked.stoppedBecause}`);
-      }
-    }
-
-    const rawPerPartition = median(raw.map((pass) => pass.seconds)) / WRITE_PATH_HOURS.length;
-    const cpus = os.cpus();
-    const firstHour = WRITE_PATH_HOURS[0];
-    const lastHour = WRITE_PATH_HOURS.at(-1);
-    if (!firstHour || !lastHour) throw new Error('no hours to measure');
-
+    const { bench, machine, data } = await setUp(parsed, config, pool, prefix);
+    queue = bench.queue;
+    const result = await measure(bench, machine, data);
+    const key = `${parsed.rowsPerPartition}x${parsed.partitions}`;
+    writeResults(RESULTS_FILE, key, result);
+    print(result);
     console.log('');
-    console.log(table(['machine', ''], [
-      ['node', process.version],
-      ['cores (os.cpus)', `${cpus.length}${cpus[0] ? ` × ${cpus[0].model.trim()}` : ''}`],
-      ['postgres', postgresVersion],
-      ['redis', redisVersion],
-      ['platform', `${os.platform()} ${os.release()}`],
-      ['WORKER_CONCURRENCY', `${config.WORKER_CONCURRENCY} (from config; default 4)`],
-    ], () => false));
-    console.log('');
-    console.log(`1, 2: ${formatHourRange(firstHour, lastHour)} (${WRITE_PATH_HOURS.length} hours, ` +
-      `${fmt(median(raw.map((pass) => pass.rows)), 0)} rows), one partition per transaction, one at a time; ` +
-      `${WRITE_PATH_REPS} timed runs each after one warm-up, interleaved.`);
-    console.log(`3: backfill ${BACKFILL_TARGET} (reason 'bench', gate overridden), timed from approval to done with ` +
-      `notifications sent; ${BACKFILL_REPS} runs, tick re-advances the watermark between them.`);
-    console.log('');
-    console.log(table(
-      ['measurement', 'partitions', 'median s (min–max)', 'ms/partition', 'partitions/s', 'rows/s', 'time vs 1'],
-      [
-        summaryRow({ label: '1 raw SQL: BEGIN; DELETE; step INSERT…SELECT; COMMIT', passes: raw }, null),
-        summaryRow({ label: '2 withTransaction + replacePartition', passes: engine }, rawPerPartition),
-        summaryRow({ label: `3 backfill via BullMQ, concurrency ${config.WORKER_CONCURRENCY}`, passes: backfills }, rawPerPartition),
-      ],
-      (column) => column > 0,
-    ));
-    const toDone = median(backfills.map((run) => run.toDoneMs));
-    console.log('');
-    console.log(`3 split by the timeline (events.at, clock_timestamp), medians: approval → first step started ` +
-      `${fmt(median(backfills.map((run) => run.toFirstStepMs)), 0)} ms (worker start-up, dispatch); approval → done ` +
-      `${fmt(toDone, 0)} ms (${fmt(toDone / BACKFILL_PARTITIONS, 1)} ms/partition, ` +
-      `${fmt(toDone / 1000 / BACKFILL_PARTITIONS / rawPerPartition, 2)}× row 1); done → runUntilSettled returned ` +
-      `${fmt(median(backfills.map((run) => run.afterDoneMs)), 0)} ms (notify steps, 100 ms polling, worker close).`);
-    console.log(`bench time ${fmt((performance.now() - totalStarted) / 1000, 1)} s, seeding included.`);
+    progress(`wrote ${path.relative(process.cwd(), RESULTS_FILE)} (entry ${key})`);
   } catch (error) {
     failure = error;
   }
@@ -316,11 +486,12 @@ async function main(): Promise<void> {
   const cleanup: [string, () => Promise<unknown>][] = [
     ['close the pool', () => pool.end()],
     ['obliterate the bench queue', async () => {
-      const queue = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix });
+      await queue?.close();
+      const obliterate = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix });
       try {
-        await queue.obliterate({ force: true });
+        await obliterate.obliterate({ force: true });
       } finally {
-        await queue.close();
+        await obliterate.close();
       }
     }],
     [`drop ${BENCH_DATABASE}`, () => dropDatabase(benchUrl)],

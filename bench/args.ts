@@ -1,0 +1,76 @@
+// npm run bench -- [--rows-per-partition N] [--partitions P] [--workers 1,2,4] [--reps R] [--backfill-reps B] [--explain]
+
+import { parseArgs } from 'node:util';
+import { MAX_PARTITIONS, MAX_ROWS_PER_PARTITION } from './data.js';
+
+export interface BenchArgs {
+  rowsPerPartition: number;
+  partitions: number;
+  /** The worker-process counts to run the whole backfill with, each in its own set of processes. */
+  workers: number[];
+  /** Timed passes of the raw step and of replacePartition each (interleaved). */
+  writeReps: number;
+  /** Timed backfills with the first worker-process count; later counts run `laterBackfillReps`. */
+  backfillReps: number;
+  laterBackfillReps: number;
+  /** Timed reconciliations and scans each (interleaved). */
+  reconcileReps: number;
+  /** A backfill not done this long after its approval is stopped and reported as not finished; undefined: 100× the raw step, at least 300 s. */
+  backfillTimeoutSeconds: number | undefined;
+  /** One extra, untimed backfill under auto_explain, and the slow statements' plans printed. */
+  explain: boolean;
+  /** Warm-up passes before the timed ones (small sizes only: at large ones the build has warmed the caches). */
+  warmUp: boolean;
+}
+
+export const USAGE = `npm run bench -- [options]
+  --rows-per-partition N  raw orders per benchmarked hour (default 60, about the demo's)
+  --partitions P          benchmarked hours from 2026-11-02 00:00 (default 24, at most ${MAX_PARTITIONS})
+  --workers 1,2,4         worker-process counts to run the whole backfill with (default 1,2,4)
+  --reps R                timed passes of the raw step and of replacePartition (default by size: 15, 5 or 3)
+  --backfill-reps B       timed backfills with the first worker count (default by size: 5, 2 or 1; later counts fewer)
+  --backfill-timeout S    stop a backfill not done S seconds after its approval, and report it unfinished
+                          (default 100 × the raw step, at least 300 s)
+  --explain               after the timed runs, one backfill under auto_explain: prints EXPLAIN (ANALYZE, BUFFERS)
+                          of the statements that take the time`;
+
+function positive(name: string, text: string | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (text === undefined) return fallback;
+  const value = Number(text.replace(/[_,]/g, ''));
+  if (!Number.isInteger(value) || value < 1 || value > max) throw new Error(`--${name} must be a whole number from 1 to ${max}, not "${text}"\n\n${USAGE}`);
+  return value;
+}
+
+export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      'rows-per-partition': { type: 'string' },
+      partitions: { type: 'string' },
+      workers: { type: 'string' },
+      reps: { type: 'string' },
+      'backfill-reps': { type: 'string' },
+      'backfill-timeout': { type: 'string' },
+      explain: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  if (values.help) return 'help';
+  const rowsPerPartition = positive('rows-per-partition', values['rows-per-partition'], 60, MAX_ROWS_PER_PARTITION);
+  const partitions = positive('partitions', values.partitions, 24, MAX_PARTITIONS);
+  const workers = (values.workers ?? '1,2,4').split(',').map((part) => positive('workers', part.trim(), 1, 16));
+  // Fewer repetitions as the data grows, so 50,000 × 24 finishes in minutes; spreads stay visible at small sizes.
+  const rows = rowsPerPartition * partitions;
+  const size = rows <= 100_000 ? 'small' : rows <= 500_000 ? 'medium' : 'large';
+  const backfillReps = positive('backfill-reps', values['backfill-reps'], { small: 5, medium: 2, large: 1 }[size]);
+  return {
+    rowsPerPartition, partitions, workers,
+    writeReps: positive('reps', values.reps, { small: 15, medium: 5, large: 3 }[size]),
+    backfillReps,
+    laterBackfillReps: size === 'small' ? Math.min(3, backfillReps) : 1,
+    reconcileReps: { small: 15, medium: 7, large: 5 }[size],
+    backfillTimeoutSeconds: values['backfill-timeout'] === undefined ? undefined : positive('backfill-timeout', values['backfill-timeout'], 0),
+    explain: values.explain,
+    warmUp: size === 'small',
+  };
+}

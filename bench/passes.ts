@@ -1,0 +1,76 @@
+// The timed units of the benchmark that run in this process, one connection at a time.
+
+import type { Pipeline } from '../src/db/pipelines.js';
+import { withClient, withTransaction, type Pool } from '../src/db/pool.js';
+import { replacePartition } from '../src/core/partitionStep.js';
+import { liveSource, reconcileByKey, runSource, type Reconciliation } from '../src/core/reconcile.js';
+import { rowStoreOf, type RowStore } from '../src/core/rowStore.js';
+import { preferHashJoins } from '../src/core/stagePublish.js';
+import { replaceWith } from './data.js';
+
+export interface Pass {
+  seconds: number;
+  rows: number;
+}
+
+/** Row 1, the baseline: per hour, on one connection, BEGIN; DELETE the hour; the deployed step; COMMIT. */
+export async function rawPass(pool: Pool, pipeline: Pipeline, hours: Date[]): Promise<Pass> {
+  return withClient(pool, async (client) => {
+    let rows = 0;
+    const started = performance.now();
+    for (const hour of hours) rows += await replaceWith(client, pipeline, pipeline.stepSql, hour);
+    return { seconds: (performance.now() - started) / 1000, rows };
+  });
+}
+
+/** The engine's one write path (the normal run's): one withTransaction per hour around replacePartition. */
+export async function replacePass(pool: Pool, pipeline: Pipeline, hours: Date[]): Promise<Pass> {
+  let rows = 0;
+  const started = performance.now();
+  for (const hour of hours) {
+    const snapshot = await withTransaction(pool, (tx) => replacePartition(tx, pipeline, hour));
+    rows += snapshot.rows;
+  }
+  return { seconds: (performance.now() - started) / 1000, rows };
+}
+
+/** A staged partition of the pipeline's store: $1 backfill, $2 generation, $3 hour, as reconcile takes them. */
+export interface StagedPartition {
+  store: RowStore;
+  run: [number, number, Date];
+}
+
+/** The latest backfill's staged rows of `hour`, if any backfill staged it. */
+export async function findStagedPartition(pool: Pool, pipeline: Pipeline, hour: Date): Promise<StagedPartition | undefined> {
+  const store = await rowStoreOf(pool, pipeline);
+  const { rows } = await pool.query<{ backfill: number; generation: number }>(
+    `SELECT bf_backfill AS backfill, bf_generation AS generation FROM ${store.staged} WHERE ${store.partition} = $1::timestamptz
+     ORDER BY bf_backfill DESC, bf_generation DESC LIMIT 1`, [hour]);
+  const found = rows[0];
+  return found ? { store, run: [found.backfill, found.generation, hour] } : undefined;
+}
+
+/**
+ * reconcileByKey of the live partition against its staged rows, as staging runs it: in a transaction with
+ * nested loops off (preferHashJoins). Only the reconciliation statement is timed.
+ */
+export async function timeReconcile(pool: Pool, staged: StagedPartition): Promise<{ seconds: number; result: Reconciliation }> {
+  return withTransaction(pool, async (tx) => {
+    await preferHashJoins(tx);
+    const started = performance.now();
+    const result = await reconcileByKey(tx, staged.store, staged.run, liveSource(staged.store), runSource(staged.store, staged.store.staged));
+    return { seconds: (performance.now() - started) / 1000, result };
+  });
+}
+
+/** What reconciliation is measured against: one scan of each side, `SELECT count(*), sum(measure)`. */
+export async function timeScanBothSides(pool: Pool, staged: StagedPartition): Promise<{ seconds: number; liveRows: number; stagedRows: number }> {
+  const { store, run } = staged;
+  return withClient(pool, async (client) => {
+    const started = performance.now();
+    const live = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n, sum(t.${store.measure}) AS total FROM ${store.target} t WHERE t.${store.partition} = $1::timestamptz`, [run[2]]);
+    const inStore = await client.query<{ n: number }>(`SELECT count(*)::int AS n, sum(t.${store.measure}) AS total FROM ${runSource(store, store.staged)}`, run);
+    return { seconds: (performance.now() - started) / 1000, liveRows: live.rows[0]?.n ?? 0, stagedRows: inStore.rows[0]?.n ?? 0 };
+  });
+}
