@@ -1,15 +1,16 @@
 import { findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
-import { requirePipeline } from '../db/pipelines.js';
-import { withTransaction, type PoolClient } from '../db/pool.js';
+import { requirePipeline, type Pipeline } from '../db/pipelines.js';
+import { quoteIdent, withTransaction, type PoolClient } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { lockPartition } from './partitionStep.js';
-import { liveSource, runSource } from './reconcile.js';
+import { liveSource, runSource, type RowSource } from './reconcile.js';
 import { keysEqual, rowStoreOf, runRows, type RowStore } from './rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { preferHashJoins } from './stagePublish.js';
 import { moveSteps } from './stepClaims.js';
+import { restoreBySwap, swappedPartition, writtenBySwap, type SwappedPartition } from './swap.js';
 import { ROLLBACK_SUFFIX } from './stepGraph.js';
 import { transition, wrongState } from './stateMachine.js';
 import { formatHour, formatHourRange } from './time.js';
@@ -132,16 +133,19 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
     await refuseIfOthersInFlight(tx, backfill);
     const store = await rowStoreOf(tx, pipeline);
     const problems: string[] = [];
+    const swaps = new Map<number, SwappedPartition | undefined>();
     for (const target of published) {
       await lockPartition(tx, pipeline.name, target.partitionHour);
-      const problem = await writtenSincePublish(tx, store, backfill, target);
+      const swapped = await swappedPartition(tx, backfill.id, target.partitionHour);
+      swaps.set(target.partitionHour.getTime(), swapped);
+      const problem = await writtenSincePublish(tx, swapped ? writtenBySwap(store, swapped.savedTable) : writtenByPublish(store), backfill, target);
       if (problem) problems.push(problem);
     }
     if (problems.length > 0) {
       throw new BackfillError(ErrorCode.WrongState,
         `Backfill #${backfill.id} cannot be rolled back:\n${problems.map((p) => `  ${p}`).join('\n')}\nRepair it with a new backfill instead; nothing was changed.`);
     }
-    for (const target of published) await restorePartition(tx, store, backfill, target);
+    for (const target of published) await restorePartition(tx, { pipeline, store }, backfill, target, swaps.get(target.partitionHour.getTime()));
     await transition(tx, { backfillId: backfill.id, to: 'rolling_back', actor: input.actor, set: { rolled_back_by: input.actor, rolled_back_at: new Date() } });
     await moveSteps(tx, backfill.id, 'skipped');
     await createRollbackSteps(tx, backfill.id);
@@ -189,29 +193,38 @@ function writtenByPublish(store: RowStore): string {
  * Another writer changed or removed a row the publish wrote: restoring would lose that write. Rows with keys
  * the publish did not write are late rows and do not count.
  */
-async function writtenSincePublish(tx: PoolClient, store: RowStore, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
+async function writtenSincePublish(tx: PoolClient, written: RowSource, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
+  const pipeline = await requirePipeline(tx, backfill.pipeline);
   const { rows } = await tx.query<{ checksum: string; rows: number }>(
-    `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY ${store.keys.map((key) => `t.${key}`).join(', ')}), '')) AS checksum, count(*)::int AS rows
-     FROM ${writtenByPublish(store)}`, [backfill.id, backfill.generation, target.partitionHour]);
+    `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY ${pipeline.keyColumns.map((key) => `t.${quoteIdent(key)}`).join(', ')}), '')) AS checksum, count(*)::int AS rows
+     FROM ${written}`, [backfill.id, backfill.generation, target.partitionHour]);
   if (rows[0]?.checksum === target.publishedChecksum) return undefined;
   return `${formatHour(target.partitionHour)}: written since the publish by another writer (rows the publish wrote were changed or removed; ${rows[0]?.rows ?? 0} of ${target.rowsAfter ?? '?'} remain), and restoring would lose those writes`;
 }
 
-/** Deletes what the publish wrote and puts back exactly what it deleted; checks the count. */
-async function restorePartition(tx: PoolClient, store: RowStore, backfill: BackfillRow, target: BackfillTargetRow): Promise<void> {
-  const run = [backfill.id, backfill.generation, target.partitionHour];
+/**
+ * Puts back exactly what the publish replaced, keeping rows written since: by swapping the saved partition back
+ * in (swap.ts), or by deleting what the publish wrote and inserting the saved rows; checks the count.
+ */
+async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwappedPartition | undefined): Promise<void> {
+  const run: [number, number, Date] = [backfill.id, backfill.generation, target.partitionHour];
   await preferHashJoins(tx);
+  if (swapped) await restoreBySwap(tx, of.pipeline, of.store, run, swapped);
+  else await restoreByRewrite(tx, of.store, run);
+  await tx.query(`UPDATE backfill.backfill_targets SET status = 'restored' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, target.partitionHour]);
+  await tx.query('UPDATE backfill.partition_generations SET rolled_back_at = clock_timestamp() WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
+    [backfill.id, target.partitionHour]);
+}
+
+async function restoreByRewrite(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<void> {
   await tx.query(`DELETE FROM ${writtenByPublish(store)}`, run);
   const inserted = await tx.query(
     `INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, store.saved)}`, run);
   const { rows } = await tx.query<{ n: number }>('SELECT rows_saved::int AS n FROM backfill.preserved_partitions WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
-    [backfill.id, target.partitionHour]);
+    [run[0], run[2]]);
   if (inserted.rowCount !== rows[0]?.n) {
-    throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(target.partitionHour)} put back ${inserted.rowCount ?? 0} rows, not the ${rows[0]?.n ?? '?'} saved; nothing was changed`);
+    throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(run[2])} put back ${inserted.rowCount ?? 0} rows, not the ${rows[0]?.n ?? '?'} saved; nothing was changed`);
   }
-  await tx.query(`UPDATE backfill.backfill_targets SET status = 'restored' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, target.partitionHour]);
-  await tx.query('UPDATE backfill.partition_generations SET rolled_back_at = clock_timestamp() WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
-    [backfill.id, target.partitionHour]);
 }
 
 /** Consumers replay on the restored rows, in dependency order, and every owner hears about it. */

@@ -4,6 +4,7 @@ import { quoteIdent, withTransaction, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { storeSchemaName } from './rowStore.js';
+import { detachedTablesOf } from './swap.js';
 import { ACTIVE_STATES, type BackfillState } from './stateMachine.js';
 import { formatTime } from './time.js';
 
@@ -29,8 +30,8 @@ import { formatTime } from './time.js';
 export const RETENTION_ACTOR = 'retention';
 
 export type RowsKind = 'scratch' | 'undo';
-export type StoreTable = 'staged' | 'saved' | 'baseline' | 'expected';
-export const STORE_TABLES: Record<RowsKind, readonly StoreTable[]> = { scratch: ['baseline', 'expected'], undo: ['staged', 'saved'] };
+export type StoreTable = 'staged' | 'saved' | 'baseline' | 'expected' | 'written';
+export const STORE_TABLES: Record<RowsKind, readonly StoreTable[]> = { scratch: ['baseline', 'expected'], undo: ['staged', 'saved', 'written'] };
 
 export interface RetentionCandidate {
   backfillId: number;
@@ -96,7 +97,8 @@ export async function listCandidates(db: Queryable, backfillId?: number): Promis
 }
 
 export interface StoredRows {
-  table: StoreTable;
+  /** A shared table of the store, or a table of a swap of its own (staged, saved or swapped back out). */
+  table: StoreTable | string;
   rows: number;
   bytes: number;
 }
@@ -123,7 +125,17 @@ export async function measureRows(db: Queryable, pipeline: string, backfillId: n
       `SELECT count(*)::bigint AS rows, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS bytes FROM ${storeTable(pipeline, table)} t WHERE t.bf_backfill = $1::bigint`, [backfillId]);
     measured.push({ table, rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 });
   }
-  return measured;
+  if (kind === 'undo') {
+    for (const table of await detachedTablesOf(db, pipeline, backfillId)) measured.push({ table, ...(await tableSize(db, table)) });
+  }
+  // written holds rows only for publishes by swap; a table with none of the backfill's rows is not listed.
+  return measured.filter((m) => m.rows > 0 || (m.table !== 'written'));
+}
+
+/** The rows of a table of its own and their bytes, counted as for the shared tables. */
+async function tableSize(db: Queryable, table: string): Promise<{ rows: number; bytes: number }> {
+  const { rows } = await db.query<{ rows: number; bytes: number }>(`SELECT count(*)::bigint AS rows, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS bytes FROM ${table} t`);
+  return { rows: Number(rows[0]?.rows ?? 0), bytes: Number(rows[0]?.bytes ?? 0) };
 }
 
 async function dropRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
@@ -139,7 +151,14 @@ async function dropRows(db: Queryable, pipeline: string, backfillId: number, kin
        SELECT count(*)::bigint AS rows, coalesce(sum(size), 0)::bigint AS bytes FROM gone`, [backfillId]);
     dropped.push({ table, rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 });
   }
-  return dropped;
+  // The tables of its swaps that are not attached (detachedTablesOf never lists a live partition).
+  if (kind === 'undo') {
+    for (const table of await detachedTablesOf(db, pipeline, backfillId)) {
+      dropped.push({ table, ...(await tableSize(db, table)) });
+      await db.query(`DROP TABLE ${table}`);
+    }
+  }
+  return dropped.filter((d) => d.rows > 0 || (d.table !== 'written'));
 }
 
 export interface RetentionItem extends Verdict {

@@ -1,25 +1,28 @@
 import type { BackfillRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
-import { requirePipeline } from '../db/pipelines.js';
+import { requirePipeline, type Pipeline } from '../db/pipelines.js';
 import type { PoolClient, Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { toCents } from './money.js';
-import { lockPartition, snapshotPartition, sourceShards } from './partitionStep.js';
-import { liveSource, reconcileByKey, runSource, type Reconciliation } from './reconcile.js';
-import { keysEqual, rowStoreOf, runRows, stepRows, type RowStore } from './rowStore.js';
+import { lockPartition, snapshotPartition, sourceShards, type PartitionSnapshot } from './partitionStep.js';
+import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSource } from './reconcile.js';
+import { ensureRowStore, keysEqual, rowStoreOf, runRows, stepRows, type RowStore } from './rowStore.js';
 import { checkClaim, moveSteps } from './stepClaims.js';
 import { BLOCKED_BY_PAUSE, type StepRef } from './stepGraph.js';
+import { hourPartitionOf, indexLikeTarget, publishBySwap, stageIntoTable, stagedTableName, tableSource, type SwapHooks } from './swap.js';
 import { transition } from './stateMachine.js';
 import { formatHour } from './time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
 //
-// stage   runs the pipeline's own step query into the pipeline's staged table (typed like the target), and
-//         the live keys at that moment into the baseline;
-// publish replaces the live partition from staging in one transaction, under the same per-partition lock
-//         as the normal run, after preserving the live rows; rows that arrived after the baseline (late
-//         rows from normal ingestion) are carried into the published generation; and the fence is read
-//         inside that transaction just before it commits.
+// stage   runs the pipeline's own step query into staging (typed like the target), and the live keys at that
+//         moment into the baseline. Staging is the store's shared staged table, or, when the target has a
+//         partition of exactly this hour, a table of its own that a publish swaps in (swap.ts);
+// publish replaces the live partition from staging in one transaction, under the same per-partition lock as
+//         the normal run: by rewrite (DELETE … RETURNING into the saved rows, INSERT … SELECT from staging)
+//         or by swap (DETACH the live partition into the store, ATTACH the staged table); rows that arrived
+//         after the baseline (late rows from normal ingestion) are carried into the published generation; and
+//         the fence is read inside that transaction just before it commits.
 
 const ENGINE = 'backfill-bot';
 
@@ -43,25 +46,48 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   await lockPartition(tx, pipeline.name, hour);
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, generation, hour];
-  await tx.query(`DELETE FROM ${runRows(store, store.staged)}`, run);
   await tx.query(`DELETE FROM ${runRows(store, store.baseline)}`, run);
   await tx.query(
     `INSERT INTO ${store.baseline} SELECT $1::bigint, $2::int, t.${store.partition}, ${store.keys.map((key) => `t.${key}`).join(', ')}
      FROM ${liveSource(store)}`, run);
+  const staged = await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, run) : await stageForRewrite(tx, pipeline, store, run);
+  const result = await reconcileByKey(tx, store, run, liveSource(store), staged.source);
+  // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
+  if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
+  await saveReconciliation(tx, backfill.id, generation, hour, 'staged', result, 0);
+  await tx.query(`UPDATE backfill.backfill_targets SET status = 'staged', staged_table = $3::text WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+    [backfill.id, hour, staged.table?.qualified ?? null]);
+  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), generation, publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
+  return 'staged';
+}
+
+interface Staged {
+  source: RowSource;
+  /** The table of its own the partition was staged into, for a publish by swap. */
+  table?: { qualified: string; name: string };
+}
+
+/** The step's rows into the pipeline's shared staged table, checked to be all in the hour. */
+async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
+  const [backfillId, generation, hour] = run;
+  await tx.query(`DELETE FROM ${runRows(store, store.staged)}`, run);
   const staged = await tx.query(
     `INSERT INTO ${store.staged} (bf_backfill, bf_generation, ${store.stepColumns.join(', ')})
-     SELECT $2::bigint, $3::int, q.* FROM ${stepRows(store)}`, [hour, backfill.id, generation]);
+     SELECT $2::bigint, $3::int, q.* FROM ${stepRows(store)}`, [hour, backfillId, generation]);
   const inHour = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${runRows(store, store.staged)}`, run);
   if (staged.rowCount !== inHour.rows[0]?.n) {
     throw new BackfillError(ErrorCode.StepFailed,
       `the ${pipeline.name} step produced ${staged.rowCount ?? 0} rows for ${formatHour(hour)} but only ${inHour.rows[0]?.n ?? 0} of them are in that hour: ` +
       `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`);
   }
-  const result = await reconcileByKey(tx, store, run, liveSource(store), runSource(store, store.staged));
-  await saveReconciliation(tx, backfill.id, generation, hour, 'staged', result, 0);
-  await tx.query(`UPDATE backfill.backfill_targets SET status = 'staged' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, hour]);
-  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), generation, ...result } });
-  return 'staged';
+  return { source: runSource(store, store.staged) };
+}
+
+/** The step's rows into a table of their own, to be swapped in for the hour's partition (swap.ts). */
+async function stageForSwap(tx: PoolClient, pipeline: Pipeline, run: [number, number, Date]): Promise<Staged> {
+  const store = await ensureRowStore(tx, pipeline);
+  const qualified = await stageIntoTable(tx, pipeline, store, run);
+  return { source: tableSource(store, qualified), table: { qualified, name: stagedTableName(...run) } };
 }
 
 /**
@@ -77,7 +103,7 @@ export async function preferHashJoins(tx: Queryable): Promise<void> {
 export type PublishOutcome = { kind: 'published'; generation: number } | { kind: 'unavailable'; generation?: undefined } | { kind: 'breach'; reason: string };
 
 /** Hooks for tests that must act between a publish's writes and its commit (a stop, a late writer). */
-export interface PublishHooks {
+export interface PublishHooks extends SwapHooks {
   beforeFenceCheck?(backfillId: number, hour: Date): Promise<void>;
 }
 
@@ -86,30 +112,31 @@ export interface PublishHooks {
  * the claim, and commits). Returns a breach instead, having written nothing, when the staged data holds
  * duplicate keys or a difference the plan did not predict and nobody accepted this partition by name.
  *
- * The prior rows are saved by the same statement that deletes them (DELETE … RETURNING), so every row the
- * publish removes is saved, whoever committed it and whenever; a row committed after that statement's snapshot
- * is not deleted and stays live: a late row, which a rollback leaves alone.
+ * By rewrite, the prior rows are saved by the same statement that deletes them (DELETE … RETURNING), so every
+ * row the publish removes is saved, whoever committed it and whenever; a row committed after that statement's
+ * snapshot is not deleted and stays live: a late row, which a rollback leaves alone. By swap, writers wait on
+ * the target from the carrying of late rows to the commit, so the detached partition is exactly what was live.
  */
 export async function publishPartition(tx: PoolClient, backfill: BackfillRow, hour: Date, hooks: PublishHooks = {}): Promise<PublishOutcome> {
   const pipeline = await requirePipeline(tx, backfill.pipeline);
   const generation = backfill.generation;
   const target = await targetRow(tx, backfill.id, hour);
   if (target.status === 'unavailable') return { kind: 'unavailable' };
+  const store = await rowStoreOf(tx, pipeline);
+  const run: [number, number, Date] = [backfill.id, generation, hour];
+  const stagedSource = target.stagedTable ? tableSource(store, target.stagedTable) : runSource(store, store.staged);
   const staged = await stagedReconciliation(tx, backfill.id, generation, hour);
-  const reason = envelopeBreach(staged, target, await againstPlan(tx, await rowStoreOf(tx, pipeline), [backfill.id, generation, hour]), backfill.previewedBy);
+  const reason = envelopeBreach(staged, target, await againstPlan(tx, store, run, stagedSource), backfill.previewedBy);
   if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
   await preferHashJoins(tx);
   await lockPartition(tx, pipeline.name, hour);
-  const store = await rowStoreOf(tx, pipeline);
-  const run: [number, number, Date] = [backfill.id, generation, hour];
-  await saveAndDeletePrior(tx, store, run);
-  await tx.query(`INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, store.staged)}`, run);
-  const lateRows = await carryLateRows(tx, store, run);
-  const published = await reconcileByKey(tx, store, run, runSource(store, store.saved), liveSource(store));
-  await saveReconciliation(tx, backfill.id, generation, hour, 'published', published, lateRows);
+  const written = target.stagedTable
+    ? await swapIn(tx, pipeline, store, run, target.stagedTable, hooks)
+    : await rewrite(tx, pipeline, store, run);
+  await saveReconciliation(tx, backfill.id, generation, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
-  const snapshot = await snapshotPartition(tx, pipeline, hour);
+  const { snapshot, lateRows } = written;
   await tx.query(
     `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text,
             published_checksum = $5::text, recomputed_at = now(), status = 'published', published_generation = $6::int
@@ -120,28 +147,53 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
     [pipeline.name, hour, snapshot.rows]);
   if (lateRows > 0) await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'late_rows_kept', detail: { partition: formatHour(hour), rows: lateRows } });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'recomputed',
-    detail: { partition: formatHour(hour), generation: partitionGeneration, rowsBefore: target.rowsBefore, rowsAfter: snapshot.rows, totalBefore: target.totalBefore, totalAfter: snapshot.total, checksum: snapshot.checksum, lateRows } });
+    detail: { partition: formatHour(hour), generation: partitionGeneration, rowsBefore: target.rowsBefore, rowsAfter: snapshot.rows, totalBefore: target.totalBefore, totalAfter: snapshot.total,
+      checksum: snapshot.checksum, lateRows, publishedBy: target.stagedTable ? 'swap' : 'rewrite' } });
   await hooks.beforeFenceCheck?.(backfill.id, hour);
   return { kind: 'published', generation: partitionGeneration };
 }
 
-/**
- * One statement deletes the live partition and saves exactly what it deleted. Saved once: a second save of the
- * same partition by the same backfill is refused by the primary key of preserved_partitions.
- */
+interface Written {
+  published: Reconciliation;
+  lateRows: number;
+  snapshot: PartitionSnapshot;
+}
+
+/** Publish by rewrite: the live rows are deleted into the saved rows, the staged ones inserted, late rows carried. */
+async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Written> {
+  const rows = await saveAndDeletePrior(tx, store, run);
+  await savedOnce(tx, run, rows, null);
+  await tx.query(`INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, store.staged)}`, run);
+  const lateRows = await carryLateRows(tx, store, run);
+  const published = await reconcileByKey(tx, store, run, runSource(store, store.saved), liveSource(store));
+  return { published, lateRows, snapshot: await snapshotPartition(tx, pipeline, run[2]) };
+}
+
+/** Publish by swap (swap.ts): the live partition is detached into the store, the staged table attached. */
+async function swapIn(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks): Promise<Written> {
+  const swap = await publishBySwap(tx, pipeline, store, run, staged, hooks);
+  await savedOnce(tx, run, swap.savedRows, { saved: swap.savedTable, published: swap.publishedTable });
+  return swap;
+}
+
+/** One statement deletes the live partition and saves exactly what it deleted. */
 async function saveAndDeletePrior(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<number> {
   const saved = await tx.query(
     `WITH gone AS (DELETE FROM ${liveSource(store)} RETURNING t.*)
      INSERT INTO ${store.saved} (bf_backfill, bf_generation, ${store.columns.join(', ')})
      SELECT $1::bigint, $2::int, ${store.columns.map((column) => `gone.${column}`).join(', ')} FROM gone`, run);
-  const rows = saved.rowCount ?? 0;
+  return saved.rowCount ?? 0;
+}
+
+/** Saved once: a second save of the same partition by the same backfill is refused by the primary key. */
+async function savedOnce(tx: PoolClient, run: [number, number, Date], rows: number, tables: { saved: string; published: string } | null): Promise<void> {
   const once = await tx.query(
-    `INSERT INTO backfill.preserved_partitions (backfill_id, partition_hour, rows_saved) VALUES ($1::bigint, $2::timestamptz, $3::bigint)
-     ON CONFLICT DO NOTHING`, [run[0], run[2], rows]);
+    `INSERT INTO backfill.preserved_partitions (backfill_id, partition_hour, rows_saved, saved_table, published_table)
+     VALUES ($1::bigint, $2::timestamptz, $3::bigint, $4::text, $5::text)
+     ON CONFLICT DO NOTHING`, [run[0], run[2], rows, tables?.saved ?? null, tables?.published ?? null]);
   if (once.rowCount !== 1) {
     throw new BackfillError(ErrorCode.ClaimLost, `the prior rows of ${formatHour(run[2])} were already saved by backfill #${run[0]}: this second publish does not commit`);
   }
-  return rows;
 }
 
 /**
@@ -200,7 +252,7 @@ interface AgainstPlan {
 }
 
 /** Staged data against the rows the plan's preview showed (the announced envelope), by key. */
-async function againstPlan(db: Queryable, store: RowStore, run: [number, number, Date]): Promise<AgainstPlan> {
+async function againstPlan(db: Queryable, store: RowStore, run: [number, number, Date], staged: RowSource): Promise<AgainstPlan> {
   // PERF: one full join on the typed keys (hash or merge), not correlated EXISTS per row: at 50,000 rows a
   // partition the correlated form took over half a minute with no statistics on the new rows.
   const keys = store.keys.map((key) => `t.${key}`).join(', ');
@@ -214,7 +266,7 @@ async function againstPlan(db: Queryable, store: RowStore, run: [number, number,
             coalesce(sum(s.measure), 0)::numeric(18,2)::text AS "stagedTotal"
      FROM (SELECT ${keys}, t.bf_measure AS measure, true AS planned
            FROM ${store.expected} t WHERE t.bf_backfill = $1::bigint AND t.${store.partition} = $3::timestamptz) e
-     FULL JOIN (SELECT ${keys}, t.${store.measure} AS measure, true AS staged FROM ${runSource(store, store.staged)}) s USING (${store.keys.join(', ')})`, run);
+     FULL JOIN (SELECT ${keys}, t.${store.measure} AS measure, true AS staged FROM ${staged}) s USING (${store.keys.join(', ')})`, run);
   const row = rows[0];
   if (!row) throw new Error('envelope query returned no row');
   return row;
@@ -246,11 +298,13 @@ interface TargetRow {
   expectedRows: string | null;
   expectedTotal: string | null;
   acceptedBy: string | null;
+  stagedTable: string | null;
 }
 
 async function targetRow(db: Queryable, backfillId: number, hour: Date): Promise<TargetRow> {
   const { rows } = await db.query<TargetRow>(
-    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy"
+    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy",
+            staged_table AS "stagedTable"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
   const row = rows[0];
   if (!row) throw new BackfillError(ErrorCode.StepFailed, `${formatHour(hour)} is not a target of backfill #${backfillId}`);

@@ -7,9 +7,10 @@
 import { readFile } from 'node:fs/promises';
 import type pg from 'pg';
 import { replacePartition } from '../core/partitionStep.js';
+import { storeSchemaName } from '../core/rowStore.js';
 import { migrate } from '../db/migrate.js';
 import { insertPipeline, type Pipeline } from '../db/pipelines.js';
-import { withTransaction, type Queryable } from '../db/pool.js';
+import { quoteIdent, withTransaction, type Queryable } from '../db/pool.js';
 import {
   CONSUMER_NAMES, DAILY_SCHEDULE_MINUTES, DEMO_MONTH, DEMO_PIPELINE, DEMO_SHARDS, FLAGGED_NIGHTS, flaggedNight, MARKETING_WEEK,
   NIGHT_15, NIGHT_9, OWNERS, SCENARIO_AS_OF, SOURCE_SHARDS_SQL, STEP_SQL_V1, STEP_SQL_V2, type DemoScenario, type FlagReason,
@@ -22,6 +23,13 @@ const DAY_MS = 24 * HOUR_MS;
 const RAW_BATCH_ROWS = 5_000;
 const SEEDED_BY = 'seed';
 const RAW_COLUMNS = 'order_id, shard, event_hour, merchant_id, currency_raw, amount_local, landed_at';
+
+/**
+ * warehouse.orders as one plain table (published by rewrite), or partitioned by hour (published by swap):
+ * partitioned.sql.
+ */
+export type TargetShape = 'plain' | 'partitioned';
+export const TARGET_SHAPES: readonly TargetShape[] = ['plain', 'partitioned'];
 
 export interface SeedSummary {
   scenario: DemoScenario;
@@ -153,9 +161,12 @@ async function registerConsumers(db: Queryable): Promise<void> {
  * off the pipeline, the consumers or the signoffs, so the cascade also clears backfills a previous demo ran,
  * including tables later migrations add, and RESTART IDENTITY makes a re-seed give the same ids.
  */
-async function resetDemo(db: Queryable): Promise<void> {
+async function resetDemo(db: Queryable, target: TargetShape): Promise<void> {
   await db.query('TRUNCATE backfill.pipelines, backfill.consumers, backfill.signoffs RESTART IDENTITY CASCADE');
+  // The pipeline's row store goes with it: its rows are keyed by backfill ids that RESTART IDENTITY reuses.
+  await db.query(`DROP SCHEMA IF EXISTS ${quoteIdent(storeSchemaName(DEMO_PIPELINE))} CASCADE`);
   await db.query(await readFile(new URL('./warehouse.sql', import.meta.url), 'utf8'));
+  if (target === 'partitioned') await db.query(await readFile(new URL('./partitioned.sql', import.meta.url), 'utf8'));
 }
 
 async function loadFxRates(db: Queryable, data: DemoData): Promise<void> {
@@ -371,12 +382,12 @@ async function deployFixedStep(db: Queryable): Promise<void> {
  * Seeds (or re-seeds) the demo into a database; migrates it first. The month is built with the step as it ran
  * in November (v1); the fixed step (v2) is deployed at the end, so a backfill recomputes with the fix.
  */
-export async function seedDemo(pool: pg.Pool, options: { scenario?: DemoScenario } = {}): Promise<SeedSummary> {
+export async function seedDemo(pool: pg.Pool, options: { scenario?: DemoScenario; target?: TargetShape } = {}): Promise<SeedSummary> {
   const scenario = options.scenario ?? 'month-end';
   const asOf = Date.parse(SCENARIO_AS_OF[scenario]);
   const data = generateDemoData();
   await migrate(pool);
-  await resetDemo(pool);
+  await resetDemo(pool, options.target ?? 'plain');
   await loadFxRates(pool, data);
   const pipeline = demoPipelineDefinition('v1');
   await insertPipeline(pool, pipeline);

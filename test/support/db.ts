@@ -7,13 +7,21 @@ import pg from 'pg';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, quoteIdent } from '../../src/db/pool.js';
 import type { DemoScenario } from '../../src/demo/constants.js';
+import type { TargetShape } from '../../src/demo/seed.js';
 
-export type TestScenario = 'empty' | DemoScenario;
+/** A seeded demo world: a scenario, and month-end again with warehouse.orders partitioned by hour. */
+export type TemplateScenario = DemoScenario | 'month-end-partitioned';
+export type TestScenario = 'empty' | TemplateScenario;
 
-export const TEMPLATE_DATABASES: Record<DemoScenario, string> = {
+export const TEMPLATE_DATABASES: Record<TemplateScenario, string> = {
   'month-end': 'backfill_bot_test_tpl_month_end',
   'night-9-outage': 'backfill_bot_test_tpl_night9',
+  'month-end-partitioned': 'backfill_bot_test_tpl_month_end_part',
 };
+
+export function templateSeed(scenario: TemplateScenario): { scenario: DemoScenario; target: TargetShape } {
+  return scenario === 'month-end-partitioned' ? { scenario: 'month-end', target: 'partitioned' } : { scenario, target: 'plain' };
+}
 
 const DEFAULT_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 

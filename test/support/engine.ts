@@ -5,7 +5,7 @@ import type { Messenger, OwnerMessage } from '../../src/core/messenger.js';
 import type { StepContext } from '../../src/core/steps.js';
 import { STEP_QUEUE } from '../../jobs/registry.js';
 import { redisConnection } from '../../src/queue/stepQueue.js';
-import { createTestDatabase } from './db.js';
+import { createTestDatabase, type TestScenario } from './db.js';
 
 type MessengerMethod = keyof Messenger;
 
@@ -102,7 +102,7 @@ export interface TestEngine {
  * A real database cloned from a seeded template and a queue prefix of its own in the real Redis, so tests
  * never see each other's rows or jobs. Short backoffs keep retry tests quick; nothing here is mocked.
  */
-export async function createTestEngine(scenario: 'month-end' | 'night-9-outage' | 'empty' = 'month-end', env: Record<string, string> = {}): Promise<TestEngine> {
+export async function createTestEngine(scenario: TestScenario = 'month-end', env: Record<string, string> = {}): Promise<TestEngine> {
   const db = await createTestDatabase(scenario);
   const prefix = `test-${randomBytes(6).toString('hex')}`;
   const config = loadConfig({

@@ -1,0 +1,306 @@
+import type { Pipeline } from '../db/pipelines.js';
+import { quoteIdent, type PoolClient, type Queryable } from '../db/pool.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+import type { PartitionSnapshot } from './partitionStep.js';
+import { reconcileByKey, runSource, type Reconciliation, type RowSource } from './reconcile.js';
+import { keysEqual, runRows, stepRows, type RowStore } from './rowStore.js';
+import { formatHour, HOUR_MS } from './time.js';
+
+/*
+ * Publish by swap, for a target declaratively partitioned by its partition column with one partition per hour.
+ *
+ *   stage    the step's rows go into a table of their own in the pipeline's store, shaped like the target, with
+ *            a CHECK that holds exactly the hour (so ATTACH need not scan it) and the target's indexes built
+ *            after the load (so the publish builds none);
+ *   publish  under the partition lock: writers of the target wait (EXCLUSIVE; readers go on) while the late
+ *            rows are carried, the keys written recorded and the outcome measured; then, in a window of
+ *            catalog changes only (ACCESS EXCLUSIVE: readers wait too), the live partition is detached and
+ *            moved into the store as the saved prior generation, and the staged table takes its name and place;
+ *   rollback swaps them back the same way, carrying rows written after the publish (late rows) into the prior
+ *            partition first, so they stay live as they do when a rewrite is rolled back.
+ *
+ * A plain table, or partitions wider than an hour, are published by rewrite (stagePublish.ts).
+ */
+
+/** The target's partition holding exactly one hour: schema and name unquoted, `qualified` quoted. */
+export interface HourPartition {
+  schema: string;
+  name: string;
+  qualified: string;
+}
+
+/**
+ * The leaf partition of the target whose bounds are exactly [hour, hour + 1 h), when the target is range
+ * partitioned on the partition column alone; undefined otherwise (publish by rewrite).
+ */
+export async function hourPartitionOf(db: Queryable, pipeline: Pipeline, hour: Date): Promise<HourPartition | undefined> {
+  // The bound is compared as PostgreSQL prints it, formatted in the same session: no parsing of its text.
+  const { rows } = await db.query<{ schema: string; name: string }>(
+    `SELECT n.nspname AS schema, c.relname AS name
+     FROM pg_partitioned_table p
+     JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
+     JOIN pg_inherits i ON i.inhparent = p.partrelid
+     JOIN pg_class c ON c.oid = i.inhrelid
+     JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE p.partrelid = to_regclass($1::text) AND p.partstrat = 'r' AND p.partnatts = 1 AND a.attname = $2::name
+       AND c.relkind = 'r'
+       AND pg_get_expr(c.relpartbound, c.oid) = format('FOR VALUES FROM (%L) TO (%L)', $3::timestamptz, $3::timestamptz + interval '1 hour')`,
+    [qualifiedTarget(pipeline), pipeline.partitionColumn, hour]);
+  const row = rows[0];
+  return row && { ...row, qualified: `${quoteIdent(row.schema)}.${quoteIdent(row.name)}` };
+}
+
+function qualifiedTarget(pipeline: Pipeline): string {
+  return pipeline.targetTable.split('.').map(quoteIdent).join('.');
+}
+
+/** 2026111503: hours sort by name in the store. */
+export function hourCode(hour: Date): string {
+  return hour.toISOString().slice(0, 13).replace(/[-T]/g, '');
+}
+
+const storeSchemaOf = (store: RowStore) => store.schema.slice(1, -1).replaceAll('""', '"');
+
+export function stagedTableName(backfillId: number, generation: number, hour: Date): string {
+  return `p${hourCode(hour)}_b${backfillId}_g${generation}`;
+}
+
+export function savedTableName(backfillId: number, hour: Date): string {
+  return `p${hourCode(hour)}_b${backfillId}_saved`;
+}
+
+/** The rows of a standalone table of the target's shape as a RowSource (the run's parameters kept typed). */
+export function tableSource(store: RowStore, table: string, alias = 't'): RowSource {
+  return `${table} ${alias} WHERE $1::bigint IS NOT NULL AND $2::int IS NOT NULL AND ${alias}.${store.partition} = $3::timestamptz`;
+}
+
+const hourLiteral = (hour: Date) => `'${hour.toISOString()}'::timestamptz`;
+
+const CHECK_VIOLATION = '23514';
+const UNIQUE_VIOLATION = '23505';
+const IN_HOUR = 'bf_in_hour';
+
+/**
+ * Runs the step into a new table of the store for this run and hour, shaped like the target and constrained to
+ * the hour. Returns its quoted name. A re-run of the same stage starts the table over.
+ */
+export async function stageIntoTable(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<string> {
+  const [backfillId, generation, hour] = run;
+  const table = `${store.schema}.${quoteIdent(stagedTableName(backfillId, generation, hour))}`;
+  await refuseIfAttached(tx, table);
+  await tx.query(`DROP TABLE IF EXISTS ${table}`);
+  const p = store.partition;
+  await tx.query(
+    `CREATE TABLE ${table} (LIKE ${store.target} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED INCLUDING STORAGE,
+       CONSTRAINT ${IN_HOUR} CHECK (${p} IS NOT NULL AND ${p} >= ${hourLiteral(hour)} AND ${p} < ${hourLiteral(new Date(hour.getTime() + HOUR_MS))}))`);
+  try {
+    await tx.query(`INSERT INTO ${table} (${store.stepColumns.join(', ')}) SELECT q.* FROM ${stepRows(store)}`, [hour]);
+  } catch (error) {
+    const pgError = error as { code?: string; constraint?: string };
+    if (pgError.code !== CHECK_VIOLATION || pgError.constraint !== IN_HOUR) throw error;
+    throw new BackfillError(ErrorCode.StepFailed,
+      `the ${pipeline.name} step produced rows for ${formatHour(hour)} that are not in that hour: ` +
+      `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`, { cause: error });
+  }
+  return table;
+}
+
+async function refuseIfAttached(db: Queryable, table: string): Promise<void> {
+  const { rows } = await db.query<{ attached: boolean }>('SELECT relispartition AS attached FROM pg_class WHERE oid = to_regclass($1::text)', [table]);
+  if (rows[0]?.attached) {
+    throw new BackfillError(ErrorCode.StepFailed, `${table} is already attached to the target: this run's partition was published, so it is not staged again`);
+  }
+}
+
+/**
+ * Builds on the staged table every index the target has (the parent's partitioned indexes), so ATTACH adopts
+ * them instead of building them while the target is locked; then analyzes it, so the partition it becomes has
+ * statistics from its first query (autovacuum may be off).
+ */
+export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, store: RowStore, table: string, tableName: string): Promise<void> {
+  const { rows } = await tx.query<{ def: string; name: string; constraint: 'p' | 'u' | null }>(
+    `SELECT pg_get_indexdef(i.indexrelid) AS def, c.relname AS name,
+            (SELECT con.contype::text FROM pg_constraint con WHERE con.conindid = i.indexrelid AND con.contype IN ('p', 'u')) AS constraint
+     FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+     WHERE i.indrelid = to_regclass($1::text) ORDER BY c.relname`, [store.target]);
+  for (const [n, index] of rows.entries()) {
+    const name = quoteIdent(`${tableName}_i${n + 1}`);
+    const mirrored = index.def.replace(/^CREATE (UNIQUE )?INDEX \S+ ON ONLY \S+ USING /, (_all, unique: string | undefined) => `CREATE ${unique ?? ''}INDEX ${name} ON ${table} USING `);
+    if (mirrored === index.def) {
+      throw new BackfillError(ErrorCode.StepFailed, `the index ${index.name} of ${pipeline.targetTable} cannot be built on a staged partition (${index.def}): publish by swap needs plain names`);
+    }
+    try {
+      await tx.query(mirrored);
+    } catch (error) {
+      if ((error as { code?: string }).code !== UNIQUE_VIOLATION) throw error;
+      throw new BackfillError(ErrorCode.StepFailed, `the staged rows of ${tableName} break the unique index ${index.name} of ${pipeline.targetTable}: fix the step. Nothing was changed.`, { cause: error });
+    }
+    // ATTACH adopts an index for a primary key or unique constraint only from a constraint of the same kind:
+    // without one it would build another index while readers wait.
+    if (index.constraint) await tx.query(`ALTER TABLE ${table} ADD CONSTRAINT ${name} ${index.constraint === 'p' ? 'PRIMARY KEY' : 'UNIQUE'} USING INDEX ${name}`);
+  }
+  await tx.query(`ANALYZE ${table}`);
+}
+
+/** Where a partition published by swap went, and what it measured, for the caller to record. */
+export interface SwapOutcome {
+  savedRows: number;
+  lateRows: number;
+  published: Reconciliation;
+  snapshot: PartitionSnapshot;
+  savedTable: string;
+  publishedTable: string;
+}
+
+/** Hooks a test uses to measure or act inside the window where readers of the target wait. */
+export interface SwapHooks {
+  onSwapWindow?(milliseconds: number): void;
+}
+
+/**
+ * Publishes the staged table in place of the live hour partition, inside the caller's transaction (which then
+ * checks the fence and the claim, and commits). The caller holds the partition lock.
+ */
+export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks = {}): Promise<SwapOutcome> {
+  const hour = run[2];
+  const live = await hourPartitionOf(tx, pipeline, hour);
+  if (!live) {
+    throw new BackfillError(ErrorCode.StepFailed, `${pipeline.targetTable} has no partition of exactly ${formatHour(hour)} any more: it was staged for a swap, so it is not published. Nothing was changed.`);
+  }
+  await refuseIfAttached(tx, staged);
+  // Writers wait from here to the commit (their rows would otherwise land in the partition being replaced);
+  // readers wait only in the window below. Parent first, the order every writer locks in: no deadlock.
+  await tx.query(`LOCK TABLE ${store.target} IN EXCLUSIVE MODE`);
+  const lateRows = await carryLateRows(tx, store, run, live.qualified, staged);
+  await recordWrittenKeys(tx, store, run, staged);
+  const published = await reconcileByKey(tx, store, run, tableSource(store, live.qualified), tableSource(store, staged));
+  const savedRows = await countRows(tx, live.qualified);
+  const snapshot = await snapshotTable(tx, pipeline, store, staged);
+  const savedName = savedTableName(run[0], hour);
+  const started = performance.now();
+  await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaOf(store), name: savedName }, inTable: staged, hour });
+  hooks.onSwapWindow?.(performance.now() - started);
+  return { savedRows, lateRows, published, snapshot, savedTable: `${store.schema}.${quoteIdent(savedName)}`, publishedTable: live.qualified };
+}
+
+/**
+ * The catalog changes of a swap, in one transaction: detach `out`, move it to `outTo`, give `inTable` its
+ * schema and name, attach it for the hour. ATTACH skips its scan when the table's CHECK holds the hour.
+ */
+export async function swapTables(tx: PoolClient, store: RowStore, move: { out: HourPartition; outTo: { schema: string; name: string }; inTable: string; hour: Date }): Promise<void> {
+  const { out, outTo, inTable, hour } = move;
+  await tx.query(`ALTER TABLE ${store.target} DETACH PARTITION ${out.qualified}`);
+  if (outTo.schema !== out.schema) await tx.query(`ALTER TABLE ${out.qualified} SET SCHEMA ${quoteIdent(outTo.schema)}`);
+  await tx.query(`ALTER TABLE ${quoteIdent(outTo.schema)}.${quoteIdent(out.name)} RENAME TO ${quoteIdent(outTo.name)}`);
+  const inName = await relationName(tx, inTable);
+  if (inName.schema !== out.schema) await tx.query(`ALTER TABLE ${inTable} SET SCHEMA ${quoteIdent(out.schema)}`);
+  await tx.query(`ALTER TABLE ${quoteIdent(out.schema)}.${quoteIdent(inName.name)} RENAME TO ${quoteIdent(out.name)}`);
+  await tx.query(`ALTER TABLE ${store.target} ATTACH PARTITION ${out.qualified} FOR VALUES FROM (${hourLiteral(hour)}) TO (${hourLiteral(new Date(hour.getTime() + HOUR_MS))})`);
+}
+
+async function relationName(db: Queryable, table: string): Promise<{ schema: string; name: string }> {
+  const { rows } = await db.query<{ schema: string; name: string }>(
+    'SELECT n.nspname AS schema, c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1::text)', [table]);
+  const row = rows[0];
+  if (!row) throw new BackfillError(ErrorCode.StepFailed, `${table} does not exist: it was dropped since it was staged. Nothing was changed.`);
+  return row;
+}
+
+/**
+ * Rows of the live partition that were neither there when it was staged nor produced by the step: written since
+ * by normal ingestion. They go into the staged table, so the published generation keeps them.
+ */
+async function carryLateRows(tx: PoolClient, store: RowStore, run: [number, number, Date], live: string, staged: string): Promise<number> {
+  const late = await tx.query(
+    `INSERT INTO ${staged} (${store.columns.join(', ')})
+     SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${tableSource(store, live, 'p')}
+       AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
+       AND NOT EXISTS (SELECT 1 FROM ${staged} s WHERE ${keysEqual(store, 's', 'p')})`, run);
+  return late.rowCount ?? 0;
+}
+
+/** The keys this publish writes (staged and carried): a rollback checks that nobody else changed those rows. */
+async function recordWrittenKeys(tx: PoolClient, store: RowStore, run: [number, number, Date], staged: string): Promise<void> {
+  await tx.query(`DELETE FROM ${runRows(store, store.written)}`, run);
+  await tx.query(
+    `INSERT INTO ${store.written} SELECT $1::bigint, $2::int, t.${store.partition}, ${store.keys.map((key) => `t.${key}`).join(', ')}
+     FROM ${tableSource(store, staged)}`, run);
+}
+
+async function countRows(db: Queryable, table: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  return rows[0]?.n ?? 0;
+}
+
+/** As snapshotPartition, over a table that is about to become the partition. */
+async function snapshotTable(db: Queryable, pipeline: Pipeline, store: RowStore, table: string): Promise<PartitionSnapshot> {
+  const { rows } = await db.query<PartitionSnapshot>(
+    `SELECT count(*)::bigint AS rows, coalesce(sum(t.${store.measure}), 0)::numeric(18,2)::text AS total,
+            md5(coalesce(string_agg(t::text, '|' ORDER BY ${pipeline.keyColumns.map((key) => `t.${quoteIdent(key)}`).join(', ')}), '')) AS checksum
+     FROM ${table} t`);
+  const row = rows[0];
+  if (!row) throw new Error('snapshot query returned no row');
+  return row;
+}
+
+/** Tables of this backfill's swaps still in the store and not attached: what retention drops with its undo rows. */
+export async function detachedTablesOf(db: Queryable, pipeline: string, backfillId: number): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT format('%I.%I', n.nspname, c.relname) AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1::text AND c.relkind = 'r' AND NOT c.relispartition AND c.relname ~ ('^p[0-9]{10}_b' || $2::bigint || '_(g[0-9]+|saved|rolledback)$')
+     ORDER BY c.relname`, [`bf_${pipeline}`, backfillId]);
+  return rows.map((row) => row.name);
+}
+
+/** A partition a backfill published by swap: the prior partition it keeps, and the name the published one took. */
+export interface SwappedPartition {
+  savedTable: string;
+  publishedTable: string;
+  rowsSaved: number;
+}
+
+export async function swappedPartition(db: Queryable, backfillId: number, hour: Date): Promise<SwappedPartition | undefined> {
+  const { rows } = await db.query<SwappedPartition>(
+    `SELECT saved_table AS "savedTable", published_table AS "publishedTable", rows_saved::int AS "rowsSaved"
+     FROM backfill.preserved_partitions WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz AND saved_table IS NOT NULL`, [backfillId, hour]);
+  return rows[0];
+}
+
+/**
+ * Live rows of the partition whose key a publish by swap wrote (the keys it recorded) or replaced (the saved
+ * partition's): what a rollback compares against the published checksum and swaps out. Run parameters as usual.
+ */
+export function writtenBySwap(store: RowStore, saved: string): RowSource {
+  return `${store.target} t WHERE t.${store.partition} = $3::timestamptz
+    AND (EXISTS (SELECT 1 FROM ${runSource(store, store.written, 'w')} AND ${keysEqual(store, 'w', 't')})
+      OR EXISTS (SELECT 1 FROM ${saved} p WHERE ${keysEqual(store, 'p', 't')}))`;
+}
+
+/**
+ * Swaps a published partition back out, inside the caller's rollback transaction (which holds the partition
+ * lock): rows written after the publish (late rows) are carried into the saved partition first, so they stay
+ * live; then the saved partition takes its name and place again, and the published one goes back to the store.
+ * Returns the rows put back.
+ */
+export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], swapped: SwappedPartition): Promise<number> {
+  const hour = run[2];
+  const live = await hourPartitionOf(tx, pipeline, hour);
+  if (live?.qualified !== swapped.publishedTable) {
+    throw new BackfillError(ErrorCode.WrongState,
+      `${formatHour(hour)}: the partition backfill #${run[0]} attached (${swapped.publishedTable}) is no longer the live one (${live?.qualified ?? 'none'}); nothing was changed`);
+  }
+  await refuseIfAttached(tx, swapped.savedTable);
+  await tx.query(`LOCK TABLE ${store.target} IN EXCLUSIVE MODE`);
+  const late = await tx.query(
+    `INSERT INTO ${swapped.savedTable} (${store.columns.join(', ')})
+     SELECT ${store.columns.map((column) => `t.${column}`).join(', ')} FROM ${tableSource(store, live.qualified)}
+       AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.written, 'w')} AND ${keysEqual(store, 'w', 't')})
+       AND NOT EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE ${keysEqual(store, 'p', 't')})`, run);
+  const putBack = await countRows(tx, swapped.savedTable);
+  if (putBack !== swapped.rowsSaved + (late.rowCount ?? 0)) {
+    throw new BackfillError(ErrorCode.StepFailed,
+      `restoring ${formatHour(hour)} would put back ${putBack} rows, not the ${swapped.rowsSaved} saved and ${late.rowCount ?? 0} written since; nothing was changed`);
+  }
+  await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaOf(store), name: `p${hourCode(hour)}_b${run[0]}_rolledback` }, inTable: swapped.savedTable, hour });
+  return swapped.rowsSaved;
+}

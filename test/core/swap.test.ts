@@ -1,0 +1,231 @@
+// Publish by swap: night 15 again, with warehouse.orders declaratively partitioned by hour (the demo's
+// partitioned target). Every publish detaches the live partition into the store and attaches the staged table
+// under its name; a rollback swaps them back. Real Postgres and Redis; the interleavings are forced with locks
+// held from a connection of the test, and with the publish's seam.
+
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runUntilSettled } from '../../src/cli/runner.js';
+import { startApproved } from '../../src/core/dispatch.js';
+import { overrideGate } from '../../src/core/gate.js';
+import { rollbackBackfill } from '../../src/core/recovery.js';
+import { pruneStoredRows } from '../../src/core/retention.js';
+import { startBackfill } from '../../src/core/start.js';
+import { executeStep } from '../../src/core/steps.js';
+import { hourPartitionOf } from '../../src/core/swap.js';
+import { listEvents } from '../../src/db/events.js';
+import { requirePipeline } from '../../src/db/pipelines.js';
+import { ErrorCode, isBackfillError } from '../../src/errors.js';
+import { createTestEngine, type TestEngine } from '../support/engine.js';
+import { waitUntil } from '../support/wait.js';
+
+const OPERATOR = 'U07ONCALL';
+const NIGHT = '2026-11-15';
+const HOURS = ['05', '06', '07', '08', '09', '10'];
+const hourKey = (hh: string) => `${NIGHT}T${hh}:00Z`;
+const partitionName = (hh: string) => `orders_p20261115${hh}`;
+const SIGNED_TOTAL = '1284310.55';
+const CORRECTED_TOTAL = '1271902.10';
+const DAY = `partition_hour >= '2026-11-15T00:00Z' AND partition_hour < '2026-11-16T00:00Z'`;
+
+let engine: TestEngine | undefined;
+let clients: pg.Client[] = [];
+
+afterEach(async () => {
+  for (const client of clients) await client.end().catch(() => undefined);
+  clients = [];
+  await engine?.close();
+  engine = undefined;
+});
+
+async function approvedNight15(e: TestEngine): Promise<number> {
+  const { backfill } = await startBackfill(e.ctx, { pipeline: 'orders', target: NIGHT, reason: 'currency parsed as text', actor: OPERATOR });
+  await overrideGate(e.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'swap test' });
+  for (const key of ['payout_export', 'settlement_report']) expect(await executeStep(e.ctx, { backfillId: backfill.id, kind: 'announce', key })).toBe('done');
+  await startApproved(e.ctx, backfill.id);
+  return backfill.id;
+}
+
+/** The backfill's end state; a step's error is shown when it is not done. */
+async function settle(e: TestEngine, id: number): Promise<string> {
+  const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+  if (report.backfill.state === 'done') return 'done';
+  const { rows } = await e.ctx.pool.query<{ step: string }>(
+    `SELECT kind || ' ' || step_key || ': ' || status || ' ' || coalesce(error, '') AS step FROM backfill.backfill_steps WHERE backfill_id = $1 AND status <> 'done'`, [id]);
+  return `${report.backfill.state} (${rows.map((row) => row.step).join('; ')})`;
+}
+
+async function connect(e: TestEngine): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: e.ctx.config.DATABASE_URL });
+  await client.connect();
+  clients.push(client);
+  return client;
+}
+
+/** The hour's partition of warehouse.orders: its table's oid, where it lives, how many rows. */
+async function livePartition(e: TestEngine, hh: string): Promise<{ oid: number; name: string; rows: number }> {
+  const { rows } = await e.ctx.pool.query<{ oid: number; name: string; rows: number }>(
+    `SELECT c.oid::int AS oid, format('%I.%I', n.nspname, c.relname) AS name,
+            (SELECT count(*)::int FROM warehouse.orders WHERE partition_hour = $1) AS rows
+     FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE i.inhparent = 'warehouse.orders'::regclass AND c.relname = $2`, [hourKey(hh), partitionName(hh)]);
+  const row = rows[0];
+  if (!row) throw new Error(`no live partition ${partitionName(hh)}`);
+  return row;
+}
+
+async function dayTotal(e: TestEngine): Promise<string> {
+  const { rows } = await e.ctx.pool.query<{ total: string }>(`SELECT sum(amount_base)::numeric(18,2)::text AS total FROM warehouse.orders WHERE ${DAY}`);
+  return rows[0]?.total ?? '';
+}
+
+async function storeTables(e: TestEngine): Promise<string[]> {
+  const { rows } = await e.ctx.pool.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_class c WHERE c.relnamespace = 'bf_orders'::regnamespace AND c.relkind = 'r' AND c.relname ~ '^p[0-9]{10}_' ORDER BY 1`);
+  return rows.map((row) => row.name);
+}
+
+describe('publish by swap, on a target partitioned by hour', () => {
+  it('night 15: each hour is staged into a table of its own and swapped in under the live name; the prior partition is kept in the store', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const before = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
+    const id = await approvedNight15(e);
+    expect(await settle(e, id)).toBe('done');
+    expect(await dayTotal(e)).toBe(CORRECTED_TOTAL);
+
+    const after = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
+    for (const [index, hh] of HOURS.entries()) {
+      expect(after[index]?.name).toBe(`warehouse.${partitionName(hh)}`);
+      expect(after[index]?.oid).not.toBe(before[index]?.oid);
+    }
+    // The prior partitions: detached, in the store, same tables (oids) and rows as before the backfill.
+    const { rows: saved } = await e.ctx.pool.query<{ oid: number; rows: number; attached: boolean }>(
+      `SELECT c.oid::int AS oid, c.relispartition AS attached, (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n FROM %s', c.oid::regclass), false, true, '')))[1]::text::int AS rows
+       FROM backfill.preserved_partitions p JOIN pg_class c ON c.oid = to_regclass(p.saved_table) WHERE p.backfill_id = $1 ORDER BY p.partition_hour`, [id]);
+    expect(saved.map((s) => s.oid)).toEqual(before.map((b) => b.oid));
+    expect(saved.map((s) => s.rows)).toEqual(before.map((b) => b.rows));
+    expect(saved.every((s) => !s.attached)).toBe(true);
+    // Nothing went through the shared staged or saved tables; the keys written were recorded for a rollback.
+    const { rows: shared } = await e.ctx.pool.query<{ staged: number; saved: number; written: number }>(
+      `SELECT (SELECT count(*)::int FROM bf_orders.staged) AS staged, (SELECT count(*)::int FROM bf_orders.saved) AS saved, (SELECT count(*)::int FROM bf_orders.written) AS written`);
+    expect(shared[0]).toEqual({ staged: 0, saved: 0, written: after.reduce((n, p) => n + p.rows, 0) });
+    // The attached partitions carry the target's primary key and statistics from their first query.
+    const { rows: facts } = await e.ctx.pool.query<{ pk: boolean; analyzed: boolean }>(
+      `SELECT bool_and(EXISTS (SELECT 1 FROM pg_index x WHERE x.indrelid = c.oid AND x.indisprimary)) AS pk,
+              bool_and(c.reltuples > 0) AS analyzed
+       FROM pg_class c WHERE c.oid = ANY ($1::oid[])`, [after.map((a) => a.oid)]);
+    expect(facts[0]).toEqual({ pk: true, analyzed: true });
+    // ATTACH adopted the indexes built at stage time and built none of its own.
+    const { rows: indexes } = await e.ctx.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_index WHERE indrelid = ANY ($1::oid[]) GROUP BY indrelid UNION ALL SELECT count(*)::int FROM pg_index WHERE indrelid = 'warehouse.orders'::regclass`,
+      [after.map((a) => a.oid)]);
+    expect(new Set(indexes.map((i) => i.n)).size).toBe(1);
+    const events = await listEvents(e.ctx.pool, id);
+    expect(events.filter((ev) => ev.kind === 'recomputed').map((ev) => (ev.detail as { publishedBy?: string }).publishedBy)).toEqual(HOURS.map(() => 'swap'));
+  });
+
+  it('rollback swaps the prior partitions back in, and moves the published ones into the store', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const before = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
+    const id = await approvedNight15(e);
+    expect(await settle(e, id)).toBe('done');
+    const published = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
+
+    const { restored } = await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'swap test' });
+    expect(restored).toHaveLength(HOURS.length);
+    expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => p.oid)).toEqual(before.map((b) => b.oid));
+    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await storeTables(e)).toEqual(HOURS.map((hh) => `p20261115${hh}_b${id}_rolledback`));
+    const { rows } = await e.ctx.pool.query<{ oid: number }>(`SELECT to_regclass(format('bf_orders.%I', $1::text))::oid::int AS oid`, [`p2026111505_b${id}_rolledback`]);
+    expect(rows[0]?.oid).toBe(published[0]?.oid);
+  });
+
+  it('a late row written between stage and publish is carried into the published partition; one written after the publish stays live through a rollback', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e);
+    for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
+    const late = (orderId: number) => e.ctx.pool.query(
+      `INSERT INTO warehouse.orders (partition_hour, order_id, shard, merchant_id, currency, amount_local, fx_rate, amount_base)
+       VALUES ($1, $2, 1, 7, 'SEK', 100.00, 0.1, 10.00)`, [hourKey('05'), orderId]);
+    await late(990_001);
+    expect(await settle(e, id)).toBe('done');
+    const has = async (orderId: number) => (await e.ctx.pool.query('SELECT 1 FROM warehouse.orders WHERE order_id = $1', [orderId])).rowCount === 1;
+    expect(await has(990_001)).toBe(true);
+    const events = await listEvents(e.ctx.pool, id);
+    expect(events.find((ev) => ev.kind === 'late_rows_kept')?.detail).toMatchObject({ partition: `${NIGHT} 05:00`, rows: 1 });
+
+    await late(990_002);
+    await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR });
+    // The row written before the publish was in the partition the publish replaced: it is there again; the one
+    // written after it was carried into the restored partition.
+    expect(await has(990_001)).toBe(true);
+    expect(await has(990_002)).toBe(true);
+    expect(await dayTotal(e)).toBe((Number(SIGNED_TOTAL) + 20).toFixed(2));
+  });
+
+  it('a rollback is refused, and nothing is swapped, when another writer changed a row the publish wrote', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e);
+    expect(await settle(e, id)).toBe('done');
+    const published = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
+    await e.ctx.pool.query(`UPDATE warehouse.orders SET amount_base = amount_base + 1 WHERE partition_hour = $1 AND order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = $1)`, [hourKey('07')]);
+    const refusal = await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR }).catch((error: unknown) => error);
+    expect(isBackfillError(refusal, ErrorCode.WrongState)).toBe(true);
+    expect((refusal as Error).message).toMatch(/2026-11-15 07:00: written since the publish by another writer/);
+    expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => p.oid)).toEqual(published.map((p) => p.oid));
+  });
+
+  it('a publish waits for a reader holding the target, then swaps; the reader saw the prior partition whole', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e);
+    for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
+    const prior = await livePartition(e, '05');
+    const reader = await connect(e);
+    await reader.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+    const first = await reader.query<{ n: number }>('SELECT count(*)::int AS n FROM warehouse.orders WHERE partition_hour = $1', [hourKey('05')]);
+    let window: number | undefined;
+    const publish = executeStep({ ...e.ctx, hooks: { onSwapWindow: (ms) => { window = ms; } } }, { backfillId: id, kind: 'publish', key: hourKey('05') });
+    // The publish is queued behind the reader's lock on warehouse.orders, not failed and not done.
+    await waitUntil(async () => (await e.ctx.pool.query(
+      `SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'warehouse.orders'::regclass`)).rowCount === 1, 'the publish to wait for the reader');
+    const again = await reader.query<{ n: number }>('SELECT count(*)::int AS n FROM warehouse.orders WHERE partition_hour = $1', [hourKey('05')]);
+    expect(again.rows[0]?.n).toBe(first.rows[0]?.n);
+    await reader.query('COMMIT');
+    expect(await publish).toBe('done');
+    expect(window).toBeGreaterThanOrEqual(0);
+    expect((await livePartition(e, '05')).oid).not.toBe(prior.oid);
+  });
+
+  it('retention drops the detached tables of a pruned backfill and never a live partition; its rollback is then refused', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e);
+    expect(await settle(e, id)).toBe('done');
+    const live = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
+    const pruned = await pruneStoredRows(e.ctx, { actor: OPERATOR, includeRollbackRows: true, asOf: new Date(Date.now() + 31 * 24 * 3600 * 1000) });
+    const tables = pruned.flatMap((p) => p.tables.map((t) => t.table));
+    expect(tables).toEqual(expect.arrayContaining(HOURS.map((hh) => `bf_orders.p20261115${hh}_b${id}_saved`)));
+    expect(await storeTables(e)).toEqual([]);
+    expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => [p.oid, p.rows])).toEqual(live.map((p) => [p.oid, p.rows]));
+    const refusal = await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR }).catch((error: unknown) => error);
+    expect((refusal as Error).message).toMatch(/its saved prior rows were dropped by retention/);
+  });
+
+  it('partitions wider than an hour, or a plain table, are published by rewrite', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const pipeline = await requirePipeline(e.ctx.pool, 'orders');
+    expect(await hourPartitionOf(e.ctx.pool, pipeline, new Date(hourKey('05')))).toMatchObject({ schema: 'warehouse', name: partitionName('05') });
+    await e.ctx.pool.query(`CREATE TABLE warehouse.daily (LIKE warehouse.orders) PARTITION BY RANGE (partition_hour)`);
+    await e.ctx.pool.query(`CREATE TABLE warehouse.daily_20261115 PARTITION OF warehouse.daily FOR VALUES FROM ('2026-11-15T00:00Z') TO ('2026-11-16T00:00Z')`);
+    await e.ctx.pool.query(`CREATE TABLE warehouse.plain (LIKE warehouse.orders)`);
+    for (const table of ['warehouse.daily', 'warehouse.plain']) {
+      expect(await hourPartitionOf(e.ctx.pool, { ...pipeline, targetTable: table }, new Date(hourKey('05')))).toBeUndefined();
+    }
+  });
+});
