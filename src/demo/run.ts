@@ -9,13 +9,13 @@ import { loadBackfillReport } from '../core/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, poolBounds, recreateDatabase } from '../db/pool.js';
-import { isBackfillError } from '../errors.js';
+import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { redisConnection } from '../queue/stepQueue.js';
 import { createSlackApp } from '../slack/app.js';
 import { ActionId, encodeButtonValue } from '../views/blocks.js';
 import { renderDiff } from '../views/text.js';
 import { OWNERS } from './constants.js';
-import { seedDemo } from './seed.js';
+import { parseTargetShape, seedDemo, TARGET_SHAPES, type TargetShape } from './seed.js';
 
 // npm run demo: the night-15 backfill end to end on local Postgres and Redis, driven the way Slack drives it:
 // signed slash commands and button clicks into the real Bolt receiver, the bot's Web API calls answered by a
@@ -37,7 +37,18 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
   }
 }
 
+/** `--target partitioned`: warehouse.orders partitioned by hour, each partition published by swap. */
+function parseTarget(args: string[]): TargetShape {
+  const [flag, value] = args[0]?.includes('=') ? args[0].split('=', 2) : [args[0], args[1]];
+  if (flag === undefined) return 'plain';
+  if (flag !== '--target' || args.length > (args[0]?.includes('=') ? 1 : 2)) {
+    throw new BackfillError(ErrorCode.BadInput, `Unknown arguments "${args.join(' ')}". Usage: npm run demo [-- --target ${TARGET_SHAPES.join('|')}]`);
+  }
+  return parseTargetShape(value ?? '');
+}
+
 async function main(): Promise<void> {
+  const target = parseTarget(process.argv.slice(2));
   const base = loadConfig();
   const config = { ...base, DATABASE_URL: base.DEMO_DATABASE_URL, QUEUE_PREFIX: `${base.QUEUE_PREFIX}-demo`, BACKFILL_OPERATORS: [OPERATOR], STATUS_THROTTLE_MS: 0 };
   const queue = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix: config.QUEUE_PREFIX });
@@ -56,9 +67,12 @@ async function main(): Promise<void> {
   });
   try {
     const started = Date.now();
-    const summary = await seedDemo(pool);
+    const summary = await seedDemo(pool, { target });
     console.log(`November 2026 built by the pipeline's own step in ${((Date.now() - started) / 1000).toFixed(1)} s: ` +
       `${summary.orderRows} rows in ${summary.partitions} partitions, ${summary.unreconciled} unreconciled, watermark ${summary.watermark}`);
+    console.log(target === 'partitioned'
+      ? 'warehouse.orders is partitioned by hour (orders_pYYYYMMDDHH): each partition is published by swap (DETACH the live one, ATTACH the staged one)'
+      : 'warehouse.orders is one plain table: each partition is published by rewrite (DELETE … RETURNING into the saved rows, INSERT … SELECT)');
 
     const server = await bot.start(0);
     const events = `http://127.0.0.1:${(server?.address() as AddressInfo).port}/slack/events`;
@@ -109,7 +123,10 @@ function summarize(detail: Record<string, unknown>): string {
   if (typeof detail.partition === 'string' && 'keysChanged' in detail) {
     return `${detail.partition}  staged: keys missing ${String(detail.keysMissing)}, added ${String(detail.keysAdded)}, duplicated ${String(detail.keysDuplicated)}, changed ${String(detail.keysChanged)}`;
   }
-  if (typeof detail.partition === 'string') return `${detail.partition}  published: rows ${String(detail.rowsBefore)} → ${String(detail.rowsAfter)}  total ${String(detail.totalBefore)} → ${String(detail.totalAfter)}`;
+  if (typeof detail.partition === 'string') {
+    const by = typeof detail.publishedBy === 'string' ? ` by ${detail.publishedBy}` : '';
+    return `${detail.partition}  published${by}: rows ${String(detail.rowsBefore)} → ${String(detail.rowsAfter)}  total ${String(detail.totalBefore)} → ${String(detail.totalAfter)}`;
+  }
   if (typeof detail.consumer === 'string') return `${detail.consumer}${detail.via ? ` via ${String(detail.via)}` : ''}`;
   if ('from' in detail) return `${String(detail.from)} → ${String(detail.to)}`;
   if ('totalAfter' in detail) return `total ${String(detail.totalBefore)} → ${String(detail.totalAfter)} (${String(detail.diff)})`;

@@ -11,6 +11,7 @@ import { storeSchemaName } from '../core/rowStore.js';
 import { migrate } from '../db/migrate.js';
 import { insertPipeline, type Pipeline } from '../db/pipelines.js';
 import { quoteIdent, withTransaction, type Queryable } from '../db/pool.js';
+import { BackfillError, ErrorCode } from '../errors.js';
 import {
   CONSUMER_NAMES, DAILY_SCHEDULE_MINUTES, DEMO_MONTH, DEMO_PIPELINE, DEMO_SHARDS, FLAGGED_NIGHTS, flaggedNight, MARKETING_WEEK,
   NIGHT_15, NIGHT_9, OWNERS, SCENARIO_AS_OF, SOURCE_SHARDS_SQL, STEP_SQL_V1, STEP_SQL_V2, type DemoScenario, type FlagReason,
@@ -30,6 +31,12 @@ const RAW_COLUMNS = 'order_id, shard, event_hour, merchant_id, currency_raw, amo
  */
 export type TargetShape = 'plain' | 'partitioned';
 export const TARGET_SHAPES: readonly TargetShape[] = ['plain', 'partitioned'];
+
+export function parseTargetShape(text: string): TargetShape {
+  const shape = TARGET_SHAPES.find((candidate) => candidate === text);
+  if (!shape) throw new BackfillError(ErrorCode.BadInput, `Unknown target shape "${text}". Choose one of: ${TARGET_SHAPES.join(', ')} (partitioned: one partition per hour, published by swap).`);
+  return shape;
+}
 
 export interface SeedSummary {
   scenario: DemoScenario;

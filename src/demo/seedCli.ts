@@ -6,26 +6,25 @@ import { migrate } from '../db/migrate.js';
 import { createPool, ensureDatabase, poolBounds } from '../db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { DemoScenario, SCENARIO_AS_OF } from './constants.js';
-import { seedDemo, type SeedSummary } from './seed.js';
+import { parseTargetShape, seedDemo, TARGET_SHAPES, type SeedSummary, type TargetShape } from './seed.js';
 
 const SCENARIOS = Object.values(DemoScenario);
 
-function parseScenario(args: string[]): DemoScenario {
-  let scenario: string = DemoScenario.MonthEnd;
+const USAGE = `Usage: npm run demo:seed -- [--scenario ${SCENARIOS.join('|')}] [--target ${TARGET_SHAPES.join('|')}]`;
+
+function parseArgs(args: string[]): { scenario: DemoScenario; target: TargetShape } {
+  const values: Record<'scenario' | 'target', string> = { scenario: DemoScenario.MonthEnd, target: 'plain' };
   for (let index = 0; index < args.length; index += 1) {
     const arg = args[index] ?? '';
-    if (arg === '--scenario') {
-      scenario = args[index + 1] ?? '';
-      index += 1;
-    } else if (arg.startsWith('--scenario=')) {
-      scenario = arg.slice('--scenario='.length);
-    } else {
-      throw new BackfillError(ErrorCode.BadInput, `Unknown argument "${arg}". Usage: npm run demo:seed -- [--scenario ${SCENARIOS.join('|')}]`);
-    }
+    const [flag, inline] = arg.split('=', 2);
+    const name = flag === '--scenario' ? 'scenario' : flag === '--target' ? 'target' : undefined;
+    if (!name) throw new BackfillError(ErrorCode.BadInput, `Unknown argument "${arg}". ${USAGE}`);
+    if (inline === undefined) index += 1;
+    values[name] = inline ?? args[index] ?? '';
   }
-  const known = SCENARIOS.find((candidate) => candidate === scenario);
-  if (!known) throw new BackfillError(ErrorCode.BadInput, `Unknown scenario "${scenario}". Choose one of: ${SCENARIOS.join(', ')}.`);
-  return known;
+  const scenario = SCENARIOS.find((candidate) => candidate === values.scenario);
+  if (!scenario) throw new BackfillError(ErrorCode.BadInput, `Unknown scenario "${values.scenario}". Choose one of: ${SCENARIOS.join(', ')}.`);
+  return { scenario, target: parseTargetShape(values.target) };
 }
 
 /** 1284310.55 → 1,284,310.55 */
@@ -46,14 +45,14 @@ function describeSummary(summary: SeedSummary, millis: number): string {
 }
 
 async function main(): Promise<void> {
-  const scenario = parseScenario(process.argv.slice(2));
+  const { scenario, target } = parseArgs(process.argv.slice(2));
   const config = loadConfig();
   await ensureDatabase(config.DATABASE_URL);
   const pool = createPool(config.DATABASE_URL, 'backfill-bot-demo-seed', poolBounds(config));
   try {
     const started = performance.now();
     await migrate(pool);
-    const summary = await seedDemo(pool, { scenario });
+    const summary = await seedDemo(pool, { scenario, target });
     console.log(describeSummary(summary, performance.now() - started));
   } finally {
     await pool.end();
