@@ -1,11 +1,14 @@
-// npm run bench -- [--rows-per-partition N] [--partitions P] [--workers 1,2,4] [--reps R] [--backfill-reps B] [--explain]
+// npm run bench -- [--rows-per-partition N] [--partitions P] [--target plain|partitioned] [--workers 1,2,4] [--reps R] [--backfill-reps B] [--explain]
 
 import { parseArgs } from 'node:util';
+import { TARGET_SHAPES, type TargetShape } from '../src/demo/seed.js';
 import { MAX_PARTITIONS, MAX_ROWS_PER_PARTITION } from './data.js';
 
 export interface BenchArgs {
   rowsPerPartition: number;
   partitions: number;
+  /** warehouse.orders as one plain table (published by rewrite) or partitioned by hour (published by swap). */
+  target: TargetShape;
   /** The worker-process counts to run the whole backfill with, each in its own set of processes. */
   workers: number[];
   /** Timed passes of the raw step and of replacePartition each (interleaved). */
@@ -26,6 +29,8 @@ export interface BenchArgs {
 export const USAGE = `npm run bench -- [options]
   --rows-per-partition N  raw orders per benchmarked hour (default 60, about the demo's)
   --partitions P          benchmarked hours from 2026-11-02 00:00 (default 24, at most ${MAX_PARTITIONS})
+  --target T              ${TARGET_SHAPES.join(' or ')}: warehouse.orders as one table (published by rewrite, the
+                          default) or partitioned by hour (published by swap)
   --workers 1,2,4         worker-process counts to run the whole backfill with (default 1,2,4)
   --reps R                timed passes of the raw step and of replacePartition (default by size: 15, 5 or 3)
   --backfill-reps B       timed backfills with the first worker count (default by size: 5, 2 or 1; later counts fewer)
@@ -47,6 +52,7 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
     options: {
       'rows-per-partition': { type: 'string' },
       partitions: { type: 'string' },
+      target: { type: 'string', default: 'plain' },
       workers: { type: 'string' },
       reps: { type: 'string' },
       'backfill-reps': { type: 'string' },
@@ -58,13 +64,15 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   if (values.help) return 'help';
   const rowsPerPartition = positive('rows-per-partition', values['rows-per-partition'], 60, MAX_ROWS_PER_PARTITION);
   const partitions = positive('partitions', values.partitions, 24, MAX_PARTITIONS);
+  const target = TARGET_SHAPES.find((shape) => shape === values.target);
+  if (!target) throw new Error(`--target must be ${TARGET_SHAPES.join(' or ')}, not "${values.target}"\n\n${USAGE}`);
   const workers = (values.workers ?? '1,2,4').split(',').map((part) => positive('workers', part.trim(), 1, 16));
   // Fewer repetitions as the data grows, so 50,000 × 24 finishes in minutes; spreads stay visible at small sizes.
   const rows = rowsPerPartition * partitions;
   const size = rows <= 100_000 ? 'small' : rows <= 500_000 ? 'medium' : 'large';
   const backfillReps = positive('backfill-reps', values['backfill-reps'], { small: 5, medium: 2, large: 1 }[size]);
   return {
-    rowsPerPartition, partitions, workers,
+    rowsPerPartition, partitions, target, workers,
     writeReps: positive('reps', values.reps, { small: 15, medium: 5, large: 3 }[size]),
     backfillReps,
     laterBackfillReps: size === 'small' ? Math.min(3, backfillReps) : 1,

@@ -34,6 +34,9 @@ export interface Phases {
   publishWallMs: number;
   publishBusyMs: number;
   publishMedianMs: number;
+  /** Publish by swap: the median and the longest catalog window (DETACH … ATTACH) in which readers waited. */
+  swapMedianMs: number | null;
+  swapMaxMs: number | null;
   /** last partition published → finished: watermark, consumer replays, compare. */
   tailMs: number;
 }
@@ -159,11 +162,12 @@ interface TimelineEvent {
   step: string | null;
   key: string | null;
   partition: string | null;
+  swapMs: number | null;
 }
 
 async function timelineOf(pool: Pool, backfillId: number): Promise<{ approved: number; finished: number; phases: Phases }> {
   const { rows } = await pool.query<TimelineEvent>(
-    `SELECT kind, at, detail->>'step' AS step, detail->>'key' AS key, detail->>'partition' AS partition
+    `SELECT kind, at, detail->>'step' AS step, detail->>'key' AS key, detail->>'partition' AS partition, (detail->>'swapMs')::float8 AS "swapMs"
      FROM backfill.events WHERE backfill_id = $1::bigint AND kind IN ('approved', 'step_started', 'staged', 'recomputed', 'finished')
      ORDER BY id`, [backfillId]);
   const first = (kind: string) => {
@@ -185,9 +189,15 @@ async function timelineOf(pool: Pool, backfillId: number): Promise<{ approved: n
       publishWallMs: publish.lastEnd - publish.firstStart,
       publishBusyMs: sum(publish.spans),
       publishMedianMs: median(publish.spans),
+      ...swapWindows(rows),
       tailMs: finished - publish.lastEnd,
     },
   };
+}
+
+function swapWindows(rows: TimelineEvent[]): { swapMedianMs: number | null; swapMaxMs: number | null } {
+  const windows = rows.flatMap((row) => (row.kind === 'recomputed' && row.swapMs !== null ? [row.swapMs] : []));
+  return windows.length === 0 ? { swapMedianMs: null, swapMaxMs: null } : { swapMedianMs: median(windows), swapMaxMs: Math.max(...windows) };
 }
 
 /**

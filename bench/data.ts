@@ -104,7 +104,11 @@ export async function storeTables(db: Queryable, pipeline: Pipeline): Promise<st
  */
 export async function clearRowStore(pool: Pool, pipeline: Pipeline): Promise<void> {
   const tables = await storeTables(pool, pipeline);
-  if (tables.length > 0) await pool.query(`TRUNCATE ${tables.join(', ')}`);
+  // A swap's tables of their own (staged, saved, swapped back out) go; attached partitions live in the target's schema.
+  const swapTables = tables.filter((table) => /\.(")?p\d{10}_/.test(table));
+  if (swapTables.length > 0) await pool.query(`DROP TABLE ${swapTables.join(', ')}`);
+  const shared = tables.filter((table) => !swapTables.includes(table));
+  if (shared.length > 0) await pool.query(`TRUNCATE ${shared.join(', ')}`);
 }
 
 /**
@@ -120,7 +124,7 @@ export async function vacuumTarget(pool: Pool, pipeline: Pipeline): Promise<void
   await pool.query(`VACUUM ${quoteQualified(pipeline.targetTable)}`);
 }
 
-/** What the target is, for the targets of issue 9: publish by swap applies to a declaratively partitioned one. */
+/** What the target is: publish by swap applies to a declaratively partitioned one. */
 export async function targetShape(db: Queryable, pipeline: Pipeline): Promise<'partitioned' | 'plain'> {
   const { rows } = await db.query<{ kind: string }>('SELECT relkind::text AS kind FROM pg_class WHERE oid = $1::regclass', [pipeline.targetTable]);
   return rows[0]?.kind === 'p' ? 'partitioned' : 'plain';

@@ -3,7 +3,8 @@
 import type { Pipeline } from '../src/db/pipelines.js';
 import { withClient, withTransaction, type Pool } from '../src/db/pool.js';
 import { replacePartition } from '../src/core/partitionStep.js';
-import { liveSource, reconcileByKey, runSource, type Reconciliation } from '../src/core/reconcile.js';
+import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSource } from '../src/core/reconcile.js';
+import { tableSource } from '../src/core/swap.js';
 import { rowStoreOf, type RowStore } from '../src/core/rowStore.js';
 import { preferHashJoins } from '../src/core/stagePublish.js';
 import { replaceWith } from './data.js';
@@ -38,16 +39,26 @@ export async function replacePass(pool: Pool, pipeline: Pipeline, hours: Date[])
 export interface StagedPartition {
   store: RowStore;
   run: [number, number, Date];
+  /** Its rows: the store's shared staged table, or (published by swap) the prior partition the swap saved. */
+  source: RowSource;
 }
 
-/** The latest backfill's staged rows of `hour`, if any backfill staged it. */
+/**
+ * The latest backfill's staged rows of `hour`, if any backfill staged it. A swap's staged table is the live
+ * partition once published: the detached prior partition stands in for it (the same shape and size of work).
+ */
 export async function findStagedPartition(pool: Pool, pipeline: Pipeline, hour: Date): Promise<StagedPartition | undefined> {
   const store = await rowStoreOf(pool, pipeline);
   const { rows } = await pool.query<{ backfill: number; generation: number }>(
     `SELECT bf_backfill AS backfill, bf_generation AS generation FROM ${store.staged} WHERE ${store.partition} = $1::timestamptz
      ORDER BY bf_backfill DESC, bf_generation DESC LIMIT 1`, [hour]);
   const found = rows[0];
-  return found ? { store, run: [found.backfill, found.generation, hour] } : undefined;
+  if (found) return { store, run: [found.backfill, found.generation, hour], source: runSource(store, store.staged) };
+  const { rows: swapped } = await pool.query<{ backfill: number; table: string }>(
+    `SELECT backfill_id::int AS backfill, saved_table AS table FROM backfill.preserved_partitions
+     WHERE partition_hour = $1::timestamptz AND to_regclass(saved_table) IS NOT NULL ORDER BY backfill_id DESC LIMIT 1`, [hour]);
+  const saved = swapped[0];
+  return saved ? { store, run: [saved.backfill, 1, hour], source: tableSource(store, saved.table) } : undefined;
 }
 
 /**
@@ -58,7 +69,7 @@ export async function timeReconcile(pool: Pool, staged: StagedPartition): Promis
   return withTransaction(pool, async (tx) => {
     await preferHashJoins(tx);
     const started = performance.now();
-    const result = await reconcileByKey(tx, staged.store, staged.run, liveSource(staged.store), runSource(staged.store, staged.store.staged));
+    const result = await reconcileByKey(tx, staged.store, staged.run, liveSource(staged.store), staged.source);
     return { seconds: (performance.now() - started) / 1000, result };
   });
 }
@@ -70,7 +81,7 @@ export async function timeScanBothSides(pool: Pool, staged: StagedPartition): Pr
     const started = performance.now();
     const live = await client.query<{ n: number }>(
       `SELECT count(*)::int AS n, sum(t.${store.measure}) AS total FROM ${store.target} t WHERE t.${store.partition} = $1::timestamptz`, [run[2]]);
-    const inStore = await client.query<{ n: number }>(`SELECT count(*)::int AS n, sum(t.${store.measure}) AS total FROM ${runSource(store, store.staged)}`, run);
+    const inStore = await client.query<{ n: number }>(`SELECT count(*)::int AS n, sum(t.${store.measure}) AS total FROM ${staged.source}`, run);
     return { seconds: (performance.now() - started) / 1000, liveRows: live.rows[0]?.n ?? 0, stagedRows: inStore.rows[0]?.n ?? 0 };
   });
 }

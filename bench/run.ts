@@ -48,7 +48,7 @@ import { readMemory, startWorkerProcesses, stopWorkerProcesses, type WorkerProce
 
 const BENCH_DATABASE = 'backfill_bot_bench';
 const RESULTS_FILE = fileURLToPath(new URL('./results.json', import.meta.url));
-/** Issue 9's targets. */
+/** What a backfill at scale is held to. */
 const TARGETS = { backfillPlain: 2.5, backfillSwap: 1.5, reconcile: 3, workerRssMb: 256, swapPublishMs: 50 } as const;
 
 const benchStarted = performance.now();
@@ -301,10 +301,13 @@ function backfillTiming(round: WorkerRound, partitions: number, raw: { median: n
 function medianPhases(runs: BackfillRun[]): Phases | null {
   const phases = runs.flatMap((run) => (run.phases ? [run.phases] : []));
   if (phases.length === 0) return null;
-  const of = (key: keyof Phases) => median(phases.map((p) => p[key]));
+  const of = (key: Exclude<keyof Phases, 'swapMedianMs' | 'swapMaxMs'>) => median(phases.map((p) => p[key]));
+  const swaps = phases.flatMap((p) => (p.swapMedianMs === null ? [] : [p.swapMedianMs]));
+  const longest = phases.flatMap((p) => (p.swapMaxMs === null ? [] : [p.swapMaxMs]));
   return {
     toFirstStageMs: of('toFirstStageMs'), stageWallMs: of('stageWallMs'), stageBusyMs: of('stageBusyMs'), stageMedianMs: of('stageMedianMs'),
     publishWallMs: of('publishWallMs'), publishBusyMs: of('publishBusyMs'), publishMedianMs: of('publishMedianMs'), tailMs: of('tailMs'),
+    swapMedianMs: swaps.length > 0 ? median(swaps) : null, swapMaxMs: longest.length > 0 ? Math.max(...longest) : null,
   };
 }
 
@@ -322,13 +325,18 @@ function checkTargets(measurements: Measurement[], rounds: WorkerRound[], shape:
   }
   const peak = Math.max(...rounds.flatMap((round) => round.peak));
   checks.push({ target: `worker peak RSS ≤ ${TARGETS.workerRssMb} MB`, measured: `${peak.toFixed(0)} MB`, met: peak <= TARGETS.workerRssMb });
-  // NOTE: the swap target applies once the demo can create warehouse.orders declaratively partitioned by
-  // partition_hour (issue 9, item 3) and seedDemo is asked for it above; the publish time per partition is
-  // then the median publish step of the timeline.
-  const publishes = rounds.flatMap((round) => medianPhases(round.runs)?.publishMedianMs ?? []);
-  const publish = publishes.length > 0 ? `${median(publishes).toFixed(0)} ms` : 'no backfill finished';
+  // By swap, readers of the target wait only for the catalog window (DETACH … ATTACH, recorded per publish);
+  // writers wait for the whole publish step, whose median is shown beside it.
+  const phases = rounds.flatMap((round) => medianPhases(round.runs) ?? []);
+  const publish = phases.length > 0 ? `publish step ${median(phases.map((p) => p.publishMedianMs)).toFixed(0)} ms` : 'no backfill finished';
+  const windows = phases.flatMap((p) => (p.swapMedianMs === null ? [] : [p.swapMedianMs]));
+  const longest = Math.max(...phases.flatMap((p) => (p.swapMaxMs === null ? [] : [p.swapMaxMs])));
   checks.push(shape === 'partitioned'
-    ? { target: `publish by swap < ${TARGETS.swapPublishMs} ms per partition`, measured: publish, met: publishes.length > 0 && median(publishes) < TARGETS.swapPublishMs }
+    ? {
+      target: `publish by swap < ${TARGETS.swapPublishMs} ms per partition (readers wait)`,
+      measured: windows.length > 0 ? `${median(windows).toFixed(1)} ms median, ${longest.toFixed(1)} ms longest` : 'no swap recorded',
+      met: windows.length > 0 && longest < TARGETS.swapPublishMs, note: `${publish} (writers of the target wait)`,
+    }
     : { target: `publish by swap < ${TARGETS.swapPublishMs} ms per partition`, measured: `${publish} (delete + insert)`, met: null, note: 'the target is a plain table' });
   return checks;
 }
@@ -339,8 +347,7 @@ async function setUp(args: BenchArgs, config: Config, pool: Pool, prefix: string
   const redisVersion = await checkRedis(config);
   await migrate(pool);
   progress(`seeding the month-end demo into ${BENCH_DATABASE}`);
-  // NOTE: when the demo can create a partitioned target (issue 9, item 3), pass that choice here.
-  const seed = await seedDemo(pool, { scenario: 'month-end' });
+  const seed = await seedDemo(pool, { scenario: 'month-end', target: args.target });
   const pipeline = await requirePipeline(pool, DEMO_PIPELINE);
   const watermark = await readWatermark(pool, pipeline.name);
   const hours = benchmarkHours(args.partitions);
@@ -473,7 +480,7 @@ async function main(): Promise<void> {
     const { bench, machine, data } = await setUp(parsed, config, pool, prefix);
     queue = bench.queue;
     const result = await measure(bench, machine, data);
-    const key = `${parsed.rowsPerPartition}x${parsed.partitions}`;
+    const key = `${parsed.rowsPerPartition}x${parsed.partitions}${parsed.target === 'partitioned' ? '-partitioned' : ''}`;
     writeResults(RESULTS_FILE, key, result);
     print(result);
     console.log('');

@@ -6,7 +6,7 @@ import { BackfillError, ErrorCode } from '../errors.js';
 import { toCents } from './money.js';
 import { lockPartition, snapshotPartition, sourceShards, type PartitionSnapshot } from './partitionStep.js';
 import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSource } from './reconcile.js';
-import { ensureRowStore, keysEqual, rowStoreOf, runRows, stepRows, type RowStore } from './rowStore.js';
+import { keysEqual, rowStoreOf, runRows, stepRows, type RowStore } from './rowStore.js';
 import { checkClaim, moveSteps } from './stepClaims.js';
 import { BLOCKED_BY_PAUSE, type StepRef } from './stepGraph.js';
 import { hourPartitionOf, indexLikeTarget, publishBySwap, stageIntoTable, stagedTableName, tableSource, type SwapHooks } from './swap.js';
@@ -50,7 +50,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   await tx.query(
     `INSERT INTO ${store.baseline} SELECT $1::bigint, $2::int, t.${store.partition}, ${store.keys.map((key) => `t.${key}`).join(', ')}
      FROM ${liveSource(store)}`, run);
-  const staged = await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, run) : await stageForRewrite(tx, pipeline, store, run);
+  const staged = await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run);
   const result = await reconcileByKey(tx, store, run, liveSource(store), staged.source);
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
@@ -84,8 +84,7 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
 }
 
 /** The step's rows into a table of their own, to be swapped in for the hour's partition (swap.ts). */
-async function stageForSwap(tx: PoolClient, pipeline: Pipeline, run: [number, number, Date]): Promise<Staged> {
-  const store = await ensureRowStore(tx, pipeline);
+async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
   const qualified = await stageIntoTable(tx, pipeline, store, run);
   return { source: tableSource(store, qualified), table: { qualified, name: stagedTableName(...run) } };
 }
@@ -148,7 +147,7 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
   if (lateRows > 0) await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'late_rows_kept', detail: { partition: formatHour(hour), rows: lateRows } });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'recomputed',
     detail: { partition: formatHour(hour), generation: partitionGeneration, rowsBefore: target.rowsBefore, rowsAfter: snapshot.rows, totalBefore: target.totalBefore, totalAfter: snapshot.total,
-      checksum: snapshot.checksum, lateRows, publishedBy: target.stagedTable ? 'swap' : 'rewrite' } });
+      checksum: snapshot.checksum, lateRows, publishedBy: target.stagedTable ? 'swap' : 'rewrite', ...(written.swapMs === undefined ? {} : { swapMs: Math.round(written.swapMs * 10) / 10 }) } });
   await hooks.beforeFenceCheck?.(backfill.id, hour);
   return { kind: 'published', generation: partitionGeneration };
 }
@@ -157,6 +156,7 @@ interface Written {
   published: Reconciliation;
   lateRows: number;
   snapshot: PartitionSnapshot;
+  swapMs?: number;
 }
 
 /** Publish by rewrite: the live rows are deleted into the saved rows, the staged ones inserted, late rows carried. */
