@@ -359,7 +359,9 @@ async function setUp(args: BenchArgs, config: Config, pool: Pool, prefix: string
   const built = await buildOrdersAsInNovember(pool, pipeline, hours);
   await vacuumAnalyze(pool, pipeline);
   const { rows: sizes } = await pool.query<{ orders: string; raw: string }>(
-    `SELECT pg_size_pretty(pg_total_relation_size('warehouse.orders')) AS orders, pg_size_pretty(pg_total_relation_size('warehouse.orders_raw')) AS raw`);
+    // A partitioned table has no storage of its own: its size is its partitions'.
+    `SELECT pg_size_pretty((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('warehouse.orders'))) AS orders,
+            pg_size_pretty(pg_total_relation_size('warehouse.orders_raw')) AS raw`);
   progress(`built ${built.toLocaleString('en-US')} rows (warehouse.orders ${sizes[0]?.orders}, orders_raw ${sizes[0]?.raw}); vacuumed and analyzed`);
   const facts = await postgresFacts(pool);
   const machine = describeMachine({ ...facts, redis: redisVersion }, config);

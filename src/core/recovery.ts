@@ -10,7 +10,7 @@ import { keysEqual, rowStoreOf, runRows, type RowStore } from './rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { preferHashJoins } from './stagePublish.js';
 import { moveSteps } from './stepClaims.js';
-import { restoreBySwap, swappedPartition, writtenBySwap, type SwappedPartition } from './swap.js';
+import { lockForSwap, restoreBySwap, swappedPartition, writtenBySwap, type SwappedPartition } from './swap.js';
 import { ROLLBACK_SUFFIX } from './stepGraph.js';
 import { transition, wrongState } from './stateMachine.js';
 import { formatHour, formatHourRange } from './time.js';
@@ -136,8 +136,12 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
     const swaps = new Map<number, SwappedPartition | undefined>();
     for (const target of published) {
       await lockPartition(tx, pipeline.name, target.partitionHour);
-      const swapped = await swappedPartition(tx, backfill.id, target.partitionHour);
-      swaps.set(target.partitionHour.getTime(), swapped);
+      swaps.set(target.partitionHour.getTime(), await swappedPartition(tx, backfill.id, target.partitionHour));
+    }
+    // The partition locks first, as every writer takes them; then the target, before anything reads it (swap.ts).
+    if ([...swaps.values()].some(Boolean)) await lockForSwap(tx, store);
+    for (const target of published) {
+      const swapped = swaps.get(target.partitionHour.getTime());
       const problem = await writtenSincePublish(tx, swapped ? writtenBySwap(store, swapped.savedTable) : writtenByPublish(store), backfill, target);
       if (problem) problems.push(problem);
     }

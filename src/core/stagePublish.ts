@@ -55,7 +55,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
   await saveReconciliation(tx, backfill.id, generation, hour, 'staged', result, 0);
-  await tx.query(`UPDATE backfill.backfill_targets SET status = 'staged', staged_table = $3::text WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+  await tx.query(`UPDATE backfill.backfill_targets SET status = 'staged', staged_relid = to_regclass($3::text)::oid WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
     [backfill.id, hour, staged.table?.qualified ?? null]);
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), generation, publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
   return 'staged';
@@ -304,7 +304,7 @@ interface TargetRow {
 async function targetRow(db: Queryable, backfillId: number, hour: Date): Promise<TargetRow> {
   const { rows } = await db.query<TargetRow>(
     `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy",
-            staged_table AS "stagedTable"
+            staged_relid::regclass::text AS "stagedTable"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
   const row = rows[0];
   if (!row) throw new BackfillError(ErrorCode.StepFailed, `${formatHour(hour)} is not a target of backfill #${backfillId}`);

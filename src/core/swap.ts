@@ -207,14 +207,12 @@ export interface SwapHooks {
  */
 export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks = {}): Promise<SwapOutcome> {
   const hour = run[2];
+  await lockForSwap(tx, store);
   const live = await hourPartitionOf(tx, pipeline, hour);
   if (!live) {
     throw new BackfillError(ErrorCode.StepFailed, `${pipeline.targetTable} has no partition of exactly ${formatHour(hour)} any more: it was staged for a swap, so it is not published. Nothing was changed.`);
   }
   await refuseIfAttached(tx, staged);
-  // Writers wait from here to the commit (their rows would otherwise land in the partition being replaced);
-  // readers wait only in the window below. Parent first, the order every writer locks in: no deadlock.
-  await tx.query(`LOCK TABLE ${store.target} IN EXCLUSIVE MODE`);
   const lateRows = await carryLateRows(tx, store, run, live.qualified, staged);
   await recordWrittenKeys(tx, store, run, staged);
   const published = await reconcileByKey(tx, store, run, tableSource(store, live.qualified), tableSource(store, staged));
@@ -226,6 +224,16 @@ export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: R
   const swapMs = performance.now() - started;
   hooks.onSwapWindow?.(swapMs);
   return { savedRows, lateRows, published, snapshot, savedTable: `${store.schema}.${quoteIdent(savedName)}`, publishedTable: live.qualified, swapMs };
+}
+
+/**
+ * Writers of the target wait from here to the commit (their rows would otherwise land in a partition being
+ * replaced); readers wait only for the DETACH … ATTACH window. Taken before the transaction reads the target
+ * at all: a swap that held a reader's lock while it queued for this one would deadlock with the next swap, each
+ * waiting for the other's read lock to go before it can DETACH.
+ */
+export async function lockForSwap(tx: PoolClient, store: RowStore): Promise<void> {
+  await tx.query(`LOCK TABLE ${store.target} IN EXCLUSIVE MODE`);
 }
 
 /**
@@ -335,7 +343,7 @@ export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: R
       `${formatHour(hour)}: the partition backfill #${run[0]} attached (${swapped.publishedTable}) is no longer the live one (${live?.qualified ?? 'none'}); nothing was changed`);
   }
   await refuseIfAttached(tx, swapped.savedTable);
-  await tx.query(`LOCK TABLE ${store.target} IN EXCLUSIVE MODE`);
+  await lockForSwap(tx, store);
   const late = await tx.query(
     `INSERT INTO ${swapped.savedTable} (${store.columns.join(', ')})
      SELECT ${store.columns.map((column) => `t.${column}`).join(', ')} FROM ${tableSource(store, live.qualified)}

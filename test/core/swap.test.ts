@@ -8,14 +8,16 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { startApproved } from '../../src/core/dispatch.js';
 import { overrideGate } from '../../src/core/gate.js';
-import { rollbackBackfill } from '../../src/core/recovery.js';
+import { rollbackBackfill, stopBackfill } from '../../src/core/recovery.js';
 import { pruneStoredRows } from '../../src/core/retention.js';
 import { startBackfill } from '../../src/core/start.js';
+import { loadBackfillReport } from '../../src/core/status.js';
 import { executeStep } from '../../src/core/steps.js';
 import { hourPartitionOf } from '../../src/core/swap.js';
 import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
+import { startWorkers } from '../../src/worker.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -125,6 +127,23 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect(events.filter((ev) => ev.kind === 'recomputed').map((ev) => (ev.detail as { publishedBy?: string }).publishedBy)).toEqual(HOURS.map(() => 'swap'));
   });
 
+  it('four publishes at once through the real workers swap one after another, with no deadlock and no retry', async () => {
+    engine = await createTestEngine('month-end-partitioned', { WORKER_CONCURRENCY: '4', WAVE_SIZE: '4' });
+    const e = engine;
+    const id = await approvedNight15(e);
+    const workers = await startWorkers(e.ctx, { sweepMs: 200 });
+    try {
+      await waitUntil(async () => ['done', 'failed', 'paused'].includes((await loadBackfillReport(e.ctx.pool, id)).backfill.state), 'the backfill to settle', 60_000);
+    } finally {
+      await workers.close();
+    }
+    expect((await loadBackfillReport(e.ctx.pool, id)).backfill.state).toBe('done');
+    const events = await listEvents(e.ctx.pool, id);
+    // Swaps that queued for the target while holding a reader's lock on it deadlocked here, in three runs of three.
+    expect(events.filter((ev) => ev.kind === 'step_retried').map((ev) => ev.detail)).toEqual([]);
+    expect(await dayTotal(e)).toBe(CORRECTED_TOTAL);
+  });
+
   it('rollback swaps the prior partitions back in, and moves the published ones into the store', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
@@ -199,6 +218,23 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect(await publish).toBe('done');
     expect(window).toBeGreaterThanOrEqual(0);
     expect((await livePartition(e, '05')).oid).not.toBe(prior.oid);
+  });
+
+  it('a stop that lands between the swap and its commit fences it: the live partition and the staged table stay as they were', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e);
+    for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
+    const prior = await livePartition(e, '05');
+    // Forced with the publish's seam: the swap is done (uncommitted) when the stop commits.
+    const ctx = { ...e.ctx, hooks: { beforeFenceCheck: async () => { await stopBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'wrong step deployed' }); } } };
+    const outcome = await executeStep(ctx, { backfillId: id, kind: 'publish', key: hourKey('05') }).catch((error: unknown) => error);
+    expect(outcome).not.toBe('done');
+    expect((await livePartition(e, '05')).oid).toBe(prior.oid);
+    expect(await storeTables(e)).toEqual(HOURS.map((hh) => `p20261115${hh}_b${id}_g1`));
+    const { rows } = await e.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM backfill.preserved_partitions WHERE backfill_id = $1', [id]);
+    expect(rows[0]?.n).toBe(0);
+    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
   });
 
   it('retention drops the detached tables of a pruned backfill and never a live partition; its rollback is then refused', async () => {
