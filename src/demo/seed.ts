@@ -168,12 +168,37 @@ async function registerConsumers(db: Queryable): Promise<void> {
  * off the pipeline, the consumers or the signoffs, so the cascade also clears backfills a previous demo ran,
  * including tables later migrations add, and RESTART IDENTITY makes a re-seed give the same ids.
  */
-async function resetDemo(db: Queryable, target: TargetShape): Promise<void> {
+async function resetDemo(db: Queryable, target: TargetShape, hourlyDays?: readonly string[]): Promise<void> {
   await db.query('TRUNCATE backfill.pipelines, backfill.consumers, backfill.signoffs RESTART IDENTITY CASCADE');
   // The pipeline's row store goes with it: its rows are keyed by backfill ids that RESTART IDENTITY reuses.
   await db.query(`DROP SCHEMA IF EXISTS ${quoteIdent(storeSchemaName(DEMO_PIPELINE))} CASCADE`);
   await db.query(await readFile(new URL('./warehouse.sql', import.meta.url), 'utf8'));
-  if (target === 'partitioned') await db.query(await readFile(new URL('./partitioned.sql', import.meta.url), 'utf8'));
+  if (target === 'partitioned') {
+    await db.query(await readFile(new URL('./partitioned.sql', import.meta.url), 'utf8'));
+    await db.query(partitionStatements(hourlyDays));
+  }
+}
+
+/**
+ * The partitions of the month: one per hour (warehouse.orders_p2026111505), published by swap; a day not in
+ * `hourlyDays` (when given) is one partition (warehouse.orders_d20261114), published by rewrite. Fewer
+ * partitions make a database cheaper to clone, which the tests do once per run.
+ */
+function partitionStatements(hourlyDays: readonly string[] | undefined): string {
+  const statements: string[] = [];
+  const partition = (name: string, from: number, to: number) =>
+    `CREATE TABLE warehouse.${name} PARTITION OF warehouse.orders FOR VALUES FROM ('${new Date(from).toISOString()}') TO ('${new Date(to).toISOString()}')`;
+  for (let day = Date.parse(DEMO_MONTH.firstHour); day <= Date.parse(DEMO_MONTH.lastHour); day += DAY_MS) {
+    const code = utcDate(day).replaceAll('-', '');
+    if (hourlyDays && !hourlyDays.includes(utcDate(day))) {
+      statements.push(partition(`orders_d${code}`, day, day + DAY_MS));
+      continue;
+    }
+    for (let hour = day; hour < day + DAY_MS; hour += HOUR_MS) {
+      statements.push(partition(`orders_p${code}${new Date(hour).toISOString().slice(11, 13)}`, hour, hour + HOUR_MS));
+    }
+  }
+  return statements.join(';\n');
 }
 
 async function loadFxRates(db: Queryable, data: DemoData): Promise<void> {
@@ -389,12 +414,12 @@ async function deployFixedStep(db: Queryable): Promise<void> {
  * Seeds (or re-seeds) the demo into a database; migrates it first. The month is built with the step as it ran
  * in November (v1); the fixed step (v2) is deployed at the end, so a backfill recomputes with the fix.
  */
-export async function seedDemo(pool: pg.Pool, options: { scenario?: DemoScenario; target?: TargetShape } = {}): Promise<SeedSummary> {
+export async function seedDemo(pool: pg.Pool, options: { scenario?: DemoScenario; target?: TargetShape; hourlyDays?: readonly string[] } = {}): Promise<SeedSummary> {
   const scenario = options.scenario ?? 'month-end';
   const asOf = Date.parse(SCENARIO_AS_OF[scenario]);
   const data = generateDemoData();
   await migrate(pool);
-  await resetDemo(pool, options.target ?? 'plain');
+  await resetDemo(pool, options.target ?? 'plain', options.hourlyDays);
   await loadFxRates(pool, data);
   const pipeline = demoPipelineDefinition('v1');
   await insertPipeline(pool, pipeline);

@@ -93,15 +93,15 @@ async function checkLeases(system: ModelSystem): Promise<void> {
 
 async function checkEnvelopes(model: Model, system: ModelSystem): Promise<void> {
   const db = system.ctx.pool;
-
-  const outside = await db.query<{ id: number; hour: Date; acceptedBy: string | null; missing: number; duplicated: number; lost: number; stagedKnown: string; expected: string; planned: number }>(
+  // Staged rows: the store's staged table for a rewrite; for a swap, the table it staged into, wherever the swap
+  // and any later one moved it (its oid is kept): only rows written later, with keys of their own, join it since.
+  const shared = `bf_orders.staged s WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = b.generation AND s.partition_hour = t.partition_hour`;
+  const envelope = (staged: string, where: string, params: unknown[]) => db.query<EnvelopeFacts>(
     `SELECT t.backfill_id AS id, t.partition_hour AS hour, t.accepted_by AS "acceptedBy",
             coalesce(r.keys_missing, 0) AS missing, coalesce(r.keys_duplicated, 0) AS duplicated,
             (SELECT count(*) FROM bf_orders.expected e WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour
-               AND NOT EXISTS (SELECT 1 FROM bf_orders.staged s WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = b.generation
-                                 AND s.partition_hour = t.partition_hour AND s.order_id = e.order_id))::int AS lost,
-            (SELECT coalesce(sum(s.amount_base), 0)::numeric(18,2)::text FROM bf_orders.staged s
-               WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = b.generation AND s.partition_hour = t.partition_hour
+               AND NOT EXISTS (SELECT 1 FROM ${staged} AND s.order_id = e.order_id))::int AS lost,
+            (SELECT coalesce(sum(s.amount_base), 0)::numeric(18,2)::text FROM ${staged}
                  AND EXISTS (SELECT 1 FROM bf_orders.expected e WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour AND e.order_id = s.order_id)) AS "stagedKnown",
             (SELECT coalesce(sum(e.bf_measure), 0)::numeric(18,2)::text FROM bf_orders.expected e
                WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour) AS expected,
@@ -109,7 +109,14 @@ async function checkEnvelopes(model: Model, system: ModelSystem): Promise<void> 
      FROM backfill.backfill_targets t JOIN backfill.backfills b ON b.id = t.backfill_id
      LEFT JOIN backfill.reconciliations r ON r.backfill_id = t.backfill_id AND r.generation = b.generation
        AND r.partition_hour = t.partition_hour AND r.phase = 'staged'
-     WHERE t.status = 'published'`);
+     WHERE t.status = 'published' AND ${where}`, params);
+  const outside = { rows: (await envelope(shared, 't.staged_relid IS NULL', [])).rows };
+  const { rows: swapped } = await db.query<{ id: number; hour: Date; table: string }>(
+    `SELECT backfill_id AS id, partition_hour AS hour, staged_relid::regclass::text AS table FROM backfill.backfill_targets WHERE status = 'published' AND staged_relid IS NOT NULL`);
+  for (const target of swapped) {
+    const facts = await envelope(`${target.table} s WHERE s.partition_hour = t.partition_hour`, 't.backfill_id = $1::bigint AND t.partition_hour = $2::timestamptz', [target.id, target.hour]);
+    outside.rows.push(...facts.rows);
+  }
   for (const t of outside.rows) {
     const where = `#${t.id} ${t.hour.toISOString()}`;
     if (t.duplicated > 0) throw new InvariantViolation(`${where} was published with ${t.duplicated} duplicate key(s) in its staged data`);
@@ -125,9 +132,22 @@ async function checkEnvelopes(model: Model, system: ModelSystem): Promise<void> 
   }
 }
 
+interface EnvelopeFacts {
+  id: number;
+  hour: Date;
+  acceptedBy: string | null;
+  missing: number;
+  duplicated: number;
+  lost: number;
+  stagedKnown: string;
+  expected: string;
+  planned: number;
+}
+
 /** Every row the publish replaced is among the rows the backfill saved (compared whole, as jsonb text). */
 export async function checkPreserved(system: ModelSystem, backfillId: number, hour: string, prior: RowMap): Promise<void> {
   const saved = await preservedRows(system.ctx.pool, backfillId, hour);
+  if (!saved) return;
   const lost = [...prior].filter(([, row]) => !saved.has(row));
   if (lost.length > 0) {
     throw new InvariantViolation(`the publish of ${hour} by #${backfillId} removed ${lost.length} of ${prior.size} row(s) without saving them ` +

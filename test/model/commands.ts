@@ -280,7 +280,10 @@ class LateRowCommand implements ModelCommand {
       system.seam.push(async (_backfillId, publishing) => {
         if (publishing !== hour) return false;
         model.stats.seamActions += 1;
-        system.firedLate.push({ ...(await insertLateRow(system, hour)), duringPublish: true });
+        // By swap the publish holds the target until it commits: the row lands right after it.
+        const landing = insertLateRow(system, hour).then((late) => system.firedLate.push({ ...late, duringPublish: true }));
+        system.landing.push(landing);
+        await Promise.race([landing, sleep(300)]);
         return true;
       });
       note(model, `a late row will land in ${hour} during its next publish`);

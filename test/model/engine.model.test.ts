@@ -14,7 +14,7 @@ import { checkSettled, type FinalReport } from './checks.js';
 import { modelCommands, overrideModelGate, rollbackModelBackfill, startModelBackfill } from './commands.js';
 import { newModel, type Model, type RangeName, type SettlePolicy } from './model.js';
 import { settle } from './settle.js';
-import { closeModelSystems, createModelSystem, dayRows, type ModelSystem } from '../support/modelSystem.js';
+import { closeModelSystems, createModelSystem, dayRows, type ModelSystem, type ModelTarget } from '../support/modelSystem.js';
 
 // Tests read the environment directly; only src/ goes through src/config.ts.
 const env = (name: string): string | undefined => process.env[name]?.trim() || undefined;
@@ -31,6 +31,8 @@ const MAX_COMMANDS = Number(env('FC_MAX_COMMANDS') ?? 15);
 interface Scenario {
   firstRange: RangeName;
   waveSize: number;
+  /** warehouse.orders as one table (publish by rewrite) or partitioned by hour (publish by swap). */
+  target: ModelTarget;
   settlePolicy: SettlePolicy;
   /** An operator overrides the first backfill's gate right after starting it, so the random part sees it run. */
   overrideAtOnce: boolean;
@@ -41,13 +43,14 @@ interface Scenario {
 const scenario: fc.Arbitrary<Scenario> = fc.record({
   firstRange: fc.constantFrom<RangeName>('early', 'late'),
   waveSize: fc.constantFrom(1, 2),
+  target: fc.constantFrom<ModelTarget>('plain', 'partitioned'),
   settlePolicy: fc.constantFrom<SettlePolicy>('continue-named', 'continue-all', 'stop'),
   overrideAtOnce: fc.boolean(),
   rollbackAfter: fc.option(fc.constantFrom(0, 1), { nil: undefined }),
 });
 
 const tally = {
-  runs: 0, ms: 0, settleJobs: 0, outcomes: new Map<string, number>(), paidAgainst: new Map<string, number>(), events: new Map<string, number>(),
+  runs: 0, ms: 0, settleJobs: 0, targets: new Map<string, number>(), retried: new Map<string, number>(), outcomes: new Map<string, number>(), paidAgainst: new Map<string, number>(), events: new Map<string, number>(),
 };
 /** Timeline events that show which paths the runs took (pauses, takeovers, fenced writes, undeliverable owners…). */
 const TELLING_EVENTS = ['paused', 'continued', 'step_blocked', 'claim_lost', 'write_fenced', 'late_rows_kept', 'rolled_back', 'refused', 'failed', 'step_retried', 'undeliverable', 'stopped', 'cancelled'];
@@ -59,6 +62,7 @@ async function tallyRun(model: Model, system: ModelSystem, report: FinalReport, 
   tally.runs += 1;
   tally.ms += ms;
   tally.settleJobs += settleJobs;
+  bump(tally.targets, system.target);
   for (const state of Object.values(report.states)) bump(tally.outcomes, state);
   bump(tally.paidAgainst, report.paidAgainst.split(' ')[0] ?? '');
   for (const [key, value] of Object.entries(model.stats)) totals[key] = (totals[key] ?? 0) + value;
@@ -66,6 +70,9 @@ async function tallyRun(model: Model, system: ModelSystem, report: FinalReport, 
     `SELECT CASE WHEN kind = 'step_started' THEN 'takeover' ELSE kind END AS kind, count(*)::int AS n FROM backfill.events
      WHERE kind = ANY ($1::text[]) OR (kind = 'step_started' AND (detail ->> 'takeover')::boolean) GROUP BY 1`, [TELLING_EVENTS]);
   for (const row of rows) bump(tally.events, row.kind, row.n);
+  const { rows: retried } = await system.ctx.pool.query<{ why: string; n: number }>(
+    `SELECT left(detail ->> 'error', 60) AS why, count(*)::int AS n FROM backfill.events WHERE kind = 'step_retried' GROUP BY 1`);
+  for (const row of retried) bump(tally.retried, `${system.target}: ${row.why}`, row.n);
 }
 
 /**
@@ -74,7 +81,7 @@ async function tallyRun(model: Model, system: ModelSystem, report: FinalReport, 
  */
 async function runOnce(setup: Scenario, commands: Iterable<fc.AsyncCommand<Model, ModelSystem>>): Promise<void> {
   const started = Date.now();
-  const system = await createModelSystem({ waveSize: setup.waveSize });
+  const system = await createModelSystem({ waveSize: setup.waveSize, target: setup.target });
   try {
     const model = newModel(await dayRows(system.ctx.pool), setup.settlePolicy);
     try {
@@ -105,9 +112,9 @@ describe('the step engine under random interleavings (model-based, real Postgres
     await closeModelSystems();
     const outcomes = [...tally.outcomes].map(([k, n]) => `${k}: ${n}`).join(', ');
     console.log(`model: ${tally.runs} run(s), ${(tally.ms / Math.max(1, tally.runs)).toFixed(0)} ms each on average, ` +
-      `${(tally.settleJobs / Math.max(1, tally.runs)).toFixed(1)} jobs to settle; final states {${outcomes}}; ` +
+      `${(tally.settleJobs / Math.max(1, tally.runs)).toFixed(1)} jobs to settle; targets {${[...tally.targets].map(([k, n]) => `${k}: ${n}`).join(', ')}}; final states {${outcomes}}; ` +
       `paid-against ${[...tally.paidAgainst].map(([k, n]) => `${k}: ${n}`).join(', ')}; totals ${JSON.stringify(totals)}; ` +
-      `events ${[...tally.events].map(([k, n]) => `${k}: ${n}`).join(', ')}`);
+      `events ${[...tally.events].map(([k, n]) => `${k}: ${n}`).join(', ')}; steps retried because ${[...tally.retried].map(([k, n]) => `${k} (${n})`).join('; ') || 'none'}`);
   });
 
   it('finishes every backfill, loses no row, publishes nothing unaccepted outside its envelope, and says the right figure', async () => {

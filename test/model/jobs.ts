@@ -50,7 +50,8 @@ async function targetStatus(system: ModelSystem, backfillId: number, hour: strin
  * Late rows the publish seam wrote during the job(s) just run: into the model before the publish itself is
  * recorded (a job run inside another publish's seam may be the one that finds them; they count all the same).
  */
-function drainSeamRows(model: Model, system: ModelSystem): void {
+async function drainSeamRows(model: Model, system: ModelSystem): Promise<void> {
+  await Promise.all(system.landing.splice(0));
   for (const late of system.firedLate.splice(0)) {
     recordLateRow(model, late);
     note(model, `late row ${late.orderId} written into ${late.hour} during its publish`);
@@ -132,7 +133,7 @@ export async function runOneJob(model: Model, system: ModelSystem, options: { di
     return 'ran';
   }
   const result = await execute(system, prepared);
-  drainSeamRows(model, system);
+  await drainSeamRows(model, system);
   await finishJob(model, system, prepared, result);
   await checkCheapInvariants(model, system);
   return 'ran';
@@ -149,15 +150,15 @@ export async function runTwoJobsTogether(model: Model, system: ModelSystem): Pro
   const second = await prepareJob(model, system);
   if (second && second.hour !== undefined && second.hour === first.hour) {
     const firstResult = await execute(system, first);
-    drainSeamRows(model, system);
+    await drainSeamRows(model, system);
     await finishJob(model, system, first, firstResult);
     second.before = second.hour ? await partitionRows(system.ctx.pool, second.hour) : undefined;
     const secondResult = await execute(system, second);
-    drainSeamRows(model, system);
+    await drainSeamRows(model, system);
     await finishJob(model, system, second, secondResult);
   } else {
     const results = await Promise.all([execute(system, first), ...(second ? [execute(system, second)] : [])]);
-    drainSeamRows(model, system);
+    await drainSeamRows(model, system);
     note(model, `${first.label}${second ? ` and ${second.label}` : ''} ran at the same time`);
     await finishJob(model, system, first, results[0] as JobResult);
     if (second) await finishJob(model, system, second, results[1] as JobResult);

@@ -19,8 +19,12 @@ export const TEMPLATE_DATABASES: Record<TemplateScenario, string> = {
   'month-end-partitioned': 'backfill_bot_test_tpl_month_end_part',
 };
 
-export function templateSeed(scenario: TemplateScenario): { scenario: DemoScenario; target: TargetShape } {
-  return scenario === 'month-end-partitioned' ? { scenario: 'month-end', target: 'partitioned' } : { scenario, target: 'plain' };
+/**
+ * The partitioned template has hourly partitions on 2026-11-15 only (the night the tests backfill) and daily
+ * ones elsewhere: a clone of it costs a fraction of one with 720 partitions.
+ */
+export function templateSeed(scenario: TemplateScenario): { scenario: DemoScenario; target: TargetShape; hourlyDays?: string[] } {
+  return scenario === 'month-end-partitioned' ? { scenario: 'month-end', target: 'partitioned', hourlyDays: ['2026-11-15'] } : { scenario, target: 'plain' };
 }
 
 const DEFAULT_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';

@@ -89,6 +89,10 @@ export interface ModelSystem {
   seam: SeamAction[];
   /** Late rows the seam wrote since the model last looked. */
   firedLate: LateRow[];
+  /** Late rows a seam is writing: on a target published by swap they wait for the publish to commit. */
+  landing: Promise<unknown>[];
+  /** warehouse.orders as one table (publish by rewrite) or partitioned by hour (publish by swap). */
+  target: ModelTarget;
   /** Connections the test ended under a publish: each may surface once as a raw connection error. */
   connectionsKilled: number;
   /** Errors checked-out pool clients emitted (their connection died between queries). */
@@ -101,7 +105,9 @@ export interface ModelSystem {
   close(): Promise<void>;
 }
 
-let spare: Promise<TestEngine> | undefined;
+export type ModelTarget = 'plain' | 'partitioned';
+const TEMPLATE: Record<ModelTarget, 'month-end' | 'month-end-partitioned'> = { plain: 'month-end', partitioned: 'month-end-partitioned' };
+const spares = new Map<ModelTarget, Promise<TestEngine>>();
 const background: Promise<unknown>[] = [];
 
 function engineEnv(): Record<string, string> {
@@ -115,16 +121,17 @@ function engineEnv(): Record<string, string> {
   };
 }
 
-async function takeEngine(): Promise<TestEngine> {
-  const engine = await (spare ?? createTestEngine('month-end', engineEnv()));
-  spare = createTestEngine('month-end', engineEnv());
+async function takeEngine(target: ModelTarget): Promise<TestEngine> {
+  const engine = await (spares.get(target) ?? createTestEngine(TEMPLATE[target], engineEnv()));
+  const spare = createTestEngine(TEMPLATE[target], engineEnv());
+  spares.set(target, spare);
   // A clone that fails is reported by the run that takes it.
   spare.catch(() => undefined);
   return engine;
 }
 
-export async function createModelSystem(options: { waveSize: number }): Promise<ModelSystem> {
-  const engine = await takeEngine();
+export async function createModelSystem(options: { waveSize: number; target: ModelTarget }): Promise<ModelSystem> {
+  const engine = await takeEngine(options.target);
   // NOTE: a pool client whose connection dies while it is checked out but between queries (the test ends the
   // session of a publish waiting at its seam) emits 'error' with nobody listening, which would crash the
   // process; src/db/pool.ts listens on idle clients only. The model listens on every client, so the run goes
@@ -153,6 +160,8 @@ export async function createModelSystem(options: { waveSize: number }): Promise<
     deadClaims: [],
     seam: [],
     firedLate: [],
+    landing: [],
+    target: options.target,
     connectionsKilled: 0,
     droppedConnections,
     pending: [],
@@ -192,9 +201,8 @@ async function schemaFeatures(db: pg.Pool): Promise<SchemaFeatures> {
 
 /** Waits for the databases being dropped and drops the spare clone. */
 export async function closeModelSystems(): Promise<void> {
-  const pending = spare;
-  spare = undefined;
-  if (pending) background.push(pending.then((engine) => engine.close(), () => undefined));
+  for (const pending of spares.values()) background.push(pending.then((engine) => engine.close(), () => undefined));
+  spares.clear();
   await Promise.all(background.splice(0));
 }
 
@@ -285,12 +293,32 @@ const AS_LIVE_ROW = `to_jsonb(jsonb_populate_record(NULL::warehouse.orders, to_j
 export async function stagedRows(db: pg.Pool, backfillId: number, hour: string): Promise<RowMap> {
   const { rows } = await db.query<{ k: string; v: string }>(
     `SELECT s.order_id::text AS k, ${AS_LIVE_ROW} AS v FROM bf_orders.staged s JOIN backfill.backfills b ON b.id = s.bf_backfill
-     WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz AND s.bf_generation = b.generation`, [backfillId, hour]);
+     WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz AND s.bf_generation = b.generation
+     UNION ALL
+     -- Published by swap, right after the publish: its staged table is the live partition, the keys it wrote recorded.
+     SELECT s.order_id::text, ${AS_LIVE_ROW} FROM warehouse.orders s JOIN backfill.backfills b ON b.id = $1::bigint
+     WHERE s.partition_hour = $2::timestamptz
+       AND EXISTS (SELECT 1 FROM backfill.backfill_targets t WHERE t.backfill_id = $1::bigint AND t.partition_hour = $2::timestamptz AND t.staged_relid IS NOT NULL)
+       AND EXISTS (SELECT 1 FROM bf_orders.written w WHERE w.bf_backfill = $1::bigint AND w.bf_generation = b.generation AND w.partition_hour = $2::timestamptz AND w.order_id = s.order_id)`,
+    [backfillId, hour]);
   return new Map(rows.map((r) => [r.k, r.v]));
 }
 
-/** Every row a backfill saved before replacing a partition (whatever generation it filed them under). */
-export async function preservedRows(db: pg.Pool, backfillId: number, hour: string): Promise<Set<string>> {
+/**
+ * Every row a backfill saved before replacing a partition (whatever generation it filed them under); by swap,
+ * the prior partition kept in the store. Undefined once a rollback swapped that partition back in: it is live
+ * again, and its rows are the live rows' business.
+ */
+export async function preservedRows(db: pg.Pool, backfillId: number, hour: string): Promise<Set<string> | undefined> {
+  const { rows: swapped } = await db.query<{ table: string | null; attached: boolean | null }>(
+    `SELECT p.saved_table AS table, c.relispartition AS attached FROM backfill.preserved_partitions p LEFT JOIN pg_class c ON c.oid = to_regclass(p.saved_table)
+     WHERE p.backfill_id = $1::bigint AND p.partition_hour = $2::timestamptz AND p.saved_table IS NOT NULL`, [backfillId, hour]);
+  const saved = swapped[0];
+  if (saved) {
+    if (saved.attached !== false || !saved.table) return undefined;
+    const { rows } = await db.query<{ v: string }>(`SELECT DISTINCT ${AS_LIVE_ROW} AS v FROM ${saved.table} s`);
+    return new Set(rows.map((r) => r.v));
+  }
   const { rows } = await db.query<{ v: string }>(
     `SELECT DISTINCT ${AS_LIVE_ROW} AS v FROM bf_orders.saved s WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz`, [backfillId, hour]);
   return new Set(rows.map((r) => r.v));
