@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/pool.js';
+import { quoteIdent, type Queryable } from '../db/pool.js';
 import { rowText, type RowStore } from './rowStore.js';
 
 /** Two sets of rows of one partition compared by the pipeline's stable key. */
@@ -23,23 +23,84 @@ export const runSource = (store: RowStore, table: string, alias = 't'): RowSourc
 
 /**
  * Keys missing from `after`, added in it, duplicated in it, and present in both with different rows; and the
- * measure's total on each side. One statement: each side grouped by its typed key columns, then one full join
- * on them (a hash or merge join: linear in the rows, whatever the statistics say).
+ * measure's total on each side.
+ *
+ * PERF: one hash full join of the rows themselves on the typed key columns (linear whatever the statistics
+ * say), comparing typed columns: grouping each side by key and comparing `ROW(…)::text` took 12.6× one
+ * count-and-sum scan of both sides at 50,000 rows, this about 3×. The same statement proves that no key
+ * repeats; only when one does (duplicates block a publish anyway) are both sides grouped by key as before.
  */
 export async function reconcileByKey(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<Reconciliation> {
-  const keys = store.keys.join(', ');
+  const exact = await exactlyComparable(db, store);
+  const { rows } = await db.query<Reconciliation & { unique: boolean }>(joinedRows(store, exact, before, after), run);
+  const joined = rows[0];
+  if (!joined) throw new Error('reconciliation returned no row');
+  const { unique, ...result } = joined;
+  if (unique) return result;
+  const grouped = await db.query<Reconciliation>(groupedByKey(store, before, after), run);
+  const row = grouped.rows[0];
+  if (!row) throw new Error('reconciliation returned no row');
+  return row;
+}
+
+/**
+ * The columns whose `=` holds exactly when their text is the same, as comparing rows as text meant: integers,
+ * booleans, dates and times, uuid, bytea, numeric of a fixed scale, text under a deterministic collation. The
+ * others (json has no `=`; 1.0 = 1.00 in an unconstrained numeric, -0 = 0, '1 day' = '24 hours') are compared
+ * by their binary images (`*<>` on records).
+ */
+async function exactlyComparable(db: Queryable, store: RowStore): Promise<Set<string>> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT a.attname AS name
+     FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation
+     WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+       AND (a.atttypid = ANY ('{int2,int4,int8,bool,date,time,timestamp,timestamptz,uuid,bytea}'::regtype[])
+            OR (a.atttypid = 'numeric'::regtype AND a.atttypmod <> -1)
+            OR (a.atttypid = ANY ('{text,varchar}'::regtype[]) AND coalesce(c.collisdeterministic, true)))`,
+    [store.target]);
+  return new Set(rows.map((row) => quoteIdent(row.name)));
+}
+
+/**
+ * The rows joined directly; a row is present where its first key column is not NULL. `unique` holds when there
+ * are as many join rows as distinct keys: no key is twice on a side and none is NULL, so every count and total
+ * below is exact.
+ */
+function joinedRows(store: RowStore, exact: Set<string>, before: RowSource, after: RowSource): string {
+  const [first] = store.keys;
+  if (!first) throw new Error('a reconciliation needs key columns');
+  const either = store.keys.map((key) => `coalesce(a.${key}, b.${key})`);
+  // A NULL in a later key column does not hide the row; a NULL first key column would.
+  const unique = store.keys.length === 1
+    ? `count(*) = count(DISTINCT ${either[0]})`
+    : `count(*) = count(DISTINCT ROW(${either.join(', ')})) AND count(*) FILTER (WHERE a.${first} IS NULL AND b.${first} IS NULL) = 0`;
+  // Keys and the partition are equal on both sides of a join row by `=`, which is exact for these types.
+  const compared = store.columns.filter((column) => !(exact.has(column) && (column === store.partition || store.keys.includes(column))));
+  const imaged = compared.filter((column) => !exact.has(column));
+  const differs = [
+    ...compared.filter((column) => exact.has(column)).map((column) => `a.${column} IS DISTINCT FROM b.${column}`),
+    ...(imaged.length > 0 ? [`ROW(${imaged.map((c) => `a.${c}`).join(', ')})::record *<> ROW(${imaged.map((c) => `b.${c}`).join(', ')})::record`] : []),
+  ];
+  return `SELECT count(*) FILTER (WHERE b.${first} IS NULL)::int AS "keysMissing",
+            count(*) FILTER (WHERE a.${first} IS NULL)::int AS "keysAdded",
+            0 AS "keysDuplicated",
+            count(*) FILTER (WHERE a.${first} IS NOT NULL AND b.${first} IS NOT NULL AND (${differs.join(' OR ') || 'false'}))::int AS "keysChanged",
+            coalesce(sum(a.${store.measure}), 0)::numeric(18,2)::text AS "totalBefore",
+            coalesce(sum(b.${store.measure}), 0)::numeric(18,2)::text AS "totalAfter",
+            ${unique} AS "unique"
+     FROM (SELECT t.* FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}`;
+}
+
+/** Each side grouped by its typed key columns, then one full join on them: duplicate keys count once per key. */
+function groupedByKey(store: RowStore, before: RowSource, after: RowSource): string {
+  const keys = store.keys.map((key) => `t.${key}`).join(', ');
   const side = (source: RowSource) =>
-    `SELECT ${store.keys.map((key) => `t.${key}`).join(', ')}, count(*) AS n, sum(t.${store.measure}) AS total, min(${rowText(store, 't')}) AS r
-     FROM ${source} GROUP BY ${store.keys.map((key) => `t.${key}`).join(', ')}`;
-  const { rows } = await db.query<Reconciliation>(
-    `SELECT count(*) FILTER (WHERE b.n IS NULL)::int AS "keysMissing",
+    `SELECT ${keys}, count(*) AS n, sum(t.${store.measure}) AS total, min(${rowText(store, 't')}) AS r FROM ${source} GROUP BY ${keys}`;
+  return `SELECT count(*) FILTER (WHERE b.n IS NULL)::int AS "keysMissing",
             count(*) FILTER (WHERE a.n IS NULL)::int AS "keysAdded",
             count(*) FILTER (WHERE b.n > 1)::int AS "keysDuplicated",
             count(*) FILTER (WHERE a.n IS NOT NULL AND b.n IS NOT NULL AND a.r IS DISTINCT FROM b.r)::int AS "keysChanged",
             coalesce(sum(a.total), 0)::numeric(18,2)::text AS "totalBefore",
             coalesce(sum(b.total), 0)::numeric(18,2)::text AS "totalAfter"
-     FROM (${side(before)}) a FULL JOIN (${side(after)}) b USING (${keys})`, run);
-  const row = rows[0];
-  if (!row) throw new Error('reconciliation returned no row');
-  return row;
+     FROM (${side(before)}) a FULL JOIN (${side(after)}) b USING (${store.keys.join(', ')})`;
 }
