@@ -22,6 +22,8 @@ export const ErrorCode = {
   Timeout: 'timeout',
   /** A statement was cancelled on request: its worker was stopping (or someone ran pg_cancel_backend). */
   Cancelled: 'statement_cancelled',
+  /** A configured PostgreSQL or Redis did not answer, or the configured database does not exist. */
+  Unreachable: 'service_unreachable',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

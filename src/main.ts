@@ -1,6 +1,7 @@
 import { loadConfig, requireSlack } from './config.js';
 import { migrate } from './db/migrate.js';
-import { createPool, ensureDatabase, poolBounds } from './db/pool.js';
+import { createPool, poolBounds } from './db/pool.js';
+import { requireDatabase, requireRedis } from './db/reachable.js';
 import { runService } from './processLifecycle.js';
 import { createSlackApp } from './slack/app.js';
 
@@ -9,7 +10,8 @@ import { createSlackApp } from './slack/app.js';
 runService(async () => {
   const config = loadConfig();
   const slack = requireSlack(config);
-  await ensureDatabase(config.DATABASE_URL);
+  await requireDatabase(config.DATABASE_URL, { create: false });
+  await requireRedis(config.REDIS_URL);
   const pool = createPool(config.DATABASE_URL, 'backfill-bot', poolBounds(config));
   await migrate(pool);
   const bot = await createSlackApp({ ctx: { pool, config }, slack });

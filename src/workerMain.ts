@@ -1,7 +1,8 @@
 import { App, LogLevel } from '@slack/bolt';
 import { loadConfig, requireSlack } from './config.js';
 import { migrate } from './db/migrate.js';
-import { createPool, ensureDatabase, poolBounds } from './db/pool.js';
+import { createPool, poolBounds } from './db/pool.js';
+import { requireDatabase, requireRedis } from './db/reachable.js';
 import { runService } from './processLifecycle.js';
 import { SlackMessenger } from './slack/messenger.js';
 import { startWorkers } from './worker.js';
@@ -12,7 +13,8 @@ import { startWorkers } from './worker.js';
 runService(async () => {
   const config = loadConfig();
   const slack = requireSlack(config);
-  await ensureDatabase(config.DATABASE_URL);
+  await requireDatabase(config.DATABASE_URL, { create: false });
+  await requireRedis(config.REDIS_URL);
   const pool = createPool(config.DATABASE_URL, 'backfill-worker', poolBounds(config));
   await migrate(pool);
   // A Bolt App is used only for its configured Web API client; no receiver is started.

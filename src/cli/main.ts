@@ -20,7 +20,8 @@ import { formatHour, leadingHours, parseHour } from '../core/time.js';
 import { listRecentBackfills } from '../db/backfills.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
-import { createPool, ensureDatabase, explainCancellation, poolBounds } from '../db/pool.js';
+import { createPool, explainCancellation, poolBounds } from '../db/pool.js';
+import { requireDatabase, requireRedis } from '../db/reachable.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
@@ -49,7 +50,7 @@ const USAGE = `backfill <command> [arguments] [--as <user>]
   retention [id] [--prune]                      stored rows past RETENTION_DAYS: what would go (rows, bytes);
                                                 --prune drops them, including rows a rollback could still need
   worker                                        run the step workers until interrupted
-  migrate                                       apply database migrations
+  migrate [--create]                            apply database migrations (--create: create the database first)
 
 A night is YYYY-MM-DD; a range is 2026-11-15T05:00..2026-11-15T10:00 (UTC, both ends included).
 --wait runs the steps in this process until the backfill settles (no separate worker needed).`;
@@ -68,6 +69,7 @@ async function main(argv: string[]): Promise<number> {
       out: { type: 'string' },
       wait: { type: 'boolean', default: false },
       prune: { type: 'boolean', default: false },
+      create: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -77,7 +79,8 @@ async function main(argv: string[]): Promise<number> {
     return command || values.help ? 0 : 2;
   }
   const config = loadConfig();
-  await ensureDatabase(config.DATABASE_URL);
+  // Only `migrate --create` creates the database: a mistyped name is said, not silently made.
+  await requireDatabase(config.DATABASE_URL, { create: command === 'migrate' && values.create });
   const pool = createPool(config.DATABASE_URL, 'backfill-cli', poolBounds(config));
   const ctx: EngineContext = { pool, config };
   const actor = values.as ?? `cli:${userInfo().username}`;
@@ -166,6 +169,13 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
       const [rawId, ...reason] = need(args, 2, 'stop <id> <reason>');
       const id = backfillId(rawId);
       await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
+      // The stop is in the database already; queued jobs would find it fenced and do nothing, so a Redis that
+      // does not answer only means they are not removed now.
+      const redis = await requireRedis(ctx.config.REDIS_URL).then(() => undefined, (error: unknown) => error as Error);
+      if (redis) {
+        console.log(`Backfill #${id} stopped and fenced. Its queued jobs were not removed: ${redis.message} They will find it stopped and do nothing.`);
+        return 0;
+      }
       const queue = createStepQueue(ctx.config);
       try {
         console.log(`Backfill #${id} stopped and fenced; ${await removeQueuedJobs(queue, id)} queued job(s) removed.`);

@@ -154,20 +154,6 @@ async function withServerAdmin<T>(databaseUrl: string, work: (admin: pg.Client, 
   }
 }
 
-/** Creates the database named in the URL when it does not exist yet. */
-export async function ensureDatabase(databaseUrl: string): Promise<void> {
-  await withServerAdmin(databaseUrl, async (admin, name) => {
-    const existing = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (existing.rowCount !== 0) return;
-    try {
-      await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
-    } catch (error) {
-      // Two processes starting at once: the other one created it.
-      if ((error as { code?: unknown }).code !== '42P04') throw error;
-    }
-  });
-}
-
 /** Drops the database named in the URL, if it exists, disconnecting whoever is still on it. */
 export async function dropDatabase(databaseUrl: string): Promise<void> {
   await withServerAdmin(databaseUrl, async (admin, name) => {

@@ -9,6 +9,7 @@ import { loadBackfillReport } from '../core/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, poolBounds, recreateDatabase } from '../db/pool.js';
+import { requireDatabase, requireRedis } from '../db/reachable.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { redisConnection } from '../queue/stepQueue.js';
 import { createSlackApp } from '../slack/app.js';
@@ -51,6 +52,8 @@ async function main(): Promise<void> {
   const target = parseTarget(process.argv.slice(2));
   const base = loadConfig();
   const config = { ...base, DATABASE_URL: base.DEMO_DATABASE_URL, QUEUE_PREFIX: `${base.QUEUE_PREFIX}-demo`, BACKFILL_OPERATORS: [OPERATOR], STATUS_THROTTLE_MS: 0 };
+  await requireRedis(config.REDIS_URL);
+  await requireDatabase(config.DATABASE_URL, { create: true, variable: 'DEMO_DATABASE_URL' });
   const queue = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix: config.QUEUE_PREFIX });
   await queue.obliterate({ force: true });
   await queue.close();

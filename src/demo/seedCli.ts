@@ -3,7 +3,8 @@
 
 import { loadConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
-import { createPool, ensureDatabase, poolBounds } from '../db/pool.js';
+import { createPool, poolBounds } from '../db/pool.js';
+import { requireDatabase } from '../db/reachable.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { DemoScenario, SCENARIO_AS_OF } from './constants.js';
 import { parseTargetShape, seedDemo, TARGET_SHAPES, type SeedSummary, type TargetShape } from './seed.js';
@@ -47,7 +48,8 @@ function describeSummary(summary: SeedSummary, millis: number): string {
 async function main(): Promise<void> {
   const { scenario, target } = parseArgs(process.argv.slice(2));
   const config = loadConfig();
-  await ensureDatabase(config.DATABASE_URL);
+  // The demo's own database may be created; a working one named by mistake would be seeded over, so only here.
+  await requireDatabase(config.DATABASE_URL, { create: true });
   const pool = createPool(config.DATABASE_URL, 'backfill-bot-demo-seed', poolBounds(config));
   try {
     const started = performance.now();
