@@ -3,6 +3,7 @@
 // jobs, die holding a job, the stalled checker), Redis losing everything, Slack failing, the dispatcher's sweep.
 // A person's command may be refused; a refusal must be a BackfillError that changed nothing.
 
+import pg from 'pg';
 import fc from 'fast-check';
 import { acknowledge, cancelBackfill, hold, overrideGate } from '../../src/core/gate.js';
 import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery.js';
@@ -280,8 +281,10 @@ class LateRowCommand implements ModelCommand {
       system.seam.push(async (_backfillId, publishing) => {
         if (publishing !== hour) return false;
         model.stats.seamActions += 1;
-        // By swap the publish holds the target until it commits: the row lands right after it.
-        const landing = insertLateRow(system, hour).then((late) => system.firedLate.push({ ...late, duringPublish: true }));
+        // By swap the publish holds the target until it commits: the row lands right after it, from a connection
+        // of its own (a seam action after this one may need the shared writer to end that publish's session).
+        const landing = withOwnConnection(system, (client) => insertLateRow(system, hour, client))
+          .then((late) => system.firedLate.push({ ...late, duringPublish: true }));
         system.landing.push(landing);
         await Promise.race([landing, sleep(300)]);
         return true;
@@ -545,3 +548,13 @@ export const modelCommands: fc.Arbitrary<ModelCommand> = fc.oneof(
       .map(([m, k, t]) => new SlackFaultCommand(m, k === 'undeliverable' && (m === 'announce' || m === 'notifyOwner') ? k : 'transient', t)),
   },
 );
+
+async function withOwnConnection<T>(system: ModelSystem, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: system.ctx.config.DATABASE_URL, application_name: 'backfill-bot-model-late-writer' });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

@@ -206,10 +206,14 @@ export async function closeModelSystems(): Promise<void> {
   await Promise.all(background.splice(0));
 }
 
-/** A row another writer commits into a target hour: a fresh key, from its own connection (autocommit). */
-export async function insertLateRow(system: ModelSystem, hour: string): Promise<Omit<LateRow, 'duringPublish'>> {
+/**
+ * A row another writer commits into a target hour: a fresh key, from its own connection (autocommit). `via`: a
+ * connection of its own for a write that may wait (inside a swap), so the shared writer stays free for the
+ * seam's other actions (one of them ends the publish's session, which is what lets such a write through).
+ */
+export async function insertLateRow(system: ModelSystem, hour: string, via: pg.Client = system.writer): Promise<Omit<LateRow, 'duringPublish'>> {
   system.nextLateId += 1;
-  const { rows } = await system.writer.query<{ k: string; v: string }>(
+  const { rows } = await via.query<{ k: string; v: string }>(
     `INSERT INTO warehouse.orders AS o (partition_hour, order_id, shard, merchant_id, currency, amount_local, fx_rate, amount_base)
      VALUES ($1::timestamptz, $2::bigint, 1, 4242, 'EUR', 100.00, 1.000000, 100.00)
      RETURNING o.order_id::text AS k, to_jsonb(o)::text AS v`,
