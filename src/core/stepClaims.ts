@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { requireBackfill, type BackfillRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
 import { withTransaction, type Pool, type PoolClient, type Queryable } from '../db/pool.js';
@@ -6,6 +7,9 @@ import {
   FINAL, PHASE_EXITS, phaseStepsSql, runnableSql, specOf, stepStatusesMovableTo, type StepRef, type StepStatus,
 } from './stepGraph.js';
 import { transition, type BackfillState } from './stateMachine.js';
+
+/** Which process claimed a step, in its timeline: with several workers on several hosts, the one to look at. */
+const WORKER = `${hostname()}:${process.pid}`;
 
 // Claims: a worker owns a step while its token is on the row and its lease holds. Every commit of a step's
 // effect re-reads the backfill (the fence) and then the step (the claim) under row locks, in that order —
@@ -45,7 +49,7 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
        WHERE ${STEP_WHERE} RETURNING claim_token AS token`, [...stepParams(ref), leaseMs]);
     const token = claimed.rows[0]?.token;
     if (!token) throw new Error('claim update returned no token');
-    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started', detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover } });
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started', detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER } });
     return { outcome: 'claimed', token, takeover };
   });
 }
