@@ -185,6 +185,30 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect(await dayTotal(e)).toBe((Number(SIGNED_TOTAL) + 20).toFixed(2));
   });
 
+  it('two backfills of the night: #1 cannot be rolled back while #2 stands; #2 then #1 roll back, and the original partitions are live again', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const original = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
+    const first = await approvedNight15(e);
+    expect(await settle(e, first)).toBe('done');
+    const firstPublished = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
+    // A small source change, then a second backfill of the same night: its swaps move #1's tables into the store.
+    await e.ctx.pool.query(`UPDATE warehouse.orders_raw SET amount_local = amount_local + 40.00
+      WHERE ctid = (SELECT ctid FROM warehouse.orders_raw WHERE event_hour = $1 ORDER BY order_id LIMIT 1)`, [hourKey('06')]);
+    const second = await approvedNight15(e);
+    expect(await settle(e, second)).toBe('done');
+
+    const refusal = await rollbackBackfill(e.ctx, { backfillId: first, actor: OPERATOR }).catch((error: unknown) => error);
+    expect((refusal as Error).message).toMatch(new RegExp(`a later generation of its partitions stands, written by backfill #${second}`));
+    await rollbackBackfill(e.ctx, { backfillId: second, actor: OPERATOR });
+    expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => p.oid)).toEqual(firstPublished.map((p) => p.oid));
+    // Its consumers replay on the restored rows; then it holds the hours no more.
+    expect(await settle(e, second)).toMatch(/^rolled_back/);
+    await rollbackBackfill(e.ctx, { backfillId: first, actor: OPERATOR });
+    expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => p.oid)).toEqual(original.map((p) => p.oid));
+    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+  });
+
   it('a rollback is refused, and nothing is swapped, when another writer changed a row the publish wrote', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
