@@ -17,21 +17,3 @@ ALTER TABLE backfill.preserved_partitions
   ADD COLUMN published_table text,
   ADD CONSTRAINT swap_tables_together CHECK ((saved_table IS NULL) = (published_table IS NULL));
 
--- The keys a publish by swap wrote, per pipeline store (src/core/rowStore.ts creates it with new stores): added
--- here to the stores that exist, so a backfill started before this migration can publish by swap too.
-DO $$
-DECLARE
-  store text;
-  index_name text;
-BEGIN
-  FOR store IN SELECT n.nspname FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = 'baseline' AND c.relkind = 'r'
-               WHERE n.nspname LIKE 'bf\_%' AND to_regclass(format('%I.written', n.nspname)) IS NULL LOOP
-    EXECUTE format('CREATE TABLE %I.written (LIKE %I.baseline INCLUDING INDEXES)', store, store);
-    -- Named as rowStore.ts names it, so its CREATE INDEX IF NOT EXISTS finds it.
-    SELECT indexname INTO index_name FROM pg_indexes WHERE schemaname = store AND tablename = 'written' LIMIT 1;
-    IF index_name IS NOT NULL THEN
-      EXECUTE format('ALTER INDEX %I.%I RENAME TO written_by_key', store, index_name);
-    END IF;
-  END LOOP;
-END
-$$;

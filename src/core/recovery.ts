@@ -142,7 +142,7 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
     if ([...swaps.values()].some(Boolean)) await lockForSwap(tx, store);
     for (const target of published) {
       const swapped = swaps.get(target.partitionHour.getTime());
-      const problem = await writtenSincePublish(tx, swapped ? writtenBySwap(store, swapped.savedTable) : writtenByPublish(store), backfill, target);
+      const problem = await writtenSincePublish(tx, swapped ? writtenBySwap(store, swapped) : writtenByPublish(store), backfill, target);
       if (problem) problems.push(problem);
     }
     if (problems.length > 0) {

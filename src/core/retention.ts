@@ -30,8 +30,8 @@ import { formatTime } from './time.js';
 export const RETENTION_ACTOR = 'retention';
 
 export type RowsKind = 'scratch' | 'undo';
-export type StoreTable = 'staged' | 'saved' | 'baseline' | 'expected' | 'written';
-export const STORE_TABLES: Record<RowsKind, readonly StoreTable[]> = { scratch: ['baseline', 'expected'], undo: ['staged', 'saved', 'written'] };
+export type StoreTable = 'staged' | 'saved' | 'baseline' | 'expected';
+export const STORE_TABLES: Record<RowsKind, readonly StoreTable[]> = { scratch: ['baseline', 'expected'], undo: ['staged', 'saved'] };
 
 export interface RetentionCandidate {
   backfillId: number;
@@ -125,11 +125,8 @@ export async function measureRows(db: Queryable, pipeline: string, backfillId: n
       `SELECT count(*)::bigint AS rows, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS bytes FROM ${storeTable(pipeline, table)} t WHERE t.bf_backfill = $1::bigint`, [backfillId]);
     measured.push({ table, rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 });
   }
-  if (kind === 'undo') {
-    for (const table of await detachedTablesOf(db, pipeline, backfillId)) measured.push({ table, ...(await tableSize(db, table)) });
-  }
-  // written holds rows only for publishes by swap; a table with none of the backfill's rows is not listed.
-  return measured.filter((m) => m.rows > 0 || (m.table !== 'written'));
+  for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) measured.push({ table, ...(await tableSize(db, table)) });
+  return measured;
 }
 
 /** The rows of a table of its own and their bytes, counted as for the shared tables. */
@@ -152,13 +149,11 @@ async function dropRows(db: Queryable, pipeline: string, backfillId: number, kin
     dropped.push({ table, rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 });
   }
   // The tables of its swaps that are not attached (detachedTablesOf never lists a live partition).
-  if (kind === 'undo') {
-    for (const table of await detachedTablesOf(db, pipeline, backfillId)) {
-      dropped.push({ table, ...(await tableSize(db, table)) });
-      await db.query(`DROP TABLE ${table}`);
-    }
+  for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) {
+    dropped.push({ table, ...(await tableSize(db, table)) });
+    await db.query(`DROP TABLE ${table}`);
   }
-  return dropped.filter((d) => d.rows > 0 || (d.table !== 'written'));
+  return dropped;
 }
 
 export interface RetentionItem extends Verdict {

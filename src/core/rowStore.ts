@@ -12,8 +12,8 @@ import { parseStepSql } from './stepSql.js';
  *   saved     exactly the rows a publish deleted: what a rollback restores (same shape)
  *   baseline  the live keys when the partition was staged: a live key not there arrived later (a late row)
  *   expected  the keys and measure the preview showed: the announced envelope
- *   written   the keys a publish by swap wrote (swap.ts): its staged table becomes the live partition, so a
- *             rollback needs them to tell the publish's rows from rows written after it
+ *
+ * A publish by swap keeps its staged rows and keys in tables of their own instead (swap.ts).
  */
 export interface RowStore {
   schema: string;
@@ -21,7 +21,6 @@ export interface RowStore {
   saved: string;
   baseline: string;
   expected: string;
-  written: string;
   target: string;
   /** The target's columns, quoted, in table order. */
   columns: string[];
@@ -51,7 +50,6 @@ export async function rowStoreOf(db: Queryable, pipeline: Pipeline): Promise<Row
     saved: `${schema}.saved`,
     baseline: `${schema}.baseline`,
     expected: `${schema}.expected`,
-    written: `${schema}.written`,
     target: quoteQualified(pipeline.targetTable),
     columns: rows.map((row) => quoteIdent(row.name)),
     keys: pipeline.keyColumns.map(quoteIdent),
@@ -82,8 +80,6 @@ export async function ensureRowStore(tx: Queryable, pipeline: Pipeline): Promise
   }
   await tx.query(`CREATE TABLE IF NOT EXISTS ${store.baseline} AS SELECT 0::bigint AS bf_backfill, 0::integer AS bf_generation, ${keyList} FROM ${store.target} t WITH NO DATA`);
   await tx.query(`CREATE INDEX IF NOT EXISTS baseline_by_key ON ${store.baseline} (bf_backfill, bf_generation, ${index})`);
-  await tx.query(`CREATE TABLE IF NOT EXISTS ${store.written} (LIKE ${store.baseline})`);
-  await tx.query(`CREATE INDEX IF NOT EXISTS written_by_key ON ${store.written} (bf_backfill, bf_generation, ${index})`);
   await tx.query(
     `CREATE TABLE IF NOT EXISTS ${store.expected} AS SELECT 0::bigint AS bf_backfill, ${keyList}, 0::numeric(18, 2) AS bf_measure FROM ${store.target} t WITH NO DATA`);
   await tx.query(`CREATE INDEX IF NOT EXISTS expected_by_key ON ${store.expected} (bf_backfill, ${index})`);

@@ -9,7 +9,7 @@ import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSou
 import { keysEqual, rowStoreOf, runRows, stepRows, type RowStore } from './rowStore.js';
 import { checkClaim, moveSteps } from './stepClaims.js';
 import { BLOCKED_BY_PAUSE, type StepRef } from './stepGraph.js';
-import { hourPartitionOf, indexLikeTarget, publishBySwap, stageIntoTable, stagedTableName, tableSource, type SwapHooks } from './swap.js';
+import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, stageIntoTable, stagedTableName, tableSource, type SwapHooks } from './swap.js';
 import { transition } from './stateMachine.js';
 import { formatHour } from './time.js';
 
@@ -46,10 +46,6 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   await lockPartition(tx, pipeline.name, hour);
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, generation, hour];
-  await tx.query(`DELETE FROM ${runRows(store, store.baseline)}`, run);
-  await tx.query(
-    `INSERT INTO ${store.baseline} SELECT $1::bigint, $2::int, t.${store.partition}, ${store.keys.map((key) => `t.${key}`).join(', ')}
-     FROM ${liveSource(store)}`, run);
   const staged = await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run);
   const result = await reconcileByKey(tx, store, run, liveSource(store), staged.source);
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
@@ -67,9 +63,13 @@ interface Staged {
   table?: { qualified: string; name: string };
 }
 
-/** The step's rows into the pipeline's shared staged table, checked to be all in the hour. */
+/** The live keys and the step's rows into the pipeline's shared baseline and staged tables, checked to be all in the hour. */
 async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
   const [backfillId, generation, hour] = run;
+  await tx.query(`DELETE FROM ${runRows(store, store.baseline)}`, run);
+  await tx.query(
+    `INSERT INTO ${store.baseline} SELECT $1::bigint, $2::int, t.${store.partition}, ${store.keys.map((key) => `t.${key}`).join(', ')}
+     FROM ${liveSource(store)}`, run);
   await tx.query(`DELETE FROM ${runRows(store, store.staged)}`, run);
   const staged = await tx.query(
     `INSERT INTO ${store.staged} (bf_backfill, bf_generation, ${store.stepColumns.join(', ')})
@@ -83,8 +83,9 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
   return { source: runSource(store, store.staged) };
 }
 
-/** The step's rows into a table of their own, to be swapped in for the hour's partition (swap.ts). */
+/** The live keys and the step's rows into tables of their own, to be swapped in for the hour's partition (swap.ts). */
 async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
+  await keepBaseline(tx, store, run, liveSource(store));
   const qualified = await stageIntoTable(tx, pipeline, store, run);
   return { source: tableSource(store, qualified), table: { qualified, name: stagedTableName(...run) } };
 }

@@ -108,10 +108,14 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect(saved.map((s) => s.oid)).toEqual(before.map((b) => b.oid));
     expect(saved.map((s) => s.rows)).toEqual(before.map((b) => b.rows));
     expect(saved.every((s) => !s.attached)).toBe(true);
-    // Nothing went through the shared staged or saved tables; the keys written were recorded for a rollback.
-    const { rows: shared } = await e.ctx.pool.query<{ staged: number; saved: number; written: number }>(
-      `SELECT (SELECT count(*)::int FROM bf_orders.staged) AS staged, (SELECT count(*)::int FROM bf_orders.saved) AS saved, (SELECT count(*)::int FROM bf_orders.written) AS written`);
-    expect(shared[0]).toEqual({ staged: 0, saved: 0, written: after.reduce((n, p) => n + p.rows, 0) });
+    // Nothing went through the shared tables; the live keys at staging and the keys written (for a rollback) were
+    // kept in tables of their own per hour.
+    const { rows: shared } = await e.ctx.pool.query<{ staged: number; saved: number; baseline: number }>(
+      `SELECT (SELECT count(*)::int FROM bf_orders.staged) AS staged, (SELECT count(*)::int FROM bf_orders.saved) AS saved, (SELECT count(*)::int FROM bf_orders.baseline) AS baseline`);
+    expect(shared[0]).toEqual({ staged: 0, saved: 0, baseline: 0 });
+    expect(await storeTables(e)).toEqual(HOURS.flatMap((hh) => [`p20261115${hh}_b${id}_g1_baseline`, `p20261115${hh}_b${id}_saved`, `p20261115${hh}_b${id}_written`]));
+    const { rows: written } = await e.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM bf_orders.p2026111505_b${id}_written`);
+    expect(written[0]?.n).toBe(after[0]?.rows);
     // The attached partitions carry the target's primary key and statistics from their first query.
     const { rows: facts } = await e.ctx.pool.query<{ pk: boolean; analyzed: boolean }>(
       `SELECT bool_and(EXISTS (SELECT 1 FROM pg_index x WHERE x.indrelid = c.oid AND x.indisprimary)) AS pk,
@@ -156,7 +160,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect(restored).toHaveLength(HOURS.length);
     expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => p.oid)).toEqual(before.map((b) => b.oid));
     expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
-    expect(await storeTables(e)).toEqual(HOURS.map((hh) => `p20261115${hh}_b${id}_rolledback`));
+    expect((await storeTables(e)).filter((name) => /_(saved|rolledback)$/.test(name))).toEqual(HOURS.map((hh) => `p20261115${hh}_b${id}_rolledback`));
     const { rows } = await e.ctx.pool.query<{ oid: number }>(`SELECT to_regclass(format('bf_orders.%I', $1::text))::oid::int AS oid`, [`p2026111505_b${id}_rolledback`]);
     expect(rows[0]?.oid).toBe(published[0]?.oid);
   });
@@ -255,7 +259,8 @@ describe('publish by swap, on a target partitioned by hour', () => {
     const outcome = await executeStep(ctx, { backfillId: id, kind: 'publish', key: hourKey('05') }).catch((error: unknown) => error);
     expect(outcome).not.toBe('done');
     expect((await livePartition(e, '05')).oid).toBe(prior.oid);
-    expect(await storeTables(e)).toEqual(HOURS.map((hh) => `p20261115${hh}_b${id}_g1`));
+    expect((await storeTables(e)).filter((name) => /_g1$/.test(name))).toEqual(HOURS.map((hh) => `p20261115${hh}_b${id}_g1`));
+    expect((await storeTables(e)).filter((name) => /_(saved|written)$/.test(name))).toEqual([]);
     const { rows } = await e.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM backfill.preserved_partitions WHERE backfill_id = $1', [id]);
     expect(rows[0]?.n).toBe(0);
     expect(await dayTotal(e)).toBe(SIGNED_TOTAL);

@@ -297,15 +297,15 @@ const AS_LIVE_ROW = `to_jsonb(jsonb_populate_record(NULL::warehouse.orders, to_j
 export async function stagedRows(db: pg.Pool, backfillId: number, hour: string): Promise<RowMap> {
   const { rows } = await db.query<{ k: string; v: string }>(
     `SELECT s.order_id::text AS k, ${AS_LIVE_ROW} AS v FROM bf_orders.staged s JOIN backfill.backfills b ON b.id = s.bf_backfill
-     WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz AND s.bf_generation = b.generation
-     UNION ALL
-     -- Published by swap, right after the publish: its staged table is the live partition, the keys it wrote recorded.
-     SELECT s.order_id::text, ${AS_LIVE_ROW} FROM warehouse.orders s JOIN backfill.backfills b ON b.id = $1::bigint
-     WHERE s.partition_hour = $2::timestamptz
-       AND EXISTS (SELECT 1 FROM backfill.backfill_targets t WHERE t.backfill_id = $1::bigint AND t.partition_hour = $2::timestamptz AND t.staged_relid IS NOT NULL)
-       AND EXISTS (SELECT 1 FROM bf_orders.written w WHERE w.bf_backfill = $1::bigint AND w.bf_generation = b.generation AND w.partition_hour = $2::timestamptz AND w.order_id = s.order_id)`,
-    [backfillId, hour]);
-  return new Map(rows.map((r) => [r.k, r.v]));
+     WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz AND s.bf_generation = b.generation`, [backfillId, hour]);
+  // Published by swap, right after the publish: its staged table is the live partition, the keys it wrote kept.
+  const written = `bf_orders.p${hour.slice(0, 13).replace(/[-T]/g, '')}_b${backfillId}_written`;
+  const { rows: swapped } = await db.query<{ present: boolean }>('SELECT to_regclass($1::text) IS NOT NULL AS present', [written]);
+  if (!swapped[0]?.present) return new Map(rows.map((r) => [r.k, r.v]));
+  const { rows: live } = await db.query<{ k: string; v: string }>(
+    `SELECT s.order_id::text AS k, ${AS_LIVE_ROW} AS v FROM warehouse.orders s
+     WHERE s.partition_hour = $1::timestamptz AND EXISTS (SELECT 1 FROM ${written} w WHERE w.order_id = s.order_id)`, [hour]);
+  return new Map([...rows, ...live].map((r) => [r.k, r.v]));
 }
 
 /**
