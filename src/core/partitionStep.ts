@@ -51,14 +51,22 @@ export async function lockPartition(tx: PoolClient, pipelineName: string, hour: 
     [pipelineName, hour]);
 }
 
-export async function snapshotPartition(db: Queryable, pipeline: Pipeline, hour: Date): Promise<PartitionSnapshot> {
-  const order = pipeline.keyColumns.map(quoteIdent).join(', ');
+/**
+ * The checksum of a set of rows `t` of the target's shape: md5 over every row's text in key order. One
+ * expression for every snapshot and for the rollback's check against the published one, so they compare.
+ */
+export function rowsChecksum(keyColumns: readonly string[]): string {
+  return `md5(coalesce(string_agg(t::text, '|' ORDER BY ${keyColumns.map((key) => `t.${quoteIdent(key)}`).join(', ')}), ''))`;
+}
+
+/** The hour's rows of the target, or of `table` (a table of the target's shape about to become that partition). */
+export async function snapshotPartition(db: Queryable, pipeline: Pipeline, hour: Date, table = quoteQualified(pipeline.targetTable)): Promise<PartitionSnapshot> {
   const { rows } = await db.query<{ rows: number; total: string; checksum: string }>(
     `SELECT count(*)::bigint AS rows,
-            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total,
-            md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')) AS checksum
-     FROM ${quoteQualified(pipeline.targetTable)} t
-     WHERE ${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
+            coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total,
+            ${rowsChecksum(pipeline.keyColumns)} AS checksum
+     FROM ${table} t
+     WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
   const row = rows[0];
   if (!row) throw new Error('snapshot query returned no row');
   return row;

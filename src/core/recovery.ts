@@ -1,10 +1,10 @@
 import { findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
 import { requirePipeline, type Pipeline } from '../db/pipelines.js';
-import { quoteIdent, withTransaction, type PoolClient } from '../db/pool.js';
+import { withTransaction, type PoolClient } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
-import { lockPartition } from './partitionStep.js';
+import { lockPartition, rowsChecksum } from './partitionStep.js';
 import { liveSource, runSource, type RowSource } from './reconcile.js';
 import { keysEqual, rowStoreOf, runRows, type RowStore } from './rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
@@ -136,13 +136,13 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
     const swaps = new Map<number, SwappedPartition | undefined>();
     for (const target of published) {
       await lockPartition(tx, pipeline.name, target.partitionHour);
-      swaps.set(target.partitionHour.getTime(), await swappedPartition(tx, backfill.id, target.partitionHour));
+      swaps.set(target.partitionHour.getTime(), await swappedPartition(tx, store, backfill.id, target.partitionHour));
     }
     // The partition locks first, as every writer takes them; then the target, before anything reads it (swap.ts).
     if ([...swaps.values()].some(Boolean)) await lockForSwap(tx, store);
     for (const target of published) {
       const swapped = swaps.get(target.partitionHour.getTime());
-      const problem = await writtenSincePublish(tx, swapped ? writtenBySwap(store, swapped) : writtenByPublish(store), backfill, target);
+      const problem = await writtenSincePublish(tx, pipeline, swapped ? writtenBySwap(store, swapped) : writtenByPublish(store), backfill, target);
       if (problem) problems.push(problem);
     }
     if (problems.length > 0) {
@@ -197,11 +197,9 @@ function writtenByPublish(store: RowStore): string {
  * Another writer changed or removed a row the publish wrote: restoring would lose that write. Rows with keys
  * the publish did not write are late rows and do not count.
  */
-async function writtenSincePublish(tx: PoolClient, written: RowSource, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
-  const pipeline = await requirePipeline(tx, backfill.pipeline);
+async function writtenSincePublish(tx: PoolClient, pipeline: Pipeline, written: RowSource, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
   const { rows } = await tx.query<{ checksum: string; rows: number }>(
-    `SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY ${pipeline.keyColumns.map((key) => `t.${quoteIdent(key)}`).join(', ')}), '')) AS checksum, count(*)::int AS rows
-     FROM ${written}`, [backfill.id, backfill.generation, target.partitionHour]);
+    `SELECT ${rowsChecksum(pipeline.keyColumns)} AS checksum, count(*)::int AS rows FROM ${written}`, [backfill.id, backfill.generation, target.partitionHour]);
   if (rows[0]?.checksum === target.publishedChecksum) return undefined;
   return `${formatHour(target.partitionHour)}: written since the publish by another writer (rows the publish wrote were changed or removed; ${rows[0]?.rows ?? 0} of ${target.rowsAfter ?? '?'} remain), and restoring would lose those writes`;
 }

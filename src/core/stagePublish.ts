@@ -9,7 +9,7 @@ import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSou
 import { keysEqual, rowStoreOf, runRows, stepRows, type RowStore } from './rowStore.js';
 import { checkClaim, moveSteps } from './stepClaims.js';
 import { BLOCKED_BY_PAUSE, type StepRef } from './stepGraph.js';
-import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, stageIntoTable, stagedTableName, tableSource, type SwapHooks } from './swap.js';
+import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, stageIntoTable, tableSource, type SwapHooks } from './swap.js';
 import { transition } from './stateMachine.js';
 import { formatHour } from './time.js';
 
@@ -86,8 +86,8 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
 /** The live keys and the step's rows into tables of their own, to be swapped in for the hour's partition (swap.ts). */
 async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
   await keepBaseline(tx, store, run, liveSource(store));
-  const qualified = await stageIntoTable(tx, pipeline, store, run);
-  return { source: tableSource(store, qualified), table: { qualified, name: stagedTableName(...run) } };
+  const table = await stageIntoTable(tx, pipeline, store, run);
+  return { source: tableSource(store, table.qualified), table };
 }
 
 /**

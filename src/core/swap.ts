@@ -1,9 +1,9 @@
 import type { Pipeline } from '../db/pipelines.js';
-import { quoteIdent, type PoolClient, type Queryable } from '../db/pool.js';
+import { quoteIdent, quoteQualified, type PoolClient, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
-import type { PartitionSnapshot } from './partitionStep.js';
+import { snapshotPartition, type PartitionSnapshot } from './partitionStep.js';
 import { reconcileByKey, type Reconciliation, type RowSource } from './reconcile.js';
-import { keysEqual, stepRows, type RowStore } from './rowStore.js';
+import { keysEqual, stepRows, storeSchemaName, type RowStore } from './rowStore.js';
 import { formatHour, HOUR_MS } from './time.js';
 
 /*
@@ -61,7 +61,7 @@ async function boundOfExactlyTheHour(db: Queryable, pipeline: Pipeline, hour: Da
      JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
      WHERE p.partrelid = to_regclass($1::text) AND p.partstrat = 'r' AND p.partnatts = 1 AND a.attname = $2::name
        AND k.bound = format('FOR VALUES FROM (%L) TO (%L)', $3::timestamptz, $3::timestamptz + interval '1 hour')`,
-    [qualifiedTarget(pipeline), pipeline.partitionColumn, hour, candidate]);
+    [quoteQualified(pipeline.targetTable), pipeline.partitionColumn, hour, candidate]);
   const row = rows[0];
   return row && { ...row, qualified: `${quoteIdent(row.schema)}.${quoteIdent(row.name)}` };
 }
@@ -72,10 +72,10 @@ async function boundOfExactlyTheHour(db: Queryable, pipeline: Pipeline, hour: Da
  * (pg_get_expr) opens each of them, and took 0.4 s on a month of hourly partitions.
  */
 async function partitionHolding(db: Queryable, pipeline: Pipeline, hour: Date): Promise<string | undefined> {
-  const { rows: kind } = await db.query<{ partitioned: boolean }>(`SELECT relkind = 'p' AS partitioned FROM pg_class WHERE oid = to_regclass($1::text)`, [qualifiedTarget(pipeline)]);
+  const { rows: kind } = await db.query<{ partitioned: boolean }>(`SELECT relkind = 'p' AS partitioned FROM pg_class WHERE oid = to_regclass($1::text)`, [quoteQualified(pipeline.targetTable)]);
   if (!kind[0]?.partitioned) return undefined;
   const { rows } = await db.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-    `EXPLAIN (VERBOSE, FORMAT JSON) SELECT 1 FROM ${qualifiedTarget(pipeline)} WHERE ${quoteIdent(pipeline.partitionColumn)} = ${hourLiteral(hour)}`);
+    `EXPLAIN (VERBOSE, FORMAT JSON) SELECT 1 FROM ${quoteQualified(pipeline.targetTable)} WHERE ${quoteIdent(pipeline.partitionColumn)} = ${hourLiteral(hour)}`);
   const scanned = scannedRelations(rows[0]?.['QUERY PLAN'][0].Plan);
   return scanned.length === 1 ? scanned[0] : undefined;
 }
@@ -92,16 +92,10 @@ function scannedRelations(node: PlanNode | undefined): string[] {
   return [...own, ...(node.Plans ?? []).flatMap(scannedRelations)];
 }
 
-function qualifiedTarget(pipeline: Pipeline): string {
-  return pipeline.targetTable.split('.').map(quoteIdent).join('.');
-}
-
 /** 2026111503: hours sort by name in the store. */
 export function hourCode(hour: Date): string {
   return hour.toISOString().slice(0, 13).replace(/[-T]/g, '');
 }
-
-const storeSchemaOf = (store: RowStore) => store.schema.slice(1, -1).replaceAll('""', '"');
 
 export function stagedTableName(backfillId: number, generation: number, hour: Date): string {
   return `p${hourCode(hour)}_b${backfillId}_g${generation}`;
@@ -150,11 +144,12 @@ const IN_HOUR = 'bf_in_hour';
 
 /**
  * Runs the step into a new table of the store for this run and hour, shaped like the target and constrained to
- * the hour. Returns its quoted name. A re-run of the same stage starts the table over.
+ * the hour. Returns its name, and its qualified, quoted name. A re-run of the same stage starts the table over.
  */
-export async function stageIntoTable(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<string> {
-  const [backfillId, generation, hour] = run;
-  const table = `${store.schema}.${quoteIdent(stagedTableName(backfillId, generation, hour))}`;
+export async function stageIntoTable(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<{ name: string; qualified: string }> {
+  const hour = run[2];
+  const name = stagedTableName(...run);
+  const table = inStore(store, name);
   await refuseIfAttached(tx, table);
   await tx.query(`DROP TABLE IF EXISTS ${table}`);
   const p = store.partition;
@@ -170,7 +165,7 @@ export async function stageIntoTable(tx: PoolClient, pipeline: Pipeline, store: 
       `the ${pipeline.name} step produced rows for ${formatHour(hour)} that are not in that hour: ` +
       `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`, { cause: error });
   }
-  return table;
+  return { name, qualified: table };
 }
 
 async function refuseIfAttached(db: Queryable, table: string): Promise<void> {
@@ -243,13 +238,13 @@ export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: R
   await recordWrittenKeys(tx, store, run, staged);
   const published = await reconcileByKey(tx, store, run, tableSource(store, live.qualified), tableSource(store, staged));
   const savedRows = await countRows(tx, live.qualified);
-  const snapshot = await snapshotTable(tx, pipeline, store, staged);
+  const snapshot = await snapshotPartition(tx, pipeline, hour, staged);
   const savedName = savedTableName(run[0], hour);
   const started = performance.now();
-  await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaOf(store), name: savedName }, inTable: staged, hour });
+  await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaName(pipeline.name), name: savedName }, inTable: staged, hour });
   const swapMs = performance.now() - started;
   hooks.onSwapWindow?.(swapMs);
-  return { savedRows, lateRows, published, snapshot, savedTable: `${store.schema}.${quoteIdent(savedName)}`, publishedTable: live.qualified, swapMs };
+  return { savedRows, lateRows, published, snapshot, savedTable: inStore(store, savedName), publishedTable: live.qualified, swapMs };
 }
 
 /**
@@ -308,17 +303,6 @@ async function countRows(db: Queryable, table: string): Promise<number> {
   return rows[0]?.n ?? 0;
 }
 
-/** As snapshotPartition, over a table that is about to become the partition. */
-async function snapshotTable(db: Queryable, pipeline: Pipeline, store: RowStore, table: string): Promise<PartitionSnapshot> {
-  const { rows } = await db.query<PartitionSnapshot>(
-    `SELECT count(*)::bigint AS rows, coalesce(sum(t.${store.measure}), 0)::numeric(18,2)::text AS total,
-            md5(coalesce(string_agg(t::text, '|' ORDER BY ${pipeline.keyColumns.map((key) => `t.${quoteIdent(key)}`).join(', ')}), '')) AS checksum
-     FROM ${table} t`);
-  const row = rows[0];
-  if (!row) throw new Error('snapshot query returned no row');
-  return row;
-}
-
 /**
  * Tables of this backfill's swaps still in the store and not attached: what retention drops with its rows of
  * that kind (scratch: the staged live keys; undo: the staged, saved and swapped-out tables and the written keys).
@@ -341,13 +325,12 @@ export interface SwappedPartition {
   writtenTable: string;
 }
 
-export async function swappedPartition(db: Queryable, backfillId: number, hour: Date): Promise<SwappedPartition | undefined> {
+export async function swappedPartition(db: Queryable, store: RowStore, backfillId: number, hour: Date): Promise<SwappedPartition | undefined> {
   const { rows } = await db.query<Omit<SwappedPartition, 'writtenTable'>>(
     `SELECT saved_table AS "savedTable", published_table AS "publishedTable", rows_saved::int AS "rowsSaved"
      FROM backfill.preserved_partitions WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz AND saved_table IS NOT NULL`, [backfillId, hour]);
   const row = rows[0];
-  // Beside the saved table, in the same store (its own name, quoted, holds no dot).
-  return row && { ...row, writtenTable: `${row.savedTable.slice(0, row.savedTable.lastIndexOf('.'))}.${quoteIdent(writtenTableName(backfillId, hour))}` };
+  return row && { ...row, writtenTable: inStore(store, writtenTableName(backfillId, hour)) };
 }
 
 /**
@@ -362,7 +345,7 @@ export function writtenBySwap(store: RowStore, swapped: SwappedPartition): RowSo
 
 /**
  * Swaps a published partition back out, inside the caller's rollback transaction (which holds the partition
- * lock): rows written after the publish (late rows) are carried into the saved partition first, so they stay
+ * lock, and the target's lockForSwap, taken before it read anything): rows written after the publish (late rows) are carried into the saved partition first, so they stay
  * live; then the saved partition takes its name and place again, and the published one goes back to the store.
  * Returns the rows put back.
  */
@@ -374,7 +357,6 @@ export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: R
       `${formatHour(hour)}: the partition backfill #${run[0]} attached (${swapped.publishedTable}) is no longer the live one (${live?.qualified ?? 'none'}); nothing was changed`);
   }
   await refuseIfAttached(tx, swapped.savedTable);
-  await lockForSwap(tx, store);
   const late = await tx.query(
     `INSERT INTO ${swapped.savedTable} (${store.columns.join(', ')})
      SELECT ${store.columns.map((column) => `t.${column}`).join(', ')} FROM ${tableSource(store, live.qualified)}
@@ -385,6 +367,6 @@ export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: R
     throw new BackfillError(ErrorCode.StepFailed,
       `restoring ${formatHour(hour)} would put back ${putBack} rows, not the ${swapped.rowsSaved} saved and ${late.rowCount ?? 0} written since; nothing was changed`);
   }
-  await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaOf(store), name: `p${hourCode(hour)}_b${run[0]}_rolledback` }, inTable: swapped.savedTable, hour });
+  await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaName(pipeline.name), name: `p${hourCode(hour)}_b${run[0]}_rolledback` }, inTable: swapped.savedTable, hour });
   return swapped.rowsSaved;
 }
