@@ -154,6 +154,17 @@ async function withServerAdmin<T>(databaseUrl: string, work: (admin: pg.Client, 
   }
 }
 
+/** Creates the database named in the URL; one that another process created meanwhile is fine. */
+export async function createDatabase(databaseUrl: string): Promise<void> {
+  await withServerAdmin(databaseUrl, async (admin, name) => {
+    try {
+      await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== '42P04') throw error;
+    }
+  });
+}
+
 /** Drops the database named in the URL, if it exists, disconnecting whoever is still on it. */
 export async function dropDatabase(databaseUrl: string): Promise<void> {
   await withServerAdmin(databaseUrl, async (admin, name) => {

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { BackfillError, ErrorCode } from '../errors.js';
+import { createDatabase } from './pool.js';
 
 // What every entry point does before it relies on a service: one try, a short timeout, and when the service is
 // not there a sentence naming it (the URL without its password), what was tried, and how to fix it; never a
@@ -43,7 +44,7 @@ export async function requireDatabase(databaseUrl: string, options: { create: bo
   const name = decodeURIComponent(url.pathname.slice(1));
   const where = `${url.hostname}:${url.port || 5432}`;
   try {
-    await withConnection(databaseUrl, async () => undefined);
+    await connectOnce(databaseUrl);
     return;
   } catch (error) {
     if ((error as { code?: string }).code !== NO_SUCH_DATABASE) {
@@ -57,28 +58,15 @@ export async function requireDatabase(databaseUrl: string, options: { create: bo
         `Create it with \`npx backfill migrate --create\`, or correct the database name in ${variable}. Nothing was created.`, { cause: error });
     }
   }
-  const admin = new URL(databaseUrl);
-  admin.pathname = '/postgres';
-  await withConnection(admin.toString(), async (client) => {
-    try {
-      await client.query(`CREATE DATABASE "${name.replaceAll('"', '""')}"`);
-    } catch (error) {
-      // Two processes creating it at once: the other one did.
-      if ((error as { code?: unknown }).code !== '42P04') throw error;
-    }
-  });
+  await createDatabase(databaseUrl);
 }
 
-async function withConnection<T>(connectionString: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+async function connectOnce(connectionString: string): Promise<void> {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, application_name: 'backfill-bot-check' });
   // An error after the connection failed must not surface as an unhandled 'error' event.
   client.on('error', () => undefined);
   await client.connect();
-  try {
-    return await work(client);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
+  await client.end().catch(() => undefined);
 }
 
 /** One PING to the Redis in `redisUrl`, without the client's endless reconnecting. */
