@@ -10,13 +10,13 @@ import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, poolBounds, recreateDatabase } from '../db/pool.js';
 import { requireDatabase, requireRedis } from '../db/reachable.js';
-import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
+import { isBackfillError } from '../errors.js';
 import { redisConnection } from '../queue/stepQueue.js';
 import { createSlackApp } from '../slack/app.js';
 import { ActionId, encodeButtonValue } from '../views/blocks.js';
 import { renderDiff } from '../views/text.js';
 import { OWNERS } from './constants.js';
-import { parseTargetShape, seedDemo, TARGET_SHAPES, type TargetShape } from './seed.js';
+import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type TargetShape } from './seed.js';
 
 // npm run demo: the night-15 backfill end to end on local Postgres and Redis, driven the way Slack drives it:
 // signed slash commands and button clicks into the real Bolt receiver, the bot's Web API calls answered by a
@@ -39,13 +39,9 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
 }
 
 /** `--target partitioned`: warehouse.orders partitioned by hour, each partition published by swap. */
-function parseTarget(args: string[]): TargetShape {
-  const [flag, value] = args[0]?.includes('=') ? args[0].split('=', 2) : [args[0], args[1]];
-  if (flag === undefined) return 'plain';
-  if (flag !== '--target' || args.length > (args[0]?.includes('=') ? 1 : 2)) {
-    throw new BackfillError(ErrorCode.BadInput, `Unknown arguments "${args.join(' ')}". Usage: npm run demo [-- --target ${TARGET_SHAPES.join('|')}]`);
-  }
-  return parseTargetShape(value ?? '');
+function parseTarget(argv: string[]): TargetShape {
+  const options = demoOptions(argv, ['target'], `Usage: npm run demo [-- --target ${TARGET_SHAPES.join('|')}]`);
+  return parseTargetShape(options.target ?? 'plain');
 }
 
 async function main(): Promise<void> {

@@ -5,6 +5,7 @@
 // signed totals) comes out of that replay; none is written as a literal.
 
 import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { replacePartition } from '../core/partitionStep.js';
 import { storeSchemaName } from '../core/rowStore.js';
@@ -31,6 +32,19 @@ const RAW_COLUMNS = 'order_id, shard, event_hour, merchant_id, currency_raw, amo
  */
 export type TargetShape = 'plain' | 'partitioned';
 export const TARGET_SHAPES: readonly TargetShape[] = ['plain', 'partitioned'];
+
+/**
+ * The options of the demo's commands, `--name value` or `--name=value`; anything else is refused with `usage`
+ * before anything is touched.
+ */
+export function demoOptions<Name extends string>(argv: string[], names: readonly Name[], usage: string): Partial<Record<Name, string>> {
+  try {
+    const { values } = parseArgs({ args: argv, options: Object.fromEntries(names.map((name) => [name, { type: 'string' as const }])), strict: true });
+    return values as Partial<Record<Name, string>>;
+  } catch (error) {
+    throw new BackfillError(ErrorCode.BadInput, `${(error as Error).message}. ${usage}`);
+  }
+}
 
 export function parseTargetShape(text: string): TargetShape {
   const shape = TARGET_SHAPES.find((candidate) => candidate === text);

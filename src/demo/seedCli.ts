@@ -1,4 +1,4 @@
-// npm run demo:seed [-- --scenario night-9-outage]: creates the database when needed, migrates it and seeds
+// npm run demo:seed [-- --scenario night-9-outage] [--target partitioned]: creates the database when needed, migrates it and seeds
 // (or re-seeds) the Harborlight demo. Exit 0 on success; a BackfillError prints its message and exits 1.
 
 import { loadConfig } from '../config.js';
@@ -7,25 +7,17 @@ import { createPool, poolBounds } from '../db/pool.js';
 import { requireDatabase } from '../db/reachable.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { DemoScenario, SCENARIO_AS_OF } from './constants.js';
-import { parseTargetShape, seedDemo, TARGET_SHAPES, type SeedSummary, type TargetShape } from './seed.js';
+import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type SeedSummary, type TargetShape } from './seed.js';
 
 const SCENARIOS = Object.values(DemoScenario);
 
 const USAGE = `Usage: npm run demo:seed -- [--scenario ${SCENARIOS.join('|')}] [--target ${TARGET_SHAPES.join('|')}]`;
 
-function parseArgs(args: string[]): { scenario: DemoScenario; target: TargetShape } {
-  const values: Record<'scenario' | 'target', string> = { scenario: DemoScenario.MonthEnd, target: 'plain' };
-  for (let index = 0; index < args.length; index += 1) {
-    const arg = args[index] ?? '';
-    const [flag, inline] = arg.split('=', 2);
-    const name = flag === '--scenario' ? 'scenario' : flag === '--target' ? 'target' : undefined;
-    if (!name) throw new BackfillError(ErrorCode.BadInput, `Unknown argument "${arg}". ${USAGE}`);
-    if (inline === undefined) index += 1;
-    values[name] = inline ?? args[index] ?? '';
-  }
-  const scenario = SCENARIOS.find((candidate) => candidate === values.scenario);
-  if (!scenario) throw new BackfillError(ErrorCode.BadInput, `Unknown scenario "${values.scenario}". Choose one of: ${SCENARIOS.join(', ')}.`);
-  return { scenario, target: parseTargetShape(values.target) };
+function parseSeedArgs(argv: string[]): { scenario: DemoScenario; target: TargetShape } {
+  const options = demoOptions(argv, ['scenario', 'target'], USAGE);
+  const scenario = SCENARIOS.find((candidate) => candidate === (options.scenario ?? DemoScenario.MonthEnd));
+  if (!scenario) throw new BackfillError(ErrorCode.BadInput, `Unknown scenario "${options.scenario ?? ''}". Choose one of: ${SCENARIOS.join(', ')}.`);
+  return { scenario, target: parseTargetShape(options.target ?? 'plain') };
 }
 
 /** 1284310.55 → 1,284,310.55 */
@@ -46,7 +38,7 @@ function describeSummary(summary: SeedSummary, millis: number): string {
 }
 
 async function main(): Promise<void> {
-  const { scenario, target } = parseArgs(process.argv.slice(2));
+  const { scenario, target } = parseSeedArgs(process.argv.slice(2));
   const config = loadConfig();
   // The demo's own database may be created; a working one named by mistake would be seeded over, so only here.
   await requireDatabase(config.DATABASE_URL, { create: true });
