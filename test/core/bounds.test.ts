@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { startApproved } from '../../src/core/dispatch.js';
 import { approveCapacity, gateStatus, overrideGate } from '../../src/core/gate.js';
 import { planBackfill } from '../../src/core/plan.js';
 import { recordingRefusals } from '../../src/core/refusals.js';
@@ -14,7 +13,7 @@ import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { planMessage } from '../../src/views/blocks.js';
 import { renderPlan } from '../../src/views/text.js';
 import { startWorkers } from '../../src/worker.js';
-import { createTestEngine, type TestEngine } from '../support/engine.js';
+import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
 
 const OPERATOR = 'U07ONCALL';
@@ -50,14 +49,6 @@ async function holdTargetLock(e: TestEngine): Promise<() => Promise<void>> {
   };
 }
 
-async function approvedNight15(ctx: StepContext): Promise<number> {
-  const { backfill } = await startBackfill(ctx, { pipeline: 'orders', target: NIGHT, reason: 'currency parsed as text', actor: OPERATOR });
-  await overrideGate(ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'bounds test' });
-  for (const key of ['payout_export', 'settlement_report']) await executeStep(ctx, { backfillId: backfill.id, kind: 'announce', key });
-  await startApproved(ctx, backfill.id);
-  return backfill.id;
-}
-
 async function stepRow(ctx: StepContext, id: number, key: string): Promise<{ status: string; error: string | null }> {
   const { rows } = await ctx.pool.query<{ status: string; error: string | null }>(
     `SELECT status, error FROM backfill.backfill_steps WHERE backfill_id = $1 AND kind = 'stage' AND step_key = $2`, [id, key]);
@@ -80,7 +71,7 @@ describe('statement and lock timeouts', () => {
   it('fails a step whose statement waits past STATEMENT_TIMEOUT_MS, saying so on the step and the backfill', async () => {
     engine = await createTestEngine();
     const { ctx } = boundedContext(engine, { statementTimeoutMs: 1_000, lockTimeoutMs: 60_000 });
-    const id = await approvedNight15(ctx);
+    const id = await approvedNight15(ctx, 'bounds test');
     const release = await holdTargetLock(engine);
     const key = '2026-11-15T05:00Z';
     await expect(executeStep(ctx, { backfillId: id, kind: 'stage', key })).rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.Timeout));
@@ -93,7 +84,7 @@ describe('statement and lock timeouts', () => {
   it('gives a step back for a retry when its lock wait passes LOCK_TIMEOUT_MS', async () => {
     engine = await createTestEngine();
     const { ctx } = boundedContext(engine, { statementTimeoutMs: 60_000, lockTimeoutMs: 300 });
-    const id = await approvedNight15(ctx);
+    const id = await approvedNight15(ctx, 'bounds test');
     const release = await holdTargetLock(engine);
     const key = '2026-11-15T06:00Z';
     await expect(executeStep(ctx, { backfillId: id, kind: 'stage', key }, { finalAttempt: false }))
@@ -120,7 +111,7 @@ describe('closing the workers', () => {
   it('cancels the statements its steps still run after the close deadline; the steps go back to pending and finish later', async () => {
     engine = await createTestEngine();
     const { ctx, applicationName } = boundedContext(engine, { statementTimeoutMs: 120_000, lockTimeoutMs: 120_000 });
-    const id = await approvedNight15(ctx);
+    const id = await approvedNight15(ctx, 'bounds test');
     const release = await holdTargetLock(engine);
     const activity = async (filter: string) => {
       const { rows } = await engine!.ctx.pool.query<{ n: number }>(

@@ -12,8 +12,6 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { STEP_QUEUE } from '../../jobs/registry.js';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { startApproved } from '../../src/core/dispatch.js';
-import { overrideGate } from '../../src/core/gate.js';
 import { toCents } from '../../src/core/money.js';
 import { answerPaidAgainst } from '../../src/core/paidAgainst.js';
 import { lockPartition, replacePartition, snapshotPartition, type PartitionSnapshot } from '../../src/core/partitionStep.js';
@@ -27,7 +25,7 @@ import { requirePipeline } from '../../src/db/pipelines.js';
 import { withTransaction } from '../../src/db/pool.js';
 import { BackfillError, ErrorCode } from '../../src/errors.js';
 import { createStepQueue, dispatch, redisConnection } from '../../src/queue/stepQueue.js';
-import { createTestEngine, type TestEngine } from '../support/engine.js';
+import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';
 const NIGHT = '2026-11-15';
@@ -51,15 +49,6 @@ afterEach(async () => {
 });
 
 // ---- driving the engine --------------------------------------------------------------------------------------
-
-/** Starts night 15, opens the gate by override and delivers the announcements: ready to run. */
-async function approvedNight15(e: TestEngine): Promise<number> {
-  const { backfill } = await startBackfill(e.ctx, { pipeline: 'orders', target: NIGHT, reason: 'currency parsed as text', actor: OPERATOR });
-  await overrideGate(e.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'interleaving test' });
-  for (const key of ['payout_export', 'settlement_report']) expect(await executeStep(e.ctx, { backfillId: backfill.id, kind: 'announce', key })).toBe('done');
-  await startApproved(e.ctx, backfill.id);
-  return backfill.id;
-}
 
 /** Stages every target by hand (the dispatcher would do the same), so a test can then publish step by step. */
 async function stageAll(e: TestEngine, id: number): Promise<void> {
@@ -233,7 +222,7 @@ describe('a pause that lands while publishes are in flight', () => {
   it('leaves the publishes it caught blocked (never skipped), and one continue runs the night to done with every hour rebuilt', async () => {
     engine = await createTestEngine('month-end', { WORKER_CONCURRENCY: '4', WAVE_SIZE: '4' });
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'interleaving test');
     const prior = await snapshotsOf(e);
     const dayBefore = await dayTotal(e);
     // After the preview: three source orders of 07:00 change, so 07:00's staged total leaves its envelope.
@@ -313,7 +302,7 @@ describe('acceptance is per partition', () => {
     // this test is about acceptance alone.
     engine = await createTestEngine('month-end', { WAVE_SIZE: '4', WORKER_CONCURRENCY: '1' });
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'interleaving test');
     const prior10 = await snapshotOf(e, hourKey('10'));
     // After the preview, the source of 07:00 and of 10:00 changes. Staging builds every hour before the canary is
     // published, so 10:00's source must change now for its staged rows to differ from what its preview showed;
@@ -362,7 +351,7 @@ describe('a writer racing a publish', () => {
   it('saves every row the publish deletes, including rows another writer committed while it ran: none vanishes', async () => {
     engine = await createTestEngine();
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'interleaving test');
     await stageAll(e, id);
     const hour = hourKey('05');
     const liveBefore = await orderIds(e, hour);
@@ -417,7 +406,7 @@ describe('Redis lost while a publish runs', () => {
       `SELECT count(*)::int AS rows, coalesce(sum(amount_base), 0)::numeric(18,2)::text AS total,
               md5(coalesce(string_agg(order_id || ':' || amount_base::text, '|' ORDER BY order_id), '')) AS md5
        FROM warehouse.orders WHERE partition_hour = $1`, [canary]);
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'interleaving test');
     await stageAll(e, id);
     const queue = createStepQueue(e.ctx.config);
     queues.push(queue);
@@ -471,7 +460,7 @@ describe('late rows and rollback', () => {
     const e = engine;
     const prior = await snapshotsOf(e);
     const dayBefore = await dayTotal(e);
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'interleaving test');
     await stageAll(e, id);
     for (const key of [hourKey('05'), hourKey('06')]) expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key })).toBe('done');
     await stopBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'wrong step version deployed' });
@@ -500,11 +489,11 @@ describe('rollback in the order of the generations', () => {
   it('refuses to roll back #1 while #2 of the same hours stands, naming #2 and changing nothing; paid-against calls #2 current', async () => {
     engine = await createTestEngine();
     const e = engine;
-    const first = await approvedNight15(e);
+    const first = await approvedNight15(e.ctx, 'interleaving test');
     expect((await settle(e, first)).backfill.state).toBe('done');
     // A small source change, then a second backfill of the same night.
     await changeSource(e, hourKey('06'), 1, '40.00');
-    const second = await approvedNight15(e);
+    const second = await approvedNight15(e.ctx, 'interleaving test');
     expect((await settle(e, second)).backfill.state).toBe('done');
 
     const before = { night: await snapshotsOf(e), day: await dayTotal(e) };
@@ -534,7 +523,7 @@ describe('a stopped backfill that published holds its hours', () => {
     engine = await createTestEngine();
     const e = engine;
     const prior = await snapshotsOf(e);
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'interleaving test');
     await stageAll(e, id);
     expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hourKey('05') })).toBe('done');
     await stopBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the canary looks wrong' });
@@ -559,9 +548,9 @@ describe('partition generations', () => {
   it('numbers each publish over an hour: backfill #1 wrote generation 1 and #2 generation 2 of every hour', async () => {
     engine = await createTestEngine();
     const e = engine;
-    const first = await approvedNight15(e);
+    const first = await approvedNight15(e.ctx, 'interleaving test');
     expect((await settle(e, first)).backfill.state).toBe('done');
-    const second = await approvedNight15(e);
+    const second = await approvedNight15(e.ctx, 'interleaving test');
     expect((await settle(e, second)).backfill.state).toBe('done');
 
     const { rows } = await e.ctx.pool.query<{ hour: string; generations: { generation: number; backfill: number }[] }>(
@@ -590,7 +579,7 @@ describe('refusals are BackfillErrors, never raw database errors', () => {
     };
 
     // #1 publishes the canary and is stopped: its hours are held.
-    const one = await approvedNight15(e);
+    const one = await approvedNight15(e.ctx, 'interleaving test');
     await stageAll(e, one);
     expect(await executeStep(e.ctx, { backfillId: one, kind: 'publish', key: hourKey('05') })).toBe('done');
     await stopBackfill(e.ctx, { backfillId: one, actor: OPERATOR, reason: 'stopped for the test' });
@@ -602,9 +591,9 @@ describe('refusals are BackfillErrors, never raw database errors', () => {
     expect((await settle(e, one)).backfill.state).toBe('rolled_back');
 
     // #2 runs; #3 runs after it over the same hours; #2's rollback is then out of order.
-    const two = await approvedNight15(e);
+    const two = await approvedNight15(e.ctx, 'interleaving test');
     expect((await settle(e, two)).backfill.state).toBe('done');
-    const three = await approvedNight15(e);
+    const three = await approvedNight15(e.ctx, 'interleaving test');
     expect((await settle(e, three)).backfill.state).toBe('done');
     expect(refused(await outcomeOf(rollbackBackfill(e.ctx, { backfillId: two, actor: OPERATOR }))), 'rollback of #2 under #3')
       .toEqual({ refused: ErrorCode.WrongState });

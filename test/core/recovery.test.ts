@@ -1,6 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { startApproved } from '../../src/core/dispatch.js';
 import { approveCapacity, overrideGate } from '../../src/core/gate.js';
 import { lockPartition, replacePartition, snapshotPartition } from '../../src/core/partitionStep.js';
 import { planBackfill } from '../../src/core/plan.js';
@@ -11,7 +10,7 @@ import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { withTransaction } from '../../src/db/pool.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
-import { createTestEngine, type TestEngine } from '../support/engine.js';
+import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((h) => `2026-11-15T${h}:00Z`);
@@ -23,15 +22,6 @@ afterEach(async () => {
   engine = undefined;
 });
 
-/** Starts night 15, opens the gate by override, and delivers the announcements, ready to run. */
-async function approvedNight15(e: TestEngine, target = '2026-11-15'): Promise<number> {
-  const { backfill } = await startBackfill(e.ctx, { pipeline: 'orders', target, reason: 'currency parsed as text', actor: OPERATOR });
-  await overrideGate(e.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'recovery test' });
-  for (const key of ['payout_export', 'settlement_report']) await executeStep(e.ctx, { backfillId: backfill.id, kind: 'announce', key });
-  await startApproved(e.ctx, backfill.id);
-  return backfill.id;
-}
-
 async function kinds(e: TestEngine, id: number): Promise<string[]> {
   return (await listEvents(e.ctx.pool, id)).map((event) => event.kind);
 }
@@ -40,7 +30,7 @@ describe('stop and the fence', () => {
   it('refuses the commit of a worker that was already publishing when the backfill was stopped; live data untouched', async () => {
     engine = await createTestEngine();
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     for (const key of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key })).toBe('done');
     const before = (await e.ctx.pool.query(dayTotal)).rows[0];
     // The worker publishing the canary has done its writes when the stop lands; it then reaches its commit.
@@ -67,7 +57,7 @@ describe('canary, waves, and what stops them', () => {
   it('publishes the canary alone, then waves of the configured size, each after the one before', async () => {
     engine = await createTestEngine('month-end', { WAVE_SIZE: '2' });
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('done');
     expect(report.backfill.diff).toBe('-12408.45');
@@ -85,7 +75,7 @@ describe('canary, waves, and what stops them', () => {
   it('stops the expansion at the canary on a difference the plan did not predict, keeping both generations', async () => {
     engine = await createTestEngine();
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     // After the announcement, three orders of the canary hour vanish from the source: keys would be lost.
     await e.ctx.pool.query(`DELETE FROM warehouse.orders_raw WHERE order_id IN (SELECT order_id FROM warehouse.orders_raw WHERE event_hour = '2026-11-15T05:00Z' ORDER BY order_id LIMIT 3)`);
     const paused = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
@@ -108,7 +98,7 @@ describe('canary, waves, and what stops them', () => {
     const e = engine;
     // A stable key that is not unique: the staged rows of every hour share merchant ids.
     await e.ctx.pool.query(`UPDATE backfill.pipelines SET key_columns = '{merchant_id}' WHERE name = 'orders'`);
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('paused');
     expect(report.backfill.pausedReason).toMatch(/^2026-11-15 05:00: \d+ duplicate key\(s\) in the staged data: the publish is blocked$/);
@@ -124,7 +114,7 @@ describe('rollback', () => {
     const e = engine;
     const pipeline = await requirePipeline(e.ctx.pool, 'orders');
     const prior = await Promise.all(HOURS.map((h) => snapshotPartition(e.ctx.pool, pipeline, new Date(h))));
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('done');
     expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1271902.10');
     const { restored } = await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR });
@@ -149,7 +139,7 @@ describe('rollback', () => {
   it('refuses when another writer changed a row the publish wrote, naming the partition, and changes nothing', async () => {
     engine = await createTestEngine();
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     // A correction by hand to one published order: restoring the prior rows would silently undo it.
     await e.ctx.pool.query(`UPDATE warehouse.orders SET amount_base = amount_base + 1 WHERE order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = '2026-11-15T07:00Z')`);
@@ -177,7 +167,7 @@ describe('writes that race the backfill', () => {
   it('keeps late rows that normal ingestion wrote between staging and publish', async () => {
     engine = await createTestEngine();
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     for (const key of HOURS) await executeStep(e.ctx, { backfillId: id, kind: 'stage', key });
     await addLateOrder(e, '2026-11-15T06:00Z', 999000002);
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
@@ -192,7 +182,7 @@ describe('writes that race the backfill', () => {
   it('loses none of the rows a writer keeps adding while the backfill runs', async () => {
     engine = await createTestEngine();
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     const written: number[] = [];
     let running = true;
     const writer = (async () => {
@@ -218,7 +208,7 @@ describe('source unavailable', () => {
     engine = await createTestEngine();
     const e = engine;
     const pipeline = await requirePipeline(e.ctx.pool, 'orders');
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'recovery test');
     await e.ctx.pool.query(`DELETE FROM warehouse.orders_raw WHERE event_hour = '2026-11-15T10:00Z'`);
     const prior = await snapshotPartition(e.ctx.pool, pipeline, new Date('2026-11-15T10:00Z'));
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);

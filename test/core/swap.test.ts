@@ -6,11 +6,8 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { startApproved } from '../../src/core/dispatch.js';
-import { overrideGate } from '../../src/core/gate.js';
 import { rollbackBackfill, stopBackfill } from '../../src/core/recovery.js';
 import { pruneStoredRows } from '../../src/core/retention.js';
-import { startBackfill } from '../../src/core/start.js';
 import { loadBackfillReport } from '../../src/core/status.js';
 import { executeStep } from '../../src/core/steps.js';
 import { hourPartitionOf } from '../../src/core/swap.js';
@@ -18,7 +15,7 @@ import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { startWorkers } from '../../src/worker.js';
-import { createTestEngine, type TestEngine } from '../support/engine.js';
+import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
 
 const OPERATOR = 'U07ONCALL';
@@ -39,14 +36,6 @@ afterEach(async () => {
   await engine?.close();
   engine = undefined;
 });
-
-async function approvedNight15(e: TestEngine): Promise<number> {
-  const { backfill } = await startBackfill(e.ctx, { pipeline: 'orders', target: NIGHT, reason: 'currency parsed as text', actor: OPERATOR });
-  await overrideGate(e.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'swap test' });
-  for (const key of ['payout_export', 'settlement_report']) expect(await executeStep(e.ctx, { backfillId: backfill.id, kind: 'announce', key })).toBe('done');
-  await startApproved(e.ctx, backfill.id);
-  return backfill.id;
-}
 
 /** The backfill's end state; a step's error is shown when it is not done. */
 async function settle(e: TestEngine, id: number): Promise<string> {
@@ -92,7 +81,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
     const before = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'swap test');
     expect(await settle(e, id)).toBe('done');
     expect(await dayTotal(e)).toBe(CORRECTED_TOTAL);
 
@@ -134,7 +123,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
   it('four publishes at once through the real workers swap one after another, with no deadlock and no retry', async () => {
     engine = await createTestEngine('month-end-partitioned', { WORKER_CONCURRENCY: '4', WAVE_SIZE: '4' });
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'swap test');
     const workers = await startWorkers(e.ctx, { sweepMs: 200 });
     try {
       await waitUntil(async () => ['done', 'failed', 'paused'].includes((await loadBackfillReport(e.ctx.pool, id)).backfill.state), 'the backfill to settle', 60_000);
@@ -152,7 +141,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
     const before = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'swap test');
     expect(await settle(e, id)).toBe('done');
     const published = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
 
@@ -168,7 +157,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
   it('a late row written between stage and publish is carried into the published partition; one written after the publish stays live through a rollback', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'swap test');
     for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
     const late = (orderId: number) => e.ctx.pool.query(
       `INSERT INTO warehouse.orders (partition_hour, order_id, shard, merchant_id, currency, amount_local, fx_rate, amount_base)
@@ -193,13 +182,13 @@ describe('publish by swap, on a target partitioned by hour', () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
     const original = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
-    const first = await approvedNight15(e);
+    const first = await approvedNight15(e.ctx, 'swap test');
     expect(await settle(e, first)).toBe('done');
     const firstPublished = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
     // A small source change, then a second backfill of the same night: its swaps move #1's tables into the store.
     await e.ctx.pool.query(`UPDATE warehouse.orders_raw SET amount_local = amount_local + 40.00
       WHERE ctid = (SELECT ctid FROM warehouse.orders_raw WHERE event_hour = $1 ORDER BY order_id LIMIT 1)`, [hourKey('06')]);
-    const second = await approvedNight15(e);
+    const second = await approvedNight15(e.ctx, 'swap test');
     expect(await settle(e, second)).toBe('done');
 
     const refusal = await rollbackBackfill(e.ctx, { backfillId: first, actor: OPERATOR }).catch((error: unknown) => error);
@@ -216,7 +205,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
   it('a rollback is refused, and nothing is swapped, when another writer changed a row the publish wrote', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'swap test');
     expect(await settle(e, id)).toBe('done');
     const published = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
     await e.ctx.pool.query(`UPDATE warehouse.orders SET amount_base = amount_base + 1 WHERE partition_hour = $1 AND order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = $1)`, [hourKey('07')]);
@@ -229,7 +218,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
   it('a publish waits for a reader holding the target, then swaps; the reader saw the prior partition whole', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'swap test');
     for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
     const prior = await livePartition(e, '05');
     const reader = await connect(e);
@@ -251,7 +240,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
   it('a stop that lands between the swap and its commit fences it: the live partition and the staged table stay as they were', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'swap test');
     for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
     const prior = await livePartition(e, '05');
     // Forced with the publish's seam: the swap is done (uncommitted) when the stop commits.
@@ -269,7 +258,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
   it('retention drops the detached tables of a pruned backfill and never a live partition; its rollback is then refused', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
-    const id = await approvedNight15(e);
+    const id = await approvedNight15(e.ctx, 'swap test');
     expect(await settle(e, id)).toBe('done');
     const live = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
     const pruned = await pruneStoredRows(e.ctx, { actor: OPERATOR, includeRollbackRows: true, asOf: new Date(Date.now() + 31 * 24 * 3600 * 1000) });

@@ -2,7 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
 import { loadConfig } from '../../src/config.js';
 import type { Messenger, OwnerMessage } from '../../src/core/messenger.js';
-import type { StepContext } from '../../src/core/steps.js';
+import { startApproved } from '../../src/core/dispatch.js';
+import { overrideGate } from '../../src/core/gate.js';
+import { startBackfill } from '../../src/core/start.js';
+import { executeStep, type StepContext } from '../../src/core/steps.js';
 import { STEP_QUEUE } from '../../jobs/registry.js';
 import { redisConnection } from '../../src/queue/stepQueue.js';
 import { createTestDatabase, type TestScenario } from './db.js';
@@ -130,3 +133,20 @@ export async function countRows(ctx: StepContext, sql: string, params: unknown[]
   const { rows } = await ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${sql}) q`, params);
   return rows[0]?.n ?? -1;
 }
+
+/**
+ * Starts night 15 of the orders pipeline, opens its gate by an operator's override (`why`) and delivers the
+ * owners' announcements: approved and ready to run.
+ */
+export async function approvedNight15(ctx: StepContext, why: string): Promise<number> {
+  const operator = 'U07ONCALL';
+  const { backfill } = await startBackfill(ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: operator });
+  await overrideGate(ctx, { backfillId: backfill.id, actor: operator, reason: why });
+  for (const key of ['payout_export', 'settlement_report']) {
+    const outcome = await executeStep(ctx, { backfillId: backfill.id, kind: 'announce', key });
+    if (outcome !== 'done') throw new Error(`the announcement to ${key} of backfill #${backfill.id} ended ${outcome}`);
+  }
+  await startApproved(ctx, backfill.id);
+  return backfill.id;
+}
+
