@@ -18,10 +18,10 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { STEP_QUEUE } from '../jobs/registry.js';
-import { loadConfig, type Config } from '../src/config.js';
+import { openBackends, type RunConfig } from '../src/backends.js';
+import { loadConfig } from '../src/config.js';
 import type { EngineContext } from '../src/core/context.js';
 import { readWatermark } from '../src/core/identify.js';
 import { formatHour, formatHourRange } from '../src/core/time.js';
@@ -31,7 +31,7 @@ import { createPool, dropDatabase, poolBounds, recreateDatabase, type Pool } fro
 import { DEMO_PIPELINE } from '../src/demo/constants.js';
 import { seedDemo } from '../src/demo/seed.js';
 import { isBackfillError } from '../src/errors.js';
-import { createStepQueue, redisConnection } from '../src/queue/stepQueue.js';
+import { createStepQueue } from '../src/queue/stepQueue.js';
 import { parseBenchArgs, USAGE, type BenchArgs } from './args.js';
 import { autoExplainOptions, explainingPool, summarizePlans, type CapturedPlan, type StatementSummary } from './autoExplain.js';
 import { rollBackStopped, runBackfill, type BackfillRun, type Phases } from './backfill.js';
@@ -66,7 +66,8 @@ function urlWithDatabase(base: string, database: string): string {
  * BullMQ retries a Redis that is not there forever, so the bench would hang instead of failing: ask it once,
  * with a short timeout, before anything is created. Returns its version.
  */
-async function checkRedis(config: Config): Promise<string> {
+async function checkRedis(config: RunConfig): Promise<string> {
+  if (!config.REDIS_URL) return 'none (queues in PostgreSQL)';
   const redis = new Redis(config.REDIS_URL, {
     lazyConnect: true, connectTimeout: 3000, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null,
   });
@@ -97,7 +98,7 @@ async function postgresFacts(pool: Pool): Promise<{ postgres: string; settings: 
 
 interface Bench {
   args: BenchArgs;
-  config: Config;
+  config: RunConfig;
   pool: Pool;
   ctx: EngineContext;
   pipeline: Pipeline;
@@ -343,7 +344,7 @@ function checkTargets(measurements: Measurement[], rounds: WorkerRound[], shape:
 
 // ---- main ---------------------------------------------------------------------------------------------------
 
-async function setUp(args: BenchArgs, config: Config, pool: Pool, prefix: string): Promise<{ bench: Bench; machine: Machine; data: Record<string, unknown> }> {
+async function setUp(args: BenchArgs, config: RunConfig, pool: Pool, prefix: string): Promise<{ bench: Bench; machine: Machine; data: Record<string, unknown> }> {
   const redisVersion = await checkRedis(config);
   await migrate(pool);
   progress(`seeding the month-end demo into ${BENCH_DATABASE}`);
@@ -466,11 +467,20 @@ async function main(): Promise<void> {
     console.log(USAGE);
     return;
   }
-  const base = loadConfig();
-  const benchUrl = urlWithDatabase(base.DATABASE_URL, BENCH_DATABASE);
   const prefix = `bench-${randomBytes(6).toString('hex')}`;
-  // Through loadConfig again so the overrides are validated like any other configuration.
-  const config: Config = loadConfig({ ...process.env, DATABASE_URL: benchUrl, QUEUE_PREFIX: prefix });
+  // Through loadConfig so the overrides are validated like any other configuration; the backends decide the
+  // server (DATABASE_URL's, or the embedded one), and the bench works in a database of its own on it.
+  const backends = await openBackends(loadConfig({ ...process.env, QUEUE_PREFIX: prefix }), { log: progress });
+  progress(backends.summary);
+  try {
+    await benchOn(parsed, prefix, { ...backends.config, DATABASE_URL: urlWithDatabase(backends.config.DATABASE_URL, BENCH_DATABASE) });
+  } finally {
+    await backends.close();
+  }
+}
+
+async function benchOn(parsed: BenchArgs, prefix: string, config: RunConfig): Promise<void> {
+  const benchUrl = config.DATABASE_URL;
   progress(`benchmark: ${parsed.rowsPerPartition.toLocaleString('en-US')} rows × ${parsed.partitions} partitions, worker processes ${parsed.workers.join(', ')}; ` +
     `database ${BENCH_DATABASE}, queue prefix ${prefix}`);
   await checkRedis(config);
@@ -496,7 +506,9 @@ async function main(): Promise<void> {
     ['close the pool', () => pool.end()],
     ['obliterate the bench queue', async () => {
       await queue?.close();
-      const obliterate = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix });
+      // Queues in PostgreSQL go with the bench database, dropped next.
+      if (!config.REDIS_URL) return;
+      const obliterate = createStepQueue(config);
       try {
         await obliterate.obliterate({ force: true });
       } finally {

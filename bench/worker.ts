@@ -18,7 +18,10 @@ import { WORKER_APPLICATION } from './workerProcesses.js';
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { 'explain-file': { type: 'string' } } });
-  const config = loadConfig();
+  // The parent names the bench database in DATABASE_URL (on its server, or the embedded one it opened).
+  const loaded = loadConfig();
+  if (!loaded.DATABASE_URL) throw new Error('bench/worker.ts needs DATABASE_URL: bench/run.ts starts it with the bench database');
+  const config = { ...loaded, DATABASE_URL: loaded.DATABASE_URL };
   // The bounds the production worker runs with (src/workerMain.ts).
   const pool = createPool(config.DATABASE_URL, WORKER_APPLICATION, poolBounds(config));
   const explainFile = values['explain-file'];

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { BackfillError, ErrorCode } from './errors.js';
 
@@ -36,11 +37,18 @@ function userIdList(name: string) {
   });
 }
 
+/** The project's own folder: the embedded PostgreSQL keeps its data under it by default. */
+const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
+
 export const configSchema = z.object({
-  DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/backfill_bot'),
-  // The demo drops and recreates this database on every run, so it is never the working one.
-  DEMO_DATABASE_URL: postgresUrl.default('postgres://postgres@127.0.0.1:5432/backfill_bot_demo'),
-  REDIS_URL: redisUrl.default('redis://127.0.0.1:6379'),
+  // Unset: an embedded PostgreSQL of the project's own (src/backends.ts decides, src/db/embeddedPostgres.ts runs it).
+  DATABASE_URL: postgresUrl.optional(),
+  // The demo drops and recreates this database on every run, so it is never the working one. Unset: the database
+  // backfill_bot_demo on DATABASE_URL's server, or on the embedded one.
+  DEMO_DATABASE_URL: postgresUrl.optional(),
+  // Unset: BullMQ keeps its queues in PostgreSQL (its PostgreSQL backend, in the bot's own database).
+  REDIS_URL: redisUrl.optional(),
+  EMBEDDED_PG_DIR: z.string().min(1).default(`${PROJECT_ROOT}.backfill-bot/pg`),
   QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,40}$/, 'QUEUE_PREFIX may hold letters, digits, _ and - (at most 40), e.g. backfill').default('backfill'),
   WORKER_CONCURRENCY: positiveInt('WORKER_CONCURRENCY', 4),
   MAX_PARTITIONS: positiveInt('MAX_PARTITIONS', 48),

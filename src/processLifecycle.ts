@@ -1,3 +1,4 @@
+import type { Backends, RunConfig } from './backends.js';
 import { isBackfillError } from './errors.js';
 
 /**
@@ -21,4 +22,35 @@ export function runService(start: () => Promise<() => Promise<void>>): void {
     console.error(isBackfillError(error) ? error.message : error);
     process.exit(1);
   });
+}
+
+/**
+ * Starts a service on its backends and gives back its stop, which closes the service's own parts first (its
+ * workers, then its queues, then its pool: that is the order `start`'s stop must keep) and the backends last,
+ * so the embedded PostgreSQL never goes away under a live connection. A start that fails closes them too.
+ */
+export async function startOn(backends: Backends, start: (config: RunConfig) => Promise<() => Promise<void>>): Promise<() => Promise<void>> {
+  let stop: () => Promise<void>;
+  try {
+    stop = await start(backends.config);
+  } catch (error) {
+    await backends.close();
+    throw error;
+  }
+  return async () => {
+    try {
+      await stop();
+    } finally {
+      await backends.close();
+    }
+  };
+}
+
+/** Runs a command on its backends and closes them after it, whether it succeeded or failed. */
+export async function runOn<T>(backends: Backends, work: (config: RunConfig) => Promise<T>): Promise<T> {
+  try {
+    return await work(backends.config);
+  } finally {
+    await backends.close();
+  }
 }

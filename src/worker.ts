@@ -1,9 +1,11 @@
-import { Worker, type Queue } from 'bullmq';
+import type { Queue, Worker } from 'bullmq';
 import { createStepProcessor } from '../jobs/stepProcessor.js';
 import { RETENTION_JOB, STEP_QUEUE } from '../jobs/registry.js';
 import type { StepContext } from './core/steps.js';
 import { cancelRunningStatements } from './db/pool.js';
-import { createStepQueue, dispatch, redisConnection, removeQueuedJobs } from './queue/stepQueue.js';
+import { queueBackendOf } from './backends.js';
+import { createWorker } from './queue/connection.js';
+import { createStepQueue, dispatch, removeQueuedJobs } from './queue/stepQueue.js';
 
 export interface Workers {
   queue: Queue;
@@ -26,11 +28,7 @@ const CANCEL_GRACE_MS = 2_000;
  */
 export async function startWorkers(ctx: StepContext, options: { sweepMs?: number; closeDeadlineMs?: number } = {}): Promise<Workers> {
   const queue = createStepQueue(ctx.config);
-  const worker = new Worker(STEP_QUEUE, createStepProcessor(ctx, queue), {
-    connection: redisConnection(ctx.config),
-    prefix: ctx.config.QUEUE_PREFIX,
-    concurrency: ctx.config.WORKER_CONCURRENCY,
-  });
+  const worker = createWorker(queueBackendOf(ctx.config), STEP_QUEUE, createStepProcessor(ctx, queue), { concurrency: ctx.config.WORKER_CONCURRENCY });
   worker.on('error', (error) => console.error(`worker: ${error.message}`));
   await worker.waitUntilReady();
   await scheduleRetention(queue, ctx.config.RETENTION_INTERVAL_MS);
@@ -39,12 +37,11 @@ export async function startWorkers(ctx: StepContext, options: { sweepMs?: number
   };
   await kick();
   // A sweep never overlaps the one before: a slow sweep skips the ticks that come while it runs.
-  let sweeping = false;
+  let sweep: Promise<void> | undefined;
   const timer = setInterval(() => {
-    if (sweeping) return;
-    sweeping = true;
-    kick().catch((error: unknown) => console.error(`dispatcher sweep: ${(error as Error).message}`)).finally(() => {
-      sweeping = false;
+    if (sweep) return;
+    sweep = kick().catch((error: unknown) => console.error(`dispatcher sweep: ${(error as Error).message}`)).finally(() => {
+      sweep = undefined;
     });
   }, options.sweepMs ?? SWEEP_MS);
   timer.unref();
@@ -53,7 +50,13 @@ export async function startWorkers(ctx: StepContext, options: { sweepMs?: number
     worker,
     kick,
     dequeue: (backfillId: number) => removeQueuedJobs(queue, backfillId),
-    close: () => closeWorker(ctx, worker, queue, timer, options.closeDeadlineMs ?? CLOSE_DEADLINE_MS),
+    close: async () => {
+      clearInterval(timer);
+      // A sweep still adding jobs must finish before the queue closes: on the PostgreSQL backend a call on a
+      // closed queue never settles.
+      await sweep;
+      await closeWorker(ctx, worker, queue, options.closeDeadlineMs ?? CLOSE_DEADLINE_MS);
+    },
   };
 }
 
@@ -63,8 +66,7 @@ export async function startWorkers(ctx: StepContext, options: { sweepMs?: number
  * another worker, whose claim check makes the retry safe), then the worker is closed by force: nothing the
  * process started keeps running in the database after it is gone.
  */
-async function closeWorker(ctx: StepContext, worker: Worker, queue: Queue, timer: NodeJS.Timeout, deadlineMs: number): Promise<void> {
-  clearInterval(timer);
+async function closeWorker(ctx: StepContext, worker: Worker, queue: Queue, deadlineMs: number): Promise<void> {
   // worker.close() waits for active jobs with no bound of its own (and can hang while Redis is away).
   const closed = worker.close().then(() => true);
   if (!(await within(closed, deadlineMs))) {

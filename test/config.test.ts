@@ -3,10 +3,11 @@ import { loadConfig } from '../src/config.js';
 import { ErrorCode, isBackfillError } from '../src/errors.js';
 
 describe('configuration', () => {
-  it('has working defaults for a local machine', () => {
-    const config = loadConfig({});
-    expect(config.DATABASE_URL).toBe('postgres://postgres@127.0.0.1:5432/backfill_bot');
-    expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
+  it('leaves DATABASE_URL and REDIS_URL unset when they are, so the embedded defaults can be chosen', () => {
+    const config = loadConfig({ DATABASE_URL: '', REDIS_URL: '' });
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.REDIS_URL).toBeUndefined();
+    expect(config.EMBEDDED_PG_DIR).toMatch(/\/\.backfill-bot\/pg$/);
     expect(config.MAX_PARTITIONS).toBe(48);
   });
 

@@ -5,7 +5,9 @@ import { formatMoney } from '../core/money.js';
 import { answerPaidAgainst } from '../core/paidAgainst.js';
 import { addDelegate, addSigner, listSigners, removeDelegate, removeSigner, signReport } from '../core/signing.js';
 import { parseArgs } from 'node:util';
+import { checkQueue, openBackends, queueBackendOf } from '../backends.js';
 import { loadConfig } from '../config.js';
+import { runOn } from '../processLifecycle.js';
 import type { EngineContext } from '../core/context.js';
 import { acknowledge, approveCapacity, cancelBackfill, hold, overrideGate } from '../core/gate.js';
 import { continueBackfill, rollbackBackfill, stopBackfill } from '../core/recovery.js';
@@ -21,7 +23,6 @@ import { listRecentBackfills } from '../db/backfills.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, explainCancellation, poolBounds } from '../db/pool.js';
-import { requireDatabase, requireRedis } from '../db/reachable.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
@@ -78,18 +79,21 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return command || values.help ? 0 : 2;
   }
-  const config = loadConfig();
-  // Only `migrate --create` creates the database: a mistyped name is said, not silently made.
-  await requireDatabase(config.DATABASE_URL, { create: command === 'migrate' && values.create });
-  const pool = createPool(config.DATABASE_URL, 'backfill-cli', poolBounds(config));
-  const ctx: EngineContext = { pool, config };
-  const actor = values.as ?? `cli:${userInfo().username}`;
-  try {
-    await migrate(pool);
-    return await run(ctx, command, args, { ...values, actor });
-  } finally {
-    await pool.end();
-  }
+  // Only `migrate --create` creates a configured database: a mistyped name is said, not silently made.
+  const backends = await openBackends(loadConfig(), { create: command === 'migrate' && values.create, checkQueue: false, log: (line) => console.error(line) });
+  // On stderr, so that what a command prints (an export, say) stays the whole of stdout.
+  console.error(backends.summary);
+  return runOn(backends, async (config) => {
+    const pool = createPool(config.DATABASE_URL, 'backfill-cli', poolBounds(config));
+    const ctx: EngineContext = { pool, config };
+    const actor = values.as ?? `cli:${userInfo().username}`;
+    try {
+      await migrate(pool);
+      return await run(ctx, command, args, { ...values, actor });
+    } finally {
+      await pool.end();
+    }
+  });
 }
 
 interface Options {
@@ -171,9 +175,9 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
       await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
       // The stop is in the database already; queued jobs would find it fenced and do nothing, so a Redis that
       // does not answer only means they are not removed now.
-      const redis = await requireRedis(ctx.config.REDIS_URL).then(() => undefined, (error: unknown) => error as Error);
-      if (redis) {
-        console.log(`Backfill #${id} stopped and fenced. Its queued jobs were not removed: ${redis.message} They will find it stopped and do nothing.`);
+      const unreachable = await checkQueue(queueBackendOf(ctx.config)).then(() => undefined, (error: unknown) => error as Error);
+      if (unreachable) {
+        console.log(`Backfill #${id} stopped and fenced. Its queued jobs were not removed: ${unreachable.message} They will find it stopped and do nothing.`);
         return 0;
       }
       const queue = createStepQueue(ctx.config);

@@ -1,8 +1,8 @@
-import type { Config } from '../config.js';
+import type { RunConfig } from '../backends.js';
 import type { Pool } from '../db/pool.js';
 
 /** What every core operation needs: the database (the truth) and the parsed configuration. */
 export interface EngineContext {
   pool: Pool;
-  config: Config;
+  config: RunConfig;
 }

@@ -1,24 +1,25 @@
 import type { AddressInfo } from 'node:net';
 import { LogLevel } from '@slack/bolt';
-import { Queue } from 'bullmq';
 import { STEP_QUEUE } from '../../jobs/registry.js';
 import { startSlackEmulator } from '../../test/support/slackEmulator.js';
 import { postBlockAction, postSlashCommand } from '../../test/support/slackRequests.js';
+import { openBackends, type QueueBackend, type RunConfig } from '../backends.js';
 import { loadConfig } from '../config.js';
 import { loadBackfillReport } from '../core/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, poolBounds, recreateDatabase } from '../db/pool.js';
-import { requireDatabase, requireRedis } from '../db/reachable.js';
 import { isBackfillError } from '../errors.js';
-import { redisConnection } from '../queue/stepQueue.js';
+import { createQueue } from '../queue/connection.js';
+import { runOn } from '../processLifecycle.js';
 import { createSlackApp } from '../slack/app.js';
 import { ActionId, encodeButtonValue } from '../views/blocks.js';
 import { renderDiff } from '../views/text.js';
 import { OWNERS } from './constants.js';
 import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type TargetShape } from './seed.js';
 
-// npm run demo: the night-15 backfill end to end on local Postgres and Redis, driven the way Slack drives it:
+// npm run demo: the night-15 backfill end to end on the configured PostgreSQL and Redis, or on the embedded
+// PostgreSQL with the queues in it (src/backends.ts), driven the way Slack drives it:
 // signed slash commands and button clicks into the real Bolt receiver, the bot's Web API calls answered by a
 // local Slack emulator, whose messages are printed as a person would have seen them.
 
@@ -47,12 +48,18 @@ function parseTarget(argv: string[]): TargetShape {
 async function main(): Promise<void> {
   const target = parseTarget(process.argv.slice(2));
   const base = loadConfig();
-  const config = { ...base, DATABASE_URL: base.DEMO_DATABASE_URL, QUEUE_PREFIX: `${base.QUEUE_PREFIX}-demo`, BACKFILL_OPERATORS: [OPERATOR], STATUS_THROTTLE_MS: 0 };
-  await requireRedis(config.REDIS_URL);
-  await requireDatabase(config.DATABASE_URL, { create: true, variable: 'DEMO_DATABASE_URL' });
-  const queue = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix: config.QUEUE_PREFIX });
-  await queue.obliterate({ force: true });
-  await queue.close();
+  const backends = await openBackends({ ...base, QUEUE_PREFIX: `${base.QUEUE_PREFIX}-demo` }, { role: 'demo', create: true, log: (line) => console.log(line) });
+  console.log(backends.summary);
+  await runOn(backends, (config) => runDemo({ ...config, BACKFILL_OPERATORS: [OPERATOR], STATUS_THROTTLE_MS: 0 }, backends.queue, target));
+}
+
+async function runDemo(config: RunConfig, queueBackend: QueueBackend, target: TargetShape): Promise<void> {
+  // Queues in PostgreSQL live in the demo's database, which is made anew below; Redis keeps them, so empty them.
+  if (queueBackend.kind === 'redis') {
+    const queue = createQueue(queueBackend, STEP_QUEUE);
+    await queue.obliterate({ force: true });
+    await queue.close();
+  }
 
   section(`Seeding the Harborlight demo into ${new URL(config.DATABASE_URL).pathname.slice(1)}`);
   await recreateDatabase(config.DATABASE_URL);

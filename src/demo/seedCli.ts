@@ -1,10 +1,11 @@
 // npm run demo:seed [-- --scenario night-9-outage] [--target partitioned]: creates the database when needed, migrates it and seeds
 // (or re-seeds) the Harborlight demo. Exit 0 on success; a BackfillError prints its message and exits 1.
 
+import { openBackends } from '../backends.js';
 import { loadConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, poolBounds } from '../db/pool.js';
-import { requireDatabase } from '../db/reachable.js';
+import { runOn } from '../processLifecycle.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { DemoScenario, SCENARIO_AS_OF } from './constants.js';
 import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type SeedSummary, type TargetShape } from './seed.js';
@@ -39,18 +40,20 @@ function describeSummary(summary: SeedSummary, millis: number): string {
 
 async function main(): Promise<void> {
   const { scenario, target } = parseSeedArgs(process.argv.slice(2));
-  const config = loadConfig();
-  // The demo's own database may be created; a working one named by mistake would be seeded over, so only here.
-  await requireDatabase(config.DATABASE_URL, { create: true });
-  const pool = createPool(config.DATABASE_URL, 'backfill-bot-demo-seed', poolBounds(config));
-  try {
-    const started = performance.now();
-    await migrate(pool);
-    const summary = await seedDemo(pool, { scenario, target });
-    console.log(describeSummary(summary, performance.now() - started));
-  } finally {
-    await pool.end();
-  }
+  // The database may be created here; a working one named by mistake would be seeded over, so only here.
+  const backends = await openBackends(loadConfig(), { create: true, checkQueue: false, log: (line) => console.log(line) });
+  console.log(backends.summary);
+  await runOn(backends, async (config) => {
+    const pool = createPool(config.DATABASE_URL, 'backfill-bot-demo-seed', poolBounds(config));
+    try {
+      const started = performance.now();
+      await migrate(pool);
+      const summary = await seedDemo(pool, { scenario, target });
+      console.log(describeSummary(summary, performance.now() - started));
+    } finally {
+      await pool.end();
+    }
+  });
 }
 
 main().then(

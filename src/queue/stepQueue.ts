@@ -1,5 +1,6 @@
-import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
-import type { Config } from '../config.js';
+import type { JobsOptions, Queue } from 'bullmq';
+import { queueBackendOf, type RunConfig } from '../backends.js';
+import { createQueue } from './connection.js';
 import type { EngineContext } from '../core/context.js';
 import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/dispatch.js';
 import type { StepRef } from '../core/steps.js';
@@ -7,23 +8,9 @@ import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSc
 import { listUntoldNotices } from '../core/catchUps.js';
 import { findDueReminders } from '../core/reminders.js';
 
-export function redisConnection(config: Config): ConnectionOptions {
-  const url = new URL(config.REDIS_URL);
-  return {
-    host: url.hostname,
-    port: Number(url.port || 6379),
-    username: url.username || undefined,
-    password: url.password ? decodeURIComponent(url.password) : undefined,
-    db: url.pathname.length > 1 ? Number(url.pathname.slice(1)) : 0,
-    tls: url.protocol === 'rediss:' ? {} : undefined,
-    // Blocking connections must retry forever; BullMQ insists. v5 wire protocol, as BullMQ's own CI runs it.
-    maxRetriesPerRequest: null,
-    protocol: 2,
-  };
-}
-
-export function createStepQueue(config: Config): Queue {
-  return new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix: config.QUEUE_PREFIX });
+/** The step queue on the backend src/backends.ts chose for this configuration. */
+export function createStepQueue(config: RunConfig): Queue {
+  return createQueue(queueBackendOf(config), STEP_QUEUE);
 }
 
 /**

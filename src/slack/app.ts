@@ -1,6 +1,7 @@
 import { App, LogLevel, type webApi } from '@slack/bolt';
 import type { Server } from 'node:http';
 import { Redis } from 'ioredis';
+import { queueBackendOf } from '../backends.js';
 import { registerHandlers } from '../../handlers/index.js';
 import type { SlackConfig } from '../config.js';
 import type { EngineContext } from '../core/context.js';
@@ -32,7 +33,9 @@ export interface SlackApp {
  */
 export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp> {
   const { ctx, slack } = options;
-  const redis = new Redis(ctx.config.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  // With the queues in PostgreSQL, the database check covers them too.
+  const queue = queueBackendOf(ctx.config);
+  const redis = queue.kind === 'redis' ? new Redis(queue.url, { lazyConnect: true, maxRetriesPerRequest: 1 }) : undefined;
   const clientOptions: webApi.WebClientOptions = {
     ...(slack.apiUrl ? { slackApiUrl: slack.apiUrl } : {}),
     // 429s wait Retry-After inside the client; other failures retry a few times, then the step is retried.
@@ -82,14 +85,15 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
     async stop() {
       await app.stop().catch(() => undefined);
       await workers?.close();
-      redis.disconnect();
+      redis?.disconnect();
     },
   };
 }
 
-async function healthy(ctx: EngineContext, redis: Redis): Promise<boolean> {
+async function healthy(ctx: EngineContext, redis: Redis | undefined): Promise<boolean> {
   try {
     await ctx.pool.query('SELECT 1');
+    if (!redis) return true;
     if (redis.status === 'wait') await redis.connect();
     return (await redis.ping()) === 'PONG';
   } catch {

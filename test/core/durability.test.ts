@@ -1,11 +1,9 @@
-import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { STEP_QUEUE } from '../../jobs/registry.js';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { overrideGate } from '../../src/core/gate.js';
 import { startBackfill } from '../../src/core/start.js';
 import { executeStep } from '../../src/core/steps.js';
-import { createStepQueue, dispatch, redisConnection } from '../../src/queue/stepQueue.js';
+import { createStepQueue, dispatch } from '../../src/queue/stepQueue.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';
@@ -38,7 +36,7 @@ describe('the database is the truth; the queue only carries work', () => {
   });
 
   it('rebuilds the jobs from Postgres when Redis lost them, and finishes with nothing doubled', async () => {
-    const lost = new Queue(STEP_QUEUE, { connection: redisConnection(engine.ctx.config), prefix: engine.ctx.config.QUEUE_PREFIX });
+    const lost = createStepQueue(engine.ctx.config);
     await lost.obliterate({ force: true });
     expect(await lost.count()).toBe(0);
     await lost.close();

@@ -10,7 +10,6 @@
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { STEP_QUEUE } from '../../jobs/registry.js';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { toCents } from '../../src/core/money.js';
 import { answerPaidAgainst } from '../../src/core/paidAgainst.js';
@@ -24,7 +23,7 @@ import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { withTransaction } from '../../src/db/pool.js';
 import { BackfillError, ErrorCode } from '../../src/errors.js';
-import { createStepQueue, dispatch, redisConnection } from '../../src/queue/stepQueue.js';
+import { createStepQueue, dispatch } from '../../src/queue/stepQueue.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';
@@ -421,7 +420,7 @@ describe('Redis lost while a publish runs', () => {
     const publish: StepRef = { backfillId: id, kind: 'publish', key: canary };
     const first = outcomeOf(executeStep(e.ctx, publish));
     const blocked = await waitFor(() => someoneWaitsForLock(e, [holder.pid]), 10_000);
-    const lost = new Queue(STEP_QUEUE, { connection: redisConnection(e.ctx.config), prefix: e.ctx.config.QUEUE_PREFIX });
+    const lost = createStepQueue(e.ctx.config);
     await lost.obliterate({ force: true });
     expect(await lost.count()).toBe(0);
     await lost.close();

@@ -6,9 +6,7 @@ import { listEvents } from '../../src/db/events.js';
 import { createTestEngine, countRows, type TestEngine } from '../support/engine.js';
 import { formatMoney, formatSignedMoney } from '../../src/core/money.js';
 import { OWNERS } from '../../src/demo/constants.js';
-import { Queue } from 'bullmq';
-import { STEP_QUEUE } from '../../jobs/registry.js';
-import { redisConnection } from '../../src/queue/stepQueue.js';
+import { createStepQueue } from '../../src/queue/stepQueue.js';
 import type { BackfillReport } from '../../src/core/status.js';
 
 const OPERATOR = 'U07ONCALL';
@@ -59,7 +57,7 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
     // Only the announcements exist as steps until the gate opens.
     const steps = await engine.ctx.pool.query('SELECT kind, step_key FROM backfill.backfill_steps WHERE backfill_id = $1 ORDER BY step_key', [backfillId]);
     expect(steps.rows).toEqual([{ kind: 'announce', step_key: 'payout_export' }, { kind: 'announce', step_key: 'settlement_report' }]);
-    const queue = new Queue(STEP_QUEUE, { connection: redisConnection(engine.ctx.config), prefix: engine.ctx.config.QUEUE_PREFIX });
+    const queue = createStepQueue(engine.ctx.config);
     try {
       expect(await queue.count()).toBe(0);
     } finally {

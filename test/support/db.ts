@@ -27,11 +27,18 @@ export function templateSeed(scenario: TemplateScenario): { scenario: DemoScenar
   return scenario === 'month-end-partitioned' ? { scenario: 'month-end', target: 'partitioned', hourlyDays: ['2026-11-15'] } : { scenario, target: 'plain' };
 }
 
-const DEFAULT_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
-
-// Tests read the environment directly; only src/ goes through src/config.ts.
+// Tests read the environment directly; only src/ goes through src/config.ts. The server the tests use is
+// decided once per run by globalSetup, through src/backends.ts like every entry point (DATABASE_URL's server,
+// or the embedded PostgreSQL when it is unset), and handed to the test files as TEST_DATABASE_ADMIN_URL.
 export function adminUrl(): string {
-  return process.env.TEST_DATABASE_ADMIN_URL || DEFAULT_ADMIN_URL;
+  const url = process.env.TEST_DATABASE_ADMIN_URL;
+  if (!url) throw new Error('TEST_DATABASE_ADMIN_URL is not set: run the tests through vitest, whose globalSetup sets it');
+  return url;
+}
+
+/** The Redis the tests use: REDIS_URL when set; unset, the queues are BullMQ's PostgreSQL backend. */
+export function testRedisUrl(): string | undefined {
+  return process.env.REDIS_URL || undefined;
 }
 
 export function databaseUrl(name: string): string {

@@ -1,14 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { Queue } from 'bullmq';
+import type { RunConfig } from '../../src/backends.js';
 import { loadConfig } from '../../src/config.js';
 import type { Messenger, OwnerMessage } from '../../src/core/messenger.js';
 import { startApproved } from '../../src/core/dispatch.js';
 import { overrideGate } from '../../src/core/gate.js';
 import { startBackfill } from '../../src/core/start.js';
 import { executeStep, type StepContext } from '../../src/core/steps.js';
-import { STEP_QUEUE } from '../../jobs/registry.js';
-import { redisConnection } from '../../src/queue/stepQueue.js';
-import { createTestDatabase, type TestScenario } from './db.js';
+import { createStepQueue } from '../../src/queue/stepQueue.js';
+import { createTestDatabase, testRedisUrl, type TestScenario } from './db.js';
 
 type MessengerMethod = keyof Messenger;
 
@@ -108,22 +107,25 @@ export interface TestEngine {
 export async function createTestEngine(scenario: TestScenario = 'month-end', env: Record<string, string> = {}): Promise<TestEngine> {
   const db = await createTestDatabase(scenario);
   const prefix = `test-${randomBytes(6).toString('hex')}`;
-  const config = loadConfig({
-    DATABASE_URL: db.url,
-    REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+  const config: RunConfig = { ...loadConfig({
+    // Unset: BullMQ's PostgreSQL backend, its schema inside the test's own database.
+    ...(testRedisUrl() ? { REDIS_URL: testRedisUrl() } : {}),
     QUEUE_PREFIX: prefix,
     JOB_BACKOFF_MS: '50',
     WEBHOOK_TIMEOUT_MS: '2000',
     ...env,
-  });
+  }), DATABASE_URL: db.url };
   const notifier = new RecordingMessenger();
   return {
     ctx: { pool: db.pool, config, messenger: notifier },
     notifier,
     async close() {
-      const queue = new Queue(STEP_QUEUE, { connection: redisConnection(config), prefix });
-      await queue.obliterate({ force: true });
-      await queue.close();
+      // Jobs kept in PostgreSQL go with the database; Redis keeps them under the test's prefix.
+      if (config.REDIS_URL) {
+        const queue = createStepQueue(config);
+        await queue.obliterate({ force: true });
+        await queue.close();
+      }
       await db.drop();
     },
   };

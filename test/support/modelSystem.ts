@@ -11,7 +11,9 @@ import pg from 'pg';
 import { STEP_QUEUE } from '../../jobs/registry.js';
 import { createStepProcessor } from '../../jobs/stepProcessor.js';
 import type { StepContext } from '../../src/core/steps.js';
-import { createStepQueue, redisConnection } from '../../src/queue/stepQueue.js';
+import { createStepQueue } from '../../src/queue/stepQueue.js';
+import { createWorker } from '../../src/queue/connection.js';
+import { queueBackendOf } from '../../src/backends.js';
 import { createTestEngine, type TestEngine } from './engine.js';
 import { ModelMessenger } from './modelMessenger.js';
 
@@ -149,8 +151,7 @@ export async function createModelSystem(options: { waveSize: number; target: Mod
     schema: await schemaFeatures(engine.ctx.pool),
     messenger,
     queue: createStepQueue(config),
-    worker: new Worker(STEP_QUEUE, null, {
-      connection: redisConnection(config), prefix: config.QUEUE_PREFIX,
+    worker: createWorker(queueBackendOf(config), STEP_QUEUE, null, {
       autorun: false, skipStalledCheck: true, skipLockRenewal: true, lockDuration: 60_000,
     }),
     process: async () => undefined,

