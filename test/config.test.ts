@@ -24,6 +24,6 @@ describe('configuration', () => {
   });
 
   it('treats an empty variable as unset', () => {
-    expect(loadConfig({ REDIS_URL: '' }).REDIS_URL).toBe('redis://127.0.0.1:6379');
+    expect(loadConfig({ REDIS_URL: '', WORKER_CONCURRENCY: '' }).WORKER_CONCURRENCY).toBe(4);
   });
 });
