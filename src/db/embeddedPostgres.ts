@@ -14,7 +14,7 @@ import { BackfillError, ErrorCode } from '../errors.js';
 // The data folder (EMBEDDED_PG_DIR, .backfill-bot/pg by default) is initialised once and kept. Beside it:
 //   <dir>.log       the server's log
 //   <dir>.password  the generated password of the "postgres" role (the server listens on 127.0.0.1 only)
-//   <dir>.users/    one file per live process using the server, named by its pid
+//   <dir>.users/    one file per open server in a live process, named <pid>.<token>
 //   <dir>.lock/     held (mkdir is atomic) while a process starts, joins, or stops the server
 // The first process starts the server on a free port; later ones join it; the last one out stops it. A server
 // whose users are all gone (killed with SIGKILL, so nothing stopped it) is stopped before the next start.
@@ -170,13 +170,19 @@ function run(command: string, args: string[], options: SpawnOptions & { runAs?: 
   });
 }
 
-function isAlive(pid: number): boolean {
+/** Whether the process runs: a zombie (ended, not yet reaped by an init that is slow to reap) does not. */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     // EPERM: it exists, under another user.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    // No /proc (macOS): signal 0 is all there is to go on.
+    return true;
   }
 }
 
@@ -203,14 +209,14 @@ function readPostmaster(dataDir: string): { pid: number; port: number } | undefi
   }
 }
 
-/** Live users of the server other than this process; the files of dead ones are removed. */
-function otherLiveUsers(usersDir: string): number[] {
+/** Live users of the server other than `self`; the files of dead processes are removed. */
+function otherLiveUsers(usersDir: string, self: string): string[] {
   if (!existsSync(usersDir)) return [];
-  const live: number[] = [];
+  const live: string[] = [];
   for (const entry of readdirSync(usersDir)) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid === process.pid) continue;
-    if (isAlive(pid)) live.push(pid);
+    if (entry === self) continue;
+    const pid = Number(entry.split('.')[0]);
+    if (Number.isInteger(pid) && isAlive(pid)) live.push(entry);
     else rmSync(path.join(usersDir, entry), { force: true });
   }
   return live;
@@ -250,6 +256,8 @@ class Server {
   private readonly passwordFile: string;
   private readonly runAs: RunAs | undefined;
   private released = false;
+  /** This open's file in the users folder: a process may open the same server more than once. */
+  private readonly self = `${process.pid}.${randomBytes(4).toString('hex')}`;
 
   constructor(private readonly binaries: Binaries, private readonly options: EmbeddedPostgresOptions, private readonly log: (line: string) => void) {
     const dataDir = path.resolve(options.dataDir);
@@ -272,7 +280,7 @@ class Server {
       const joined = await this.joinOrStopStale();
       const result = joined === undefined ? { port: await this.start(), started: true } : { port: joined, started: false };
       await mkdir(this.usersDir, { recursive: true });
-      await writeFile(path.join(this.usersDir, String(process.pid)), '');
+      await writeFile(path.join(this.usersDir, this.self), '');
       return result;
     });
     // A process that exits without release() (an uncaught error) still leaves, and stops the server if last.
@@ -320,7 +328,7 @@ class Server {
   private async joinOrStopStale(): Promise<number | undefined> {
     const running = readPostmaster(this.dataDir);
     if (!running || !isAlive(running.pid)) return undefined;
-    if (otherLiveUsers(this.usersDir).length > 0) {
+    if (otherLiveUsers(this.usersDir, this.self).length > 0) {
       this.log(`joining the embedded PostgreSQL another process started (127.0.0.1:${running.port})`);
       return running.port;
     }
@@ -362,8 +370,8 @@ class Server {
     if (this.released) return;
     this.released = true;
     await withLock(this.lockDir, async () => {
-      rmSync(path.join(this.usersDir, String(process.pid)), { force: true });
-      if (otherLiveUsers(this.usersDir).length > 0) return;
+      rmSync(path.join(this.usersDir, this.self), { force: true });
+      if (otherLiveUsers(this.usersDir, this.self).length > 0) return;
       this.log('stopping the embedded PostgreSQL');
       await this.stop();
     });
@@ -373,8 +381,8 @@ class Server {
   private leaveSync(): void {
     if (this.released) return;
     this.released = true;
-    rmSync(path.join(this.usersDir, String(process.pid)), { force: true });
-    if (otherLiveUsers(this.usersDir).length > 0) return;
+    rmSync(path.join(this.usersDir, this.self), { force: true });
+    if (otherLiveUsers(this.usersDir, this.self).length > 0) return;
     spawnSync(this.binaries.pgCtl, ['stop', '-D', this.dataDir, '-m', 'fast', '-w'], {
       stdio: 'ignore', ...(this.runAs ? { uid: this.runAs.uid, gid: this.runAs.gid } : {}),
     });
