@@ -1,5 +1,5 @@
 // The interleavings of demo night 2026-11-15 (canary 05:00, wave 06–09, wave 10:00 with WAVE_SIZE 4), each
-// forced deterministically against the real engine, Postgres and Redis: a pause that lands while publishes are
+// forced deterministically against the real engine, PostgreSQL and queues: a pause that lands while publishes are
 // in flight, per-partition acceptance, a writer racing a publish, a second copy of a publish after Redis lost
 // its job, late rows and rollback, rollbacks out of order, a stopped backfill's hours, partition generations.
 //

@@ -1,6 +1,6 @@
 // Publish by swap: night 15 again, with warehouse.orders declaratively partitioned by hour (the demo's
 // partitioned target). Every publish detaches the live partition into the store and attaches the staged table
-// under its name; a rollback swaps them back. Real Postgres and Redis; the interleavings are forced with locks
+// under its name; a rollback swaps them back. Real PostgreSQL and queues; the interleavings are forced with locks
 // held from a connection of the test, and with the publish's seam.
 
 import pg from 'pg';

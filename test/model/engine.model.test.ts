@@ -1,4 +1,4 @@
-// Model-based test of the step engine over the real Postgres and Redis: fast-check strings together people,
+// Model-based test of the step engine over the real PostgreSQL and queue backend (Redis, or BullMQ in PostgreSQL): fast-check strings together people,
 // workers, Redis, Slack and other writers in random order, then lets the run settle and checks what the engine
 // promised. See test/model/model.ts for what the model tracks, checks.ts for the promises.
 //
@@ -107,7 +107,7 @@ async function runOnce(setup: Scenario, commands: Iterable<fc.AsyncCommand<Model
   }
 }
 
-describe('the step engine under random interleavings (model-based, real Postgres and Redis)', () => {
+describe('the step engine under random interleavings (model-based, real PostgreSQL and queues)', () => {
   afterAll(async () => {
     await closeModelSystems();
     const outcomes = [...tally.outcomes].map(([k, n]) => `${k}: ${n}`).join(', ');
