@@ -1,8 +1,13 @@
-// npm run bench -- [--rows-per-partition N] [--partitions P] [--target plain|partitioned] [--workers 1,2,4] [--reps R] [--backfill-reps B] [--explain]
+// npm run bench -- [--rows-per-partition N] [--partitions P] [--target plain|partitioned] [--workers 1,2,4] [--queues redis,postgres]
+//                  [--jobs N] [--jobs-reps R] [--reps R] [--backfill-reps B] [--explain]
 
 import { parseArgs } from 'node:util';
 import { TARGET_SHAPES, type TargetShape } from '../src/demo/seed.js';
 import { MAX_PARTITIONS, MAX_ROWS_PER_PARTITION } from './data.js';
+
+/** The queue backends the bench can put BullMQ on (src/backends.ts): Redis, or BullMQ's PostgreSQL backend. */
+export const QUEUE_KINDS = ['redis', 'postgres'] as const;
+export type QueueKind = (typeof QUEUE_KINDS)[number];
 
 export interface BenchArgs {
   rowsPerPartition: number;
@@ -11,6 +16,14 @@ export interface BenchArgs {
   target: TargetShape;
   /** The worker-process counts to run the whole backfill with, each in its own set of processes. */
   workers: number[];
+  /**
+   * The queue backends to run the whole backfill and the jobs-per-second measurement on, in this order;
+   * undefined: both when REDIS_URL is set, else postgres (bench/run.ts decides, it knows the configuration).
+   */
+  queues: QueueKind[] | undefined;
+  /** No-op jobs per timed pass of the jobs-per-second measurement, and the timed passes per backend. */
+  jobs: number;
+  jobsReps: number;
   /** Timed passes of the raw step and of replacePartition each (interleaved). */
   writeReps: number;
   /** Timed backfills with the first worker-process count; later counts run `laterBackfillReps`. */
@@ -32,6 +45,10 @@ export const USAGE = `npm run bench -- [options]
   --target T              ${TARGET_SHAPES.join(' or ')}: warehouse.orders as one table (published by rewrite, the
                           default) or partitioned by hour (published by swap)
   --workers 1,2,4         worker-process counts to run the whole backfill with (default 1,2,4)
+  --queues redis,postgres queue backends to run BullMQ on, side by side (default: both when REDIS_URL is set,
+                          else postgres: BullMQ's PostgreSQL backend, in the bench database)
+  --jobs N                no-op jobs per pass of the jobs-per-second measurement (default 2000)
+  --jobs-reps R           timed passes of it per queue backend (default 5)
   --reps R                timed passes of the raw step and of replacePartition (default by size: 15, 5 or 3)
   --backfill-reps B       timed backfills with the first worker count (default by size: 5, 2 or 1; later counts fewer)
   --backfill-timeout S    stop a backfill not done S seconds after its approval, and report it unfinished
@@ -54,6 +71,9 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
       partitions: { type: 'string' },
       target: { type: 'string', default: 'plain' },
       workers: { type: 'string' },
+      queues: { type: 'string' },
+      jobs: { type: 'string' },
+      'jobs-reps': { type: 'string' },
       reps: { type: 'string' },
       'backfill-reps': { type: 'string' },
       'backfill-timeout': { type: 'string' },
@@ -67,12 +87,15 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
   const target = TARGET_SHAPES.find((shape) => shape === values.target);
   if (!target) throw new Error(`--target must be ${TARGET_SHAPES.join(' or ')}, not "${values.target}"\n\n${USAGE}`);
   const workers = (values.workers ?? '1,2,4').split(',').map((part) => positive('workers', part.trim(), 1, 16));
+  const queues = values.queues === undefined ? undefined : parseQueues(values.queues);
   // Fewer repetitions as the data grows, so 50,000 × 24 finishes in minutes; spreads stay visible at small sizes.
   const rows = rowsPerPartition * partitions;
   const size = rows <= 100_000 ? 'small' : rows <= 500_000 ? 'medium' : 'large';
   const backfillReps = positive('backfill-reps', values['backfill-reps'], { small: 5, medium: 2, large: 1 }[size]);
   return {
-    rowsPerPartition, partitions, target, workers,
+    rowsPerPartition, partitions, target, workers, queues,
+    jobs: positive('jobs', values.jobs, 2000, 1_000_000),
+    jobsReps: positive('jobs-reps', values['jobs-reps'], 5, 100),
     writeReps: positive('reps', values.reps, { small: 15, medium: 5, large: 3 }[size]),
     backfillReps,
     laterBackfillReps: size === 'small' ? Math.min(3, backfillReps) : 1,
@@ -81,4 +104,15 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
     explain: values.explain,
     warmUp: size === 'small',
   };
+}
+
+function parseQueues(text: string): QueueKind[] {
+  const queues: QueueKind[] = [];
+  for (const part of text.split(',').map((item) => item.trim().toLowerCase()).filter(Boolean)) {
+    const kind = QUEUE_KINDS.find((known) => known === part);
+    if (!kind) throw new Error(`--queues takes ${QUEUE_KINDS.join(' and/or ')}, comma-separated, not "${part}"\n\n${USAGE}`);
+    if (!queues.includes(kind)) queues.push(kind);
+  }
+  if (queues.length === 0) throw new Error(`--queues needs at least one of ${QUEUE_KINDS.join(', ')}\n\n${USAGE}`);
+  return queues;
 }

@@ -64,9 +64,22 @@ export interface TargetCheck {
 }
 
 export interface BackfillPhases {
+  /** The queue backend its jobs went through (absent in entries from before the bench compared backends: Redis). */
+  queue?: string;
   workers: number;
   /** Medians over the repetitions, in ms. */
   phases: Phases;
+}
+
+/** One queue backend's row of the side-by-side table. */
+export interface QueueComparison {
+  queue: string;
+  /** Where its queues lived in the run. */
+  where: string;
+  /** No-op jobs through one Worker: rates of each timed pass, in jobs per second. */
+  jobs: { jobs: number; concurrency: number; addPerSecond: Spread; processPerSecond: Spread } | null;
+  /** The whole backfill with each worker-process count: seconds, and the median's ratio to the raw step. */
+  backfills: { workers: number; seconds: Spread; ratio: number; lowerBound: boolean }[];
 }
 
 export interface RunResult {
@@ -75,11 +88,13 @@ export interface RunResult {
   machine: Machine;
   data: Record<string, unknown>;
   measurements: Measurement[];
+  /** Per queue backend (absent in entries from before the bench compared backends, which ran on Redis). */
+  queues?: QueueComparison[];
   phases: BackfillPhases[];
-  workerMemory: { workers: number; idleRssMb: number[]; peakRssMb: number[] }[];
+  workerMemory: { queue?: string; workers: number; idleRssMb: number[]; peakRssMb: number[] }[];
   targets: TargetCheck[];
   /** Every backfill run, as measured. */
-  backfills: (BackfillRun & { workers: number })[];
+  backfills: (BackfillRun & { queue?: string; workers: number })[];
   explain?: StatementSummary[];
   seconds: number;
 }
@@ -109,17 +124,38 @@ export function measurementTable(measurements: Measurement[]): string {
     }), (column) => column > 0 && column < 5);
 }
 
+/**
+ * backend | jobs/s added, processed | whole backfill per worker count: seconds (× raw step). Rates are the
+ * medians of the passes' own rates, with their range.
+ */
+export function queuesTable(queues: QueueComparison[]): string {
+  const workerCounts = [...new Set(queues.flatMap((queue) => queue.backfills.map((backfill) => backfill.workers)))].sort((a, b) => a - b);
+  const rate = (spread: Spread) => `${fmt(spread.median, 0)} (${fmt(spread.min, 0)}–${fmt(spread.max, 0)})`;
+  return table(
+    ['queue backend', 'jobs/s added', 'jobs/s processed',
+      ...workerCounts.map((workers) => `whole backfill, ${workers} worker process${workers === 1 ? '' : 'es'}: s (× raw)`)],
+    queues.map((queue) => [
+      queue.queue,
+      queue.jobs ? rate(queue.jobs.addPerSecond) : '—',
+      queue.jobs ? rate(queue.jobs.processPerSecond) : '—',
+      ...workerCounts.map((workers) => {
+        const backfill = queue.backfills.find((b) => b.workers === workers);
+        return backfill ? `${backfill.lowerBound ? '> ' : ''}${fmt(backfill.seconds.median, 2)} (${backfill.lowerBound ? '> ' : ''}${fmt(backfill.ratio, 2)}×)` : '—';
+      }),
+    ]), (column) => column > 0);
+}
+
 export function phasesTable(phases: BackfillPhases[], rawSeconds: number): string {
   const ms = (value: number) => fmt(value / 1000, 2);
   const ofRaw = (value: number) => `${fmt(value / 1000 / rawSeconds, 2)}×`;
   return table(
-    ['worker processes', 'approval→1st stage s', 'stage wall s', 'stage busy s (×raw)', 'stage/partition ms', 'publish wall s', 'publish busy s (×raw)', 'publish/partition ms',
+    ['queues', 'worker processes', 'approval→1st stage s', 'stage wall s', 'stage busy s (×raw)', 'stage/partition ms', 'publish wall s', 'publish busy s (×raw)', 'publish/partition ms',
       'swap window ms (median/longest)', 'watermark+replays+compare s'],
-    phases.map(({ workers, phases: p }) => [
-      String(workers), ms(p.toFirstStageMs), ms(p.stageWallMs), `${ms(p.stageBusyMs)} (${ofRaw(p.stageBusyMs)})`, fmt(p.stageMedianMs, 0),
+    phases.map(({ queue, workers, phases: p }) => [
+      queue ?? 'redis', String(workers), ms(p.toFirstStageMs), ms(p.stageWallMs), `${ms(p.stageBusyMs)} (${ofRaw(p.stageBusyMs)})`, fmt(p.stageMedianMs, 0),
       ms(p.publishWallMs), `${ms(p.publishBusyMs)} (${ofRaw(p.publishBusyMs)})`, fmt(p.publishMedianMs, 0),
       p.swapMedianMs === null || p.swapMedianMs === undefined ? '—' : `${fmt(p.swapMedianMs, 1)} / ${fmt(p.swapMaxMs ?? 0, 1)}`, ms(p.tailMs),
-    ]), () => true);
+    ]), (column) => column > 0);
 }
 
 export function targetsTable(targets: TargetCheck[]): string {
@@ -136,8 +172,10 @@ export function explainReport(statements: StatementSummary[]): string {
 }
 
 /**
- * bench/results.json holds the latest run of each size (rows per partition × partitions), so one file keeps
- * the figures the README's table quotes; a run replaces only its own size's entry.
+ * bench/results.json holds the latest run of each kind (rows per partition × partitions, target, queue
+ * backends, embedded server or not), so one file keeps the figures the README's tables quote; a run replaces
+ * only its own kind's entry. Entries keyed without queue backends are from before the bench compared them:
+ * their queues were on Redis.
  */
 export function writeResults(path: string, key: string, run: RunResult): void {
   let runs: Record<string, RunResult> = {};
@@ -151,7 +189,8 @@ export function writeResults(path: string, key: string, run: RunResult): void {
   }
   runs[key] = run;
   const ordered = Object.fromEntries(Object.entries(runs).sort(([, a], [, b]) => rowsOf(a) - rowsOf(b) || partitionsOf(a) - partitionsOf(b)));
-  writeFileSync(path, `${JSON.stringify({ note: 'npm run bench: the latest run of each size, keyed <rows per partition>x<partitions>[-partitioned]', runs: ordered }, null, 2)}\n`);
+  writeFileSync(path, `${JSON.stringify({ note: 'npm run bench: the latest run of each kind, keyed <rows per partition>x<partitions>[-partitioned]-<queue backends>[-embedded]; ' +
+    'keys without queue backends are runs from before the bench compared them (queues on Redis)', runs: ordered }, null, 2)}\n`);
 }
 
 const rowsOf = (run: RunResult) => Number(run.args.rowsPerPartition ?? 0);

@@ -1,15 +1,21 @@
 // npm run bench [-- --rows-per-partition N --partitions P …]: a backfill at a given partition size against the
 // same work written by hand. Runs on a database of its own (backfill_bot_bench), dropped and recreated at the
 // start and dropped again at the end, seeded with the month-end demo, whose raw orders of the benchmarked
-// hours are then replaced by N generated rows per hour (bench/data.ts). The queue lives under a random
-// QUEUE_PREFIX and is obliterated afterwards. In one run, every figure a ratio to row 1 (the raw step):
+// hours are then replaced by N generated rows per hour (bench/data.ts). BullMQ runs on each queue backend
+// asked (--queues: Redis, and/or its PostgreSQL backend in a schema of the bench database), each under a random
+// QUEUE_PREFIX of its own; Redis's is obliterated afterwards, the schema goes with the database. The data is
+// seeded once and shared: every backfill starts from the same state whichever backend carries its jobs. In one
+// run, every figure a ratio to row 1 (the raw step):
 //
 //   1 raw step            per hour: BEGIN; DELETE; the step's INSERT … SELECT; COMMIT (one connection)
 //   2 replacePartition    the engine's normal write path, one withTransaction per hour
 //   3 start               the preview, the targets and the announced envelope (startBackfill)
-//   4 whole backfill      approval → done through BullMQ, with 1, 2 and 4 worker processes (bench/worker.ts)
-//   5 reconciliation      reconcileByKey of one partition, live against staged, against one scan of both sides
-//   6 worker peak RSS     VmHWM of each worker process
+//   4 jobs per second     per queue backend: N no-op jobs, addBulk, one Worker at concurrency 8 (bench/queueThroughput.ts)
+//   5 whole backfill      approval → done through BullMQ, per queue backend, with 1, 2 and 4 worker processes (bench/worker.ts)
+//   6 reconciliation      reconcileByKey of one partition, live against staged, against one scan of both sides
+//   7 worker peak RSS     VmHWM of each worker process
+//
+// The backends take turns (ABBA) at each worker count and in each jobs-per-second pass, so drift falls on both.
 //
 // Every timed run starts from a vacuumed, analyzed table (autovacuum may be off): the VACUUM is never timed.
 
@@ -20,7 +26,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { openBackends, type RunConfig } from '../src/backends.js';
+import { openBackends, queueBackendOf, type QueueBackend, type RunConfig } from '../src/backends.js';
 import { loadConfig } from '../src/config.js';
 import type { EngineContext } from '../src/core/context.js';
 import { readWatermark } from '../src/core/identify.js';
@@ -30,21 +36,22 @@ import { requirePipeline, type Pipeline } from '../src/db/pipelines.js';
 import { createPool, dropDatabase, poolBounds, recreateDatabase, type Pool } from '../src/db/pool.js';
 import { DEMO_PIPELINE } from '../src/demo/constants.js';
 import { seedDemo } from '../src/demo/seed.js';
-import { isBackfillError } from '../src/errors.js';
+import { BackfillError, ErrorCode, isBackfillError } from '../src/errors.js';
 import { createStepQueue } from '../src/queue/stepQueue.js';
-import { parseBenchArgs, USAGE, type BenchArgs } from './args.js';
+import { parseBenchArgs, USAGE, type BenchArgs, type QueueKind } from './args.js';
 import { autoExplainOptions, explainingPool, summarizePlans, type CapturedPlan, type StatementSummary } from './autoExplain.js';
 import { rollBackStopped, runBackfill, type BackfillRun, type Phases } from './backfill.js';
 import {
   benchmarkHours, buildOrdersAsInNovember, clearRowStore, inflateRawOrders, startOver, targetShape, vacuumAnalyze, vacuumTarget,
 } from './data.js';
 import { findStagedPartition, rawPass, replacePass, timeReconcile, timeScanBothSides, type Pass } from './passes.js';
+import { jobsPass, NOOP_CONCURRENCY, noopQueueName, vacuumQueueSchema, type JobsPass } from './queueThroughput.js';
 import {
-  describeMachine, explainReport, measurementTable, phasesTable, targetsTable, writeResults,
-  type BackfillPhases, type Machine, type Measurement, type RunResult, type TargetCheck,
+  describeMachine, explainReport, measurementTable, phasesTable, queuesTable, targetsTable, writeResults,
+  type BackfillPhases, type Machine, type Measurement, type QueueComparison, type RunResult, type TargetCheck,
 } from './report.js';
 import { median, spread } from './stats.js';
-import { readMemory, startWorkerProcesses, stopWorkerProcesses, type WorkerProcess } from './workerProcesses.js';
+import { readMemory, startWorkerProcesses, stopWorkerProcesses, type WorkerEnv, type WorkerProcess } from './workerProcesses.js';
 
 const BENCH_DATABASE = 'backfill_bot_bench';
 const RESULTS_FILE = fileURLToPath(new URL('./results.json', import.meta.url));
@@ -66,9 +73,8 @@ function urlWithDatabase(base: string, database: string): string {
  * BullMQ retries a Redis that is not there forever, so the bench would hang instead of failing: ask it once,
  * with a short timeout, before anything is created. Returns its version.
  */
-async function checkRedis(config: RunConfig): Promise<string> {
-  if (!config.REDIS_URL) return 'none (queues in PostgreSQL)';
-  const redis = new Redis(config.REDIS_URL, {
+async function checkRedis(url: string): Promise<string> {
+  const redis = new Redis(url, {
     lazyConnect: true, connectTimeout: 3000, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null,
   });
   let lastError: Error | undefined;
@@ -81,7 +87,7 @@ async function checkRedis(config: RunConfig): Promise<string> {
     return /^redis_version:(\S+)/m.exec(info)?.[1] ?? 'unknown';
   } catch (error) {
     const why = lastError?.message ?? (error as Error).message;
-    throw new Error(`Redis at ${config.REDIS_URL} does not answer (${why}): start it, or set REDIS_URL`, { cause: error });
+    throw new Error(`Redis at ${url} does not answer (${why}): start it, set REDIS_URL to one that does, or run --queues postgres`, { cause: error });
   } finally {
     redis.disconnect();
   }
@@ -96,17 +102,57 @@ async function postgresFacts(pool: Pool): Promise<{ postgres: string; settings: 
   return { postgres, settings: rest };
 }
 
+/** BullMQ on one backend, against the bench database: what a backfill on it is dispatched through and worked by. */
+interface QueueRig {
+  kind: QueueKind;
+  backend: QueueBackend;
+  /** The bench's configuration with this backend's QUEUE_PREFIX, and REDIS_URL only for Redis. */
+  config: RunConfig;
+  ctx: EngineContext;
+  queue: Queue;
+  /** Environment of worker processes: the bench database, the queue prefix, REDIS_URL set or taken out. */
+  workerEnv: WorkerEnv;
+  /** What its worker processes must say they took (bench/worker.ts's ready message). */
+  expected: string;
+  /** Where its queues live, for the report. */
+  where: string;
+}
+
 interface Bench {
   args: BenchArgs;
   config: RunConfig;
   pool: Pool;
-  ctx: EngineContext;
   pipeline: Pipeline;
   hours: Date[];
   watermark: Date;
-  queue: Queue;
-  /** Environment of worker processes: the bench database and queue prefix. */
-  workerEnv: Record<string, string>;
+  /** One per queue backend measured, in --queues order. */
+  rigs: QueueRig[];
+}
+
+/**
+ * Each backend under a QUEUE_PREFIX of its own (for PostgreSQL, a schema of its own in the bench database).
+ * The backend comes from src/backends.ts's own rule: REDIS_URL set → Redis, so the PostgreSQL rig's
+ * configuration and its workers' environment have no REDIS_URL.
+ */
+function queueRig(kind: QueueKind, config: RunConfig, pool: Pool, prefix: string, redisVersion: string | undefined): QueueRig {
+  const redisUrl = kind === 'redis' ? config.REDIS_URL : undefined;
+  if (kind === 'redis' && !redisUrl) throw new Error('--queues redis needs REDIS_URL');
+  const rigConfig: RunConfig = { ...config, QUEUE_PREFIX: `${prefix}-${kind === 'redis' ? 'redis' : 'pg'}`, REDIS_URL: redisUrl };
+  const backend = queueBackendOf(rigConfig);
+  if (backend.kind !== kind) throw new Error(`the ${kind} rig came out on ${backend.kind}`);
+  return {
+    kind, backend, config: rigConfig, ctx: { pool, config: rigConfig }, queue: createStepQueue(rigConfig),
+    workerEnv: { DATABASE_URL: rigConfig.DATABASE_URL, QUEUE_PREFIX: rigConfig.QUEUE_PREFIX, REDIS_URL: redisUrl },
+    expected: backend.kind === 'redis' ? `redis:${backend.prefix}` : `postgres:${backend.schema}`,
+    where: backend.kind === 'redis'
+      ? `Redis ${redisVersion ?? '?'}, prefix ${backend.prefix}`
+      : `BullMQ's PostgreSQL backend, schema ${backend.schema} of ${BENCH_DATABASE} (the same server as the data)`,
+  };
+}
+
+/** ABBA: the rigs in order on even turns, reversed on odd ones. */
+function inTurn<T>(items: T[], turn: number): T[] {
+  return turn % 2 === 0 ? items : [...items].reverse();
 }
 
 // ---- 1, 2: the raw step and replacePartition, interleaved (ABBA) so drift falls on both alike ----------------
@@ -140,16 +186,37 @@ async function measureWritePath(bench: Bench): Promise<{ raw: Pass[]; replace: P
   return { raw: raws, replace: replaces };
 }
 
-// ---- 3, 4, 6: whole backfills, with each count of worker processes -----------------------------------------
+// ---- 4: jobs per second, per queue backend ------------------------------------------------------------------
+
+async function measureJobs(bench: Bench): Promise<Map<QueueKind, JobsPass[]>> {
+  const { args, rigs } = bench;
+  const passes = new Map<QueueKind, JobsPass[]>(rigs.map((rig) => [rig.kind, []]));
+  const options = { attempts: bench.config.JOB_ATTEMPTS, backoffMs: bench.config.JOB_BACKOFF_MS };
+  // One warm-up pass each (the PostgreSQL backend creates its schema on first use), then the timed ones.
+  for (let rep = -1; rep < args.jobsReps; rep += 1) {
+    for (const rig of inTurn(rigs, rep + 1)) {
+      await vacuumQueueSchema(bench.pool, rig.backend);
+      const pass = await jobsPass(rig.backend, noopQueueName(rep < 0 ? 'warm-up' : rep), args.jobs, options);
+      if (rep >= 0) passes.get(rig.kind)?.push(pass);
+      progress(`${rep < 0 ? 'warm-up' : `jobs ${rep + 1}/${args.jobsReps}`}, queues on ${rig.kind}: ${args.jobs} no-op jobs added in ${pass.addSeconds.toFixed(3)} s ` +
+        `(${(args.jobs / pass.addSeconds).toFixed(0)}/s), processed in ${pass.processSeconds.toFixed(3)} s (${(args.jobs / pass.processSeconds).toFixed(0)}/s)`);
+    }
+  }
+  return passes;
+}
+
+// ---- 3, 5, 7: whole backfills, per queue backend, with each count of worker processes ------------------------
 
 /** Untimed: the hours as November built them, the watermark back, an empty row store, fresh statistics. */
-async function prepareBackfill(bench: Bench): Promise<void> {
+async function prepareBackfill(bench: Bench, rig: QueueRig): Promise<void> {
   await startOver(bench.pool, bench.pipeline, bench.hours, bench.watermark);
   await clearRowStore(bench.pool, bench.pipeline);
   await vacuumAnalyze(bench.pool, bench.pipeline);
+  await vacuumQueueSchema(bench.pool, rig.backend);
 }
 
 interface WorkerRound {
+  queue: QueueKind;
   workers: number;
   runs: BackfillRun[];
   idle: number[];
@@ -160,33 +227,36 @@ interface WorkerRound {
  * A backfill that does not finish in time is stopped and rolled back (a stopped backfill with partitions
  * published holds its hours), and the round ends there.
  */
-async function measureBackfills(bench: Bench, workerCount: number, reps: number, timeoutSeconds: number): Promise<WorkerRound> {
-  const processes = await startWorkerProcesses(workerCount, bench.workerEnv);
+async function measureBackfills(bench: Bench, rig: QueueRig, workerCount: number, reps: number, timeoutSeconds: number): Promise<WorkerRound> {
+  const processes = await startWorkerProcesses(workerCount, rig.workerEnv);
   const runs: BackfillRun[] = [];
   try {
-    progress(`${workerCount} worker process(es) ready (pids ${processes.map((p) => p.pid).join(', ')}, idle RSS ${processes.map((p) => p.idle.rssMb.toFixed(0)).join(', ')} MB)`);
+    const wrong = processes.filter((p) => p.queue !== rig.expected);
+    if (wrong.length > 0) throw new Error(`worker process(es) ${wrong.map((p) => `${p.pid} took ${p.queue}`).join(', ')}, not ${rig.expected}`);
+    progress(`queues on ${rig.kind} (${rig.expected}): ${workerCount} worker process(es) ready (pids ${processes.map((p) => p.pid).join(', ')}, ` +
+      `idle RSS ${processes.map((p) => p.idle.rssMb.toFixed(0)).join(', ')} MB)`);
     for (let rep = 0; rep < reps; rep += 1) {
-      await prepareBackfill(bench);
-      const run = await runBackfill(bench.ctx, bench.queue, bench.hours, timeoutSeconds);
+      await prepareBackfill(bench, rig);
+      const run = await runBackfill(rig.ctx, rig.queue, bench.hours, timeoutSeconds);
       runs.push(run);
       const peak = `peak RSS ${processes.map((p) => readMemory(p.pid).peakMb.toFixed(0)).join(', ')} MB`;
       if (!run.finished) {
-        progress(`backfill #${run.id} with ${workerCount} worker process(es) NOT DONE ${timeoutSeconds.toFixed(0)} s after its approval ` +
+        progress(`backfill #${run.id}, queues on ${rig.kind}, with ${workerCount} worker process(es) NOT DONE ${timeoutSeconds.toFixed(0)} s after its approval ` +
           `(${run.published} of ${bench.hours.length} partitions published): stopped; start took ${run.startSeconds.toFixed(2)} s, ${peak}`);
-        const seconds = await rollBackStopped(bench.ctx, bench.queue, run, timeoutSeconds);
+        const seconds = await rollBackStopped(rig.ctx, rig.queue, run, timeoutSeconds);
         if (run.published > 0) progress(`backfill #${run.id} rolled back in ${seconds.toFixed(1)} s`);
         break;
       }
-      progress(`backfill #${run.id} with ${workerCount} worker process(es), ${rep + 1}/${reps}: start ${run.startSeconds.toFixed(2)} s (preview by ${run.previewedBy}), ` +
+      progress(`backfill #${run.id}, queues on ${rig.kind}, with ${workerCount} worker process(es), ${rep + 1}/${reps}: start ${run.startSeconds.toFixed(2)} s (preview by ${run.previewedBy}), ` +
         `approval → done ${run.seconds.toFixed(2)} s, diff ${run.diff ?? '?'}, ${peak}`);
     }
-    return { workers: workerCount, runs, idle: processes.map((p) => p.idle.rssMb), peak: processes.map((p) => readMemory(p.pid).peakMb) };
+    return { queue: rig.kind, workers: workerCount, runs, idle: processes.map((p) => p.idle.rssMb), peak: processes.map((p) => readMemory(p.pid).peakMb) };
   } finally {
     await stopWorkerProcesses(processes);
   }
 }
 
-// ---- 5: reconciliation of one partition against one scan of both sides --------------------------------------
+// ---- 6: reconciliation of one partition against one scan of both sides --------------------------------------
 
 interface ReconcileFigures {
   reconcile: number[];
@@ -245,13 +315,14 @@ async function explainRun(bench: Bench, rawPerPartitionMs: number, timeoutSecond
   const slowPool = explainingPool(bench.config.DATABASE_URL, thresholdMs, false, (plan) => plans.push(plan));
   const everyPool = explainingPool(bench.config.DATABASE_URL, 0, true, (plan) => plans.push(plan));
   const hours = bench.hours.slice(0, 1 + bench.config.WAVE_SIZE);
+  const rig = bench.rigs[0] as QueueRig;
   let processes: WorkerProcess[] = [];
   try {
-    await prepareBackfill(bench);
-    progress(`--explain: one backfill of ${hours.length} hours with 1 worker process under auto_explain (statements over ${thresholdMs.toFixed(0)} ms; not timed)`);
-    const env = { ...bench.workerEnv, PGOPTIONS: autoExplainOptions(thresholdMs, { nodeTiming: false }) };
+    await prepareBackfill(bench, rig);
+    progress(`--explain: one backfill of ${hours.length} hours with 1 worker process, queues on ${rig.kind}, under auto_explain (statements over ${thresholdMs.toFixed(0)} ms; not timed)`);
+    const env = { ...rig.workerEnv, PGOPTIONS: autoExplainOptions(thresholdMs, { nodeTiming: false }) };
     processes = await startWorkerProcesses(1, env, ['--explain-file', file]);
-    const run = await runBackfill({ ...bench.ctx, pool: slowPool }, bench.queue, hours, timeoutSeconds);
+    const run = await runBackfill({ ...rig.ctx, pool: slowPool }, rig.queue, hours, timeoutSeconds);
     // Statements are logged when they end: one still running at the stop is cancelled and not in the file.
     if (!run.finished) progress(`--explain: the backfill was not done after ${timeoutSeconds.toFixed(0)} s; plans of the statements that ended by then`);
     await stopWorkerProcesses(processes);
@@ -292,7 +363,7 @@ function timing(name: string, runs: number[], partitions: number | null, baselin
  */
 function backfillTiming(round: WorkerRound, partitions: number, raw: { median: number; name: string }): Measurement {
   const unfinished = round.runs.find((run) => !run.finished);
-  const measurement = timing(`whole backfill, approval → done, ${round.workers} worker process${round.workers === 1 ? '' : 'es'}`,
+  const measurement = timing(`whole backfill, approval → done, ${round.workers} worker process${round.workers === 1 ? '' : 'es'}, queues on ${round.queue}`,
     round.runs.map((run) => run.seconds), partitions, raw);
   if (!unfinished) return measurement;
   return { ...measurement, lowerBound: true, note: `not done after ${unfinished.seconds.toFixed(0)} s: ${unfinished.published} of ${partitions} partitions published, then stopped` };
@@ -344,8 +415,17 @@ function checkTargets(measurements: Measurement[], rounds: WorkerRound[], shape:
 
 // ---- main ---------------------------------------------------------------------------------------------------
 
-async function setUp(args: BenchArgs, config: RunConfig, pool: Pool, prefix: string): Promise<{ bench: Bench; machine: Machine; data: Record<string, unknown> }> {
-  const redisVersion = await checkRedis(config);
+interface Setting {
+  args: BenchArgs;
+  queues: QueueKind[];
+  config: RunConfig;
+  prefix: string;
+  redisVersion: string | undefined;
+  database: 'configured' | 'embedded';
+}
+
+async function setUp(setting: Setting, pool: Pool): Promise<{ bench: Bench; machine: Machine; data: Record<string, unknown> }> {
+  const { args, config } = setting;
   await migrate(pool);
   progress(`seeding the month-end demo into ${BENCH_DATABASE}`);
   const seed = await seedDemo(pool, { scenario: 'month-end', target: args.target });
@@ -360,74 +440,100 @@ async function setUp(args: BenchArgs, config: RunConfig, pool: Pool, prefix: str
   const built = await buildOrdersAsInNovember(pool, pipeline, hours);
   await vacuumAnalyze(pool, pipeline);
   const { rows: sizes } = await pool.query<{ orders: string; raw: string }>(
-    // A partitioned table has no storage of its own: its size is its partitions'.
-    `SELECT pg_size_pretty((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('warehouse.orders'))) AS orders,
+    // A partitioned table has no storage of its own: its size is its partitions'. A plain one has no partition tree.
+    `SELECT pg_size_pretty(coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('warehouse.orders')),
+                                    pg_total_relation_size('warehouse.orders'))) AS orders,
             pg_size_pretty(pg_total_relation_size('warehouse.orders_raw')) AS raw`);
   progress(`built ${built.toLocaleString('en-US')} rows (warehouse.orders ${sizes[0]?.orders}, orders_raw ${sizes[0]?.raw}); vacuumed and analyzed`);
   const facts = await postgresFacts(pool);
-  const machine = describeMachine({ ...facts, redis: redisVersion }, config);
-  const bench: Bench = {
-    args, config, pool, ctx: { pool, config }, pipeline, hours, watermark, queue: createStepQueue(config),
-    workerEnv: { DATABASE_URL: config.DATABASE_URL, QUEUE_PREFIX: prefix },
-  };
+  const machine = describeMachine({ ...facts, redis: setting.redisVersion ?? 'not used' }, config);
+  const rigs = setting.queues.map((kind) => queueRig(kind, config, pool, setting.prefix, setting.redisVersion));
+  const bench: Bench = { args, config, pool, pipeline, hours, watermark, rigs };
   const data = {
-    database: BENCH_DATABASE, hours: formatHourRange(hours[0] as Date, last), rawRows, builtRows: built,
+    database: BENCH_DATABASE, server: setting.database, hours: formatHourRange(hours[0] as Date, last), rawRows, builtRows: built,
     seededOrderRows: seed.orderRows, ordersSize: sizes[0]?.orders, rawSize: sizes[0]?.raw, target: await targetShape(pool, pipeline),
+    queueBackends: Object.fromEntries(rigs.map((rig) => [rig.kind, rig.where])),
   };
   return { bench, machine, data };
 }
 
 async function measure(bench: Bench, machine: Machine, data: Record<string, unknown>): Promise<RunResult> {
-  const { args, hours } = bench;
+  const { args, hours, rigs } = bench;
   const partitions = hours.length;
   progress(`write path: ${args.writeReps} timed passes each of the raw step and replacePartition over ${partitions} hours${args.warmUp ? ', after one warm-up each' : ''}`);
   const write = await measureWritePath(bench);
   const raw = spread(write.raw.map((pass) => pass.seconds));
   const rawBaseline = { median: raw.median, name: 'raw step' };
 
+  progress(`jobs per second: ${args.jobsReps} timed passes per queue backend (${rigs.map((rig) => rig.kind).join(', ')}) of ${args.jobs} no-op jobs, ` +
+    `addBulk, one Worker at concurrency ${NOOP_CONCURRENCY}, after one warm-up each`);
+  const jobs = await measureJobs(bench);
+
   const timeoutSeconds = args.backfillTimeoutSeconds ?? Math.max(300, 100 * raw.median);
-  const rounds: WorkerRound[] = [];
+  const taken: WorkerRound[] = [];
+  const gaveUp = new Set<QueueKind>();
   for (const [index, workers] of args.workers.entries()) {
-    const round = await measureBackfills(bench, workers, index === 0 ? args.backfillReps : args.laterBackfillReps, timeoutSeconds);
-    rounds.push(round);
-    if (round.runs.some((run) => !run.finished)) {
-      const skipped = args.workers.slice(index + 1);
-      if (skipped.length > 0) progress(`skipping the backfills with ${skipped.join(', ')} worker processes: they would not finish either`);
-      break;
+    for (const rig of inTurn(rigs, index)) {
+      if (gaveUp.has(rig.kind)) continue;
+      const round = await measureBackfills(bench, rig, workers, index === 0 ? args.backfillReps : args.laterBackfillReps, timeoutSeconds);
+      taken.push(round);
+      if (round.runs.some((run) => !run.finished)) {
+        gaveUp.add(rig.kind);
+        const skipped = args.workers.slice(index + 1);
+        if (skipped.length > 0) progress(`queues on ${rig.kind}: skipping the backfills with ${skipped.join(', ')} worker processes: they would not finish either`);
+      }
     }
   }
+  // Reported by backend, then worker count, whatever order they took turns in.
+  const rounds = rigs.flatMap((rig) => taken.filter((round) => round.queue === rig.kind));
   const reconcile = await measureReconciliation(bench);
   await clearRowStore(bench.pool, bench.pipeline);
   const explain = args.explain ? await explainRun(bench, (raw.median / partitions) * 1000, timeoutSeconds) : undefined;
 
   const allRuns = rounds.flatMap((round) => round.runs);
+  const backfills = rounds.map((round) => ({ round, measurement: backfillTiming(round, partitions, rawBaseline) }));
   const measurements: Measurement[] = [
     timing('raw step: BEGIN; DELETE; step INSERT…SELECT; COMMIT', raw.runs, partitions, null),
     timing('replacePartition, one withTransaction per hour', write.replace.map((pass) => pass.seconds), partitions, rawBaseline),
     timing(`start (preview by ${allRuns[0]?.previewedBy ?? '?'}, targets, envelope)`, allRuns.map((run) => run.startSeconds), partitions, rawBaseline),
-    ...rounds.map((round) => backfillTiming(round, partitions, rawBaseline)),
+    ...backfills.map(({ measurement }) => measurement),
     ...(reconcile ? [
       timing(`reconciliation of one partition (${reconcile.rows.staged} rows a side)`, reconcile.reconcile, null, { median: median(reconcile.scan), name: 'one scan of both sides' }),
       timing('one scan of both sides: count(*), sum(amount_base)', reconcile.scan, null, null),
     ] : []),
     ...rounds.map((round) => ({
-      name: `worker peak RSS (VmHWM), ${round.workers} process${round.workers === 1 ? '' : 'es'}, max`, unit: 'MB' as const, ...spread(round.peak),
+      name: `worker peak RSS (VmHWM), ${round.workers} process${round.workers === 1 ? '' : 'es'}, queues on ${round.queue}, max`, unit: 'MB' as const, ...spread(round.peak),
       median: Math.max(...round.peak), perPartitionMs: null, ratio: null, against: null,
     })),
   ];
+  const queues: QueueComparison[] = rigs.map((rig) => {
+    const passes = jobs.get(rig.kind) ?? [];
+    return {
+      queue: rig.kind, where: rig.where,
+      jobs: passes.length === 0 ? null : {
+        jobs: args.jobs, concurrency: NOOP_CONCURRENCY,
+        addPerSecond: spread(passes.map((pass) => args.jobs / pass.addSeconds)),
+        processPerSecond: spread(passes.map((pass) => args.jobs / pass.processSeconds)),
+      },
+      backfills: backfills.filter(({ round }) => round.queue === rig.kind).map(({ round, measurement: m }) => ({
+        workers: round.workers, seconds: spread(m.runs), ratio: m.ratio ?? 0, lowerBound: m.lowerBound ?? false,
+      })),
+    };
+  });
   return {
     at: new Date().toISOString(),
-    args: { rowsPerPartition: args.rowsPerPartition, partitions: args.partitions, workers: args.workers, writeReps: args.writeReps,
+    args: { rowsPerPartition: args.rowsPerPartition, partitions: args.partitions, workers: args.workers, queues: rigs.map((rig) => rig.kind),
+      jobs: args.jobs, jobsReps: args.jobsReps, writeReps: args.writeReps,
       backfillReps: args.backfillReps, laterBackfillReps: args.laterBackfillReps, reconcileReps: args.reconcileReps, explain: args.explain },
-    machine, measurements,
+    machine, measurements, queues,
     data: { ...data, backfillTimeoutSeconds: timeoutSeconds, ...(reconcile ? { reconciliation: { hour: formatHour(hours[0] as Date), ...reconcile.rows, found: reconcile.result } } : {}) },
     phases: rounds.flatMap((round): BackfillPhases[] => {
       const phases = medianPhases(round.runs);
-      return phases ? [{ workers: round.workers, phases }] : [];
+      return phases ? [{ queue: round.queue, workers: round.workers, phases }] : [];
     }),
-    workerMemory: rounds.map((round) => ({ workers: round.workers, idleRssMb: round.idle, peakRssMb: round.peak })),
+    workerMemory: rounds.map((round) => ({ queue: round.queue, workers: round.workers, idleRssMb: round.idle, peakRssMb: round.peak })),
     targets: checkTargets(measurements, rounds, data.target === 'partitioned' ? 'partitioned' : 'plain'),
-    backfills: rounds.flatMap((round) => round.runs.map((run) => ({ workers: round.workers, ...run }))),
+    backfills: rounds.flatMap((round) => round.runs.map((run) => ({ queue: round.queue, workers: round.workers, ...run }))),
     ...(explain ? { explain } : {}),
     seconds: (performance.now() - benchStarted) / 1000,
   };
@@ -439,7 +545,8 @@ function print(result: RunResult): void {
   console.log(`machine: ${m.nproc} cores (nproc), ${m.cpuModel}, ${m.memoryGb} GB, ${m.platform}; Node ${m.node}, PostgreSQL ${m.postgres} ` +
     `(${Object.entries(m.settings).map(([k, v]) => `${k} ${v}`).join(', ')}), Redis ${m.redis}; WORKER_CONCURRENCY ${m.workerConcurrency}, WAVE_SIZE ${m.waveSize}`);
   console.log(`data: ${String(result.data.hours)}, ${Number(result.data.builtRows).toLocaleString('en-US')} rows ` +
-    `(${Number(result.args.rowsPerPartition).toLocaleString('en-US')} per partition), target table ${String(result.data.target)}`);
+    `(${Number(result.args.rowsPerPartition).toLocaleString('en-US')} per partition), target table ${String(result.data.target)}, ` +
+    `PostgreSQL ${String(result.data.server)}`);
   if (result.data.reconciliation) {
     console.log(`reconciliation of one partition, live (as November built it) against staged: ${JSON.stringify(result.data.reconciliation)}`);
   }
@@ -447,6 +554,14 @@ function print(result: RunResult): void {
   console.log(measurementTable(result.measurements));
   console.log('');
   const raw = result.measurements[0]?.median ?? 1;
+  if (result.queues && result.queues.length > 0) {
+    const first = result.queues.find((queue) => queue.jobs)?.jobs;
+    console.log(`queue backends side by side: jobs/s, medians of ${String(result.args.jobsReps)} passes of ${first?.jobs ?? '?'} no-op jobs ` +
+      `(addBulk; one Worker, concurrency ${first?.concurrency ?? '?'}); the whole backfill, approval → done, and its ratio to the raw step (${fmtSeconds(raw)}):`);
+    console.log(queuesTable(result.queues));
+    for (const queue of result.queues) console.log(`  ${queue.queue}: ${queue.where}`);
+    console.log('');
+  }
   if (result.phases.length > 0) {
     console.log('whole backfill by phase (timeline; medians; busy = the steps\' own time summed over partitions):');
     console.log(phasesTable(result.phases, raw));
@@ -461,6 +576,10 @@ function print(result: RunResult): void {
   }
 }
 
+function fmtSeconds(seconds: number): string {
+  return seconds < 1 ? `${(seconds * 1000).toFixed(0)} ms` : `${seconds.toFixed(2)} s`;
+}
+
 async function main(): Promise<void> {
   const parsed = parseBenchArgs(process.argv.slice(2));
   if (parsed === 'help') {
@@ -470,29 +589,49 @@ async function main(): Promise<void> {
   const prefix = `bench-${randomBytes(6).toString('hex')}`;
   // Through loadConfig so the overrides are validated like any other configuration; the backends decide the
   // server (DATABASE_URL's, or the embedded one), and the bench works in a database of its own on it.
-  const backends = await openBackends(loadConfig({ ...process.env, QUEUE_PREFIX: prefix }), { log: progress });
-  progress(backends.summary);
+  const config = loadConfig({ ...process.env, QUEUE_PREFIX: prefix });
+  const queues: QueueKind[] = parsed.queues ?? (config.REDIS_URL ? ['redis', 'postgres'] : ['postgres']);
+  if (!parsed.queues && !config.REDIS_URL) {
+    progress('Redis was not configured (REDIS_URL unset): the queues run on PostgreSQL only. Set REDIS_URL to measure both backends side by side.');
+  }
+  if (queues.includes('redis') && !config.REDIS_URL) throw new BackfillError(ErrorCode.Config, '--queues redis needs REDIS_URL (e.g. redis://127.0.0.1:6379)');
+  // Asked once, before anything is created: BullMQ would retry a Redis that is not there forever.
+  const redisVersion = queues.includes('redis') && config.REDIS_URL ? await checkRedis(config.REDIS_URL) : undefined;
+  // The queue backend openBackends would pick is not the bench's: it runs each one asked, in the bench database.
+  const backends = await openBackends(config, { log: progress, checkQueue: false });
+  progress(backends.databaseSummary);
   try {
-    await benchOn(parsed, prefix, { ...backends.config, DATABASE_URL: urlWithDatabase(backends.config.DATABASE_URL, BENCH_DATABASE) });
+    await benchOn({
+      args: parsed, queues, prefix, redisVersion, database: backends.database,
+      config: { ...backends.config, DATABASE_URL: urlWithDatabase(backends.config.DATABASE_URL, BENCH_DATABASE) },
+    });
   } finally {
     await backends.close();
   }
 }
 
-async function benchOn(parsed: BenchArgs, prefix: string, config: RunConfig): Promise<void> {
+/** <rows>x<partitions>[-partitioned]-<queue backends>[-embedded]: a run replaces only the entry of its own kind. */
+function resultKey(setting: Setting): string {
+  const { args } = setting;
+  return `${args.rowsPerPartition}x${args.partitions}${args.target === 'partitioned' ? '-partitioned' : ''}-${setting.queues.join('+')}` +
+    `${setting.database === 'embedded' ? '-embedded' : ''}`;
+}
+
+async function benchOn(setting: Setting): Promise<void> {
+  const { args: parsed, config } = setting;
   const benchUrl = config.DATABASE_URL;
-  progress(`benchmark: ${parsed.rowsPerPartition.toLocaleString('en-US')} rows × ${parsed.partitions} partitions, worker processes ${parsed.workers.join(', ')}; ` +
-    `database ${BENCH_DATABASE}, queue prefix ${prefix}`);
-  await checkRedis(config);
+  progress(`benchmark: ${parsed.rowsPerPartition.toLocaleString('en-US')} rows × ${parsed.partitions} partitions, worker processes ${parsed.workers.join(', ')}, ` +
+    `queues on ${setting.queues.join(' and ')}; database ${BENCH_DATABASE}, queue prefix ${setting.prefix}-<backend>`);
   await recreateDatabase(benchUrl);
   const pool = createPool(benchUrl, 'backfill-bot-bench', poolBounds(config));
-  let queue: Queue | undefined;
+  let rigs: QueueRig[] = [];
   let failure: unknown;
   try {
-    const { bench, machine, data } = await setUp(parsed, config, pool, prefix);
-    queue = bench.queue;
+    const { bench, machine, data } = await setUp(setting, pool);
+    rigs = bench.rigs;
+    for (const rig of rigs) progress(`queues on ${rig.kind}: ${rig.where}`);
     const result = await measure(bench, machine, data);
-    const key = `${parsed.rowsPerPartition}x${parsed.partitions}${parsed.target === 'partitioned' ? '-partitioned' : ''}`;
+    const key = resultKey(setting);
     writeResults(RESULTS_FILE, key, result);
     print(result);
     console.log('');
@@ -503,18 +642,18 @@ async function benchOn(parsed: BenchArgs, prefix: string, config: RunConfig): Pr
 
   // Clean up whatever happened above; a clean-up error is reported, but never hides the first failure.
   const cleanup: [string, () => Promise<unknown>][] = [
-    ['close the pool', () => pool.end()],
-    ['obliterate the bench queue', async () => {
-      await queue?.close();
-      // Queues in PostgreSQL go with the bench database, dropped next.
-      if (!config.REDIS_URL) return;
-      const obliterate = createStepQueue(config);
+    ...rigs.map((rig): [string, () => Promise<unknown>] => [`close the bench queue on ${rig.kind}`, async () => {
+      await rig.queue.close();
+      // Queues in PostgreSQL go with the bench database, dropped below.
+      if (rig.kind !== 'redis') return;
+      const obliterate = createStepQueue(rig.config);
       try {
         await obliterate.obliterate({ force: true });
       } finally {
         await obliterate.close();
       }
-    }],
+    }]),
+    ['close the pool', () => pool.end()],
     [`drop ${BENCH_DATABASE}`, () => dropDatabase(benchUrl)],
   ];
   for (const [what, step] of cleanup) {

@@ -1,8 +1,10 @@
 // One benchmark worker process: the real step worker and dispatcher sweep (src/worker.ts), with messages
-// printed nowhere, against the database and queue prefix the parent passes in the environment
-// (DATABASE_URL, QUEUE_PREFIX). Started by bench/workerProcesses.ts as `node --import tsx bench/worker.ts`,
+// printed nowhere, against the database, queue prefix and queue backend the parent passes in the environment
+// (DATABASE_URL, QUEUE_PREFIX; REDIS_URL for queues on Redis, taken out for queues in PostgreSQL: src/backends.ts
+// decides as for every process). Started by bench/workerProcesses.ts as `node --import tsx bench/worker.ts`,
 // so /proc/<pid> is this process and not a launcher. It tells the parent it is ready over IPC and stops on
-// SIGTERM, or when the parent goes away.
+// SIGTERM, or when the parent goes away. Its ready message names the queue
+// backend it took, so the parent can check it is the one it measures.
 //
 // --explain-file <path>: every auto_explain notice (the parent sets PGOPTIONS, bench/autoExplain.ts) is appended
 // to the file as one JSON line with its EXPLAIN (ANALYZE, BUFFERS) plan; never on a timed run.
@@ -10,6 +12,7 @@
 import { appendFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { PrintingMessenger } from '../src/cli/runner.js';
+import { queueBackendOf } from '../src/backends.js';
 import { loadConfig } from '../src/config.js';
 import { createPool, poolBounds } from '../src/db/pool.js';
 import { startWorkers } from '../src/worker.js';
@@ -39,7 +42,8 @@ async function main(): Promise<void> {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   process.once('disconnect', stop);
-  process.send?.({ ready: true, pid: process.pid });
+  const queue = queueBackendOf(config);
+  process.send?.({ ready: true, pid: process.pid, queue: queue.kind === 'redis' ? `redis:${queue.prefix}` : `postgres:${queue.schema}` });
 }
 
 main().catch((error: unknown) => {

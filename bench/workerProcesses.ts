@@ -1,5 +1,5 @@
 // Worker processes for the benchmark: each one is bench/worker.ts in a node of its own, against the bench's
-// database and queue prefix. Memory is read from /proc/<pid>/status: VmRSS (resident now) and VmHWM (the
+// database and queue backend. Memory is read from /proc/<pid>/status: VmRSS (resident now) and VmHWM (the
 // peak resident size since the process started), in kB.
 
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -19,6 +19,8 @@ export interface Memory {
 
 export interface WorkerProcess {
   pid: number;
+  /** The queue backend it took from its environment: redis:<prefix> or postgres:<schema>. */
+  queue: string;
   /** Memory once it was ready, before any backfill ran. */
   idle: Memory;
   child: ChildProcess;
@@ -34,7 +36,23 @@ export function readMemory(pid: number): Memory {
   return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
 }
 
-export async function startWorkerProcesses(count: number, env: Record<string, string>, extraArgs: string[] = []): Promise<WorkerProcess[]> {
+/**
+ * The environment of a worker process: the bench's own, with `env` over it; a variable `env` gives as
+ * undefined is taken out (REDIS_URL, for workers whose queues are in PostgreSQL: src/backends.ts puts them on
+ * Redis whenever it is set).
+ */
+export type WorkerEnv = Record<string, string | undefined>;
+
+function childEnv(env: WorkerEnv): NodeJS.ProcessEnv {
+  const merged: NodeJS.ProcessEnv = { ...process.env };
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined) delete merged[name];
+    else merged[name] = value;
+  }
+  return merged;
+}
+
+export async function startWorkerProcesses(count: number, env: WorkerEnv, extraArgs: string[] = []): Promise<WorkerProcess[]> {
   const started: WorkerProcess[] = [];
   try {
     for (let n = 0; n < count; n += 1) started.push(await startOne(env, extraArgs));
@@ -45,16 +63,16 @@ export async function startWorkerProcesses(count: number, env: Record<string, st
   return started;
 }
 
-async function startOne(env: Record<string, string>, extraArgs: string[]): Promise<WorkerProcess> {
+async function startOne(env: WorkerEnv, extraArgs: string[]): Promise<WorkerProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', WORKER_SCRIPT, ...extraArgs], {
-    env: { ...process.env, ...env },
+    env: childEnv(env),
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  const pid = await new Promise<number>((resolve, reject) => {
+  const { pid, queue } = await new Promise<{ pid: number; queue: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`a bench worker did not start within ${READY_TIMEOUT_MS / 1000} s`)), READY_TIMEOUT_MS);
-    child.once('message', (message: { ready?: boolean; pid?: number }) => {
+    child.once('message', (message: { ready?: boolean; pid?: number; queue?: string }) => {
       clearTimeout(timer);
-      if (message.ready && message.pid) resolve(message.pid);
+      if (message.ready && message.pid && message.queue) resolve({ pid: message.pid, queue: message.queue });
       else reject(new Error(`a bench worker said ${JSON.stringify(message)}`));
     });
     child.once('exit', (code) => {
@@ -62,7 +80,7 @@ async function startOne(env: Record<string, string>, extraArgs: string[]): Promi
       reject(new Error(`a bench worker exited with ${code} before it was ready`));
     });
   });
-  return { pid, idle: readMemory(pid), child };
+  return { pid, queue, idle: readMemory(pid), child };
 }
 
 /** SIGTERM each (it closes its worker and pool), SIGKILL whatever has not exited in time. */

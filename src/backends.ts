@@ -23,6 +23,8 @@ export interface Backends {
   queue: QueueBackend;
   /** One line for the start-up log: which PostgreSQL, which queue backend. */
   summary: string;
+  /** Its first half: which PostgreSQL alone (the bench names its queue backends itself). */
+  databaseSummary: string;
   /** Leaves the embedded server (the last process out stops it). Call after every pool and queue is closed. */
   close(): Promise<void>;
 }
@@ -111,6 +113,7 @@ export async function openBackends(config: Config, options: OpenOptions = {}): P
     database: embedded ? 'embedded' : 'configured',
     queue,
     summary: `${database}; ${describeQueue(queue)}`,
+    databaseSummary: database,
     close: async () => {
       await embedded?.release();
     },
