@@ -1,4 +1,7 @@
-import type { Backends, RunConfig } from './backends.js';
+import { openBackends, type Backends, type RunConfig } from './backends.js';
+import { loadConfig, requireSlack, type SlackConfig } from './config.js';
+import { migrate } from './db/migrate.js';
+import { createPool, poolBounds, type Pool } from './db/pool.js';
 import { isBackfillError } from './errors.js';
 
 /**
@@ -53,4 +56,33 @@ export async function runOn<T>(backends: Backends, work: (config: RunConfig) => 
   } finally {
     await backends.close();
   }
+}
+
+/**
+ * The Slack-facing services' shared start (`npm start`, `npm run worker`): configuration, the Slack settings
+ * they cannot run without, the backends, a migrated pool; `start` builds the rest and returns its own stop
+ * (the pool and then the backends are closed after it) and the line that says it is ready.
+ */
+export function runSlackService(applicationName: string, start: (pool: Pool, config: RunConfig, slack: SlackConfig) => Promise<{ stop: () => Promise<void>; ready: string }>): void {
+  runService(async () => {
+    const loaded = loadConfig();
+    const slack = requireSlack(loaded);
+    const backends = await openBackends(loaded, { log: (line) => console.log(line) });
+    return startOn(backends, async (config) => {
+      const pool = createPool(config.DATABASE_URL, applicationName, poolBounds(config));
+      try {
+        await migrate(pool);
+        const service = await start(pool, config, slack);
+        console.log(backends.summary);
+        console.log(service.ready);
+        return async () => {
+          await service.stop();
+          await pool.end();
+        };
+      } catch (error) {
+        await pool.end();
+        throw error;
+      }
+    });
+  });
 }
