@@ -81,6 +81,13 @@ export const configSchema = z.object({
   SLACK_API_URL: z.url('SLACK_API_URL must be a URL such as https://slack.com/api/').optional(),
   PORT: z.coerce.number({ error: 'PORT must be a port number, e.g. 3000' }).int().min(0).max(65535, 'PORT must be at most 65535').default(3000),
   BACKFILL_OPERATORS: userIdList('BACKFILL_OPERATORS'),
+  // The OS users who are operators on the CLI. Empty: every CLI user is, since the CLI runs with the database's
+  // credentials, which grant everything anyway; set it on a host that several people share.
+  BACKFILL_CLI_OPERATORS: z.string().default('').transform((value, issue) => {
+    const names = value.split(',').map((name) => name.trim()).filter(Boolean);
+    for (const name of names) if (!/^[a-z_][a-z0-9_.-]*\$?$/i.test(name)) issue.addIssue({ code: 'custom', message: `BACKFILL_CLI_OPERATORS: "${name}" is not an OS user name` });
+    return names;
+  }),
   BACKFILL_OPERATOR_GROUP: z.string().regex(/^S[A-Z0-9]+$/, 'BACKFILL_OPERATOR_GROUP must be a user group id such as S0123ABCD').optional(),
   BACKFILL_CHANNELS: z.string().default('').transform((value, issue) => {
     const ids = value.split(',').map((id) => id.trim()).filter(Boolean);

@@ -1,11 +1,13 @@
 import { writeFile } from 'node:fs/promises';
-import { userInfo } from 'node:os';
+import { hostname, userInfo } from 'node:os';
 import { buildIncidentPackage, incidentPackageJson, incidentPackageMarkdown } from '../core/incidentPackage.js';
 import { formatMoney } from '../core/money.js';
 import { answerPaidAgainst } from '../core/paidAgainst.js';
 import { addDelegate, addSigner, listSigners, removeDelegate, removeSigner, signReport } from '../core/signing.js';
 import { parseArgs } from 'node:util';
-import { checkQueue, openBackends, queueBackendOf } from '../backends.js';
+import { checkQueue, openBackends, queueBackendOf, type RunConfig } from '../backends.js';
+import { cliUsage, commandNames, findCommand } from '../commands/table.js';
+import { authorize, principalOf, runActing, type Acting } from '../core/authorization.js';
 import { loadConfig } from '../config.js';
 import { runOn } from '../processLifecycle.js';
 import type { EngineContext } from '../core/context.js';
@@ -27,34 +29,7 @@ import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
 
-const USAGE = `backfill <command> [arguments] [--as <user>]
-
-  plan <pipeline> <night|from..to> [reason]     dry run: partitions, readers, signed figures, watermark move
-  start <pipeline> <night|from..to> <reason>    create the backfill, capture the before-total, announce
-        [--override-limit "<why>"] [--plan <id>] [--wait]
-  ack <id> [--consumer <name>] [--wait]         acknowledge as the owner named by --as
-  hold <id> [--consumer <name>] [reason]        ask to wait, as the owner named by --as
-  override <id> <reason> [--wait]               proceed without the missing acknowledgements (operator)
-  cancel <id> [reason]                          stop a backfill that has not started running
-  approve <id>                                  second operator's approval above the capacity limit
-  stop <id> <reason>                            fence it: queued jobs removed, no write of it commits
-  continue <id> <reason>                        accept the difference that paused a canary or wave
-  rollback <id>                                 restore the preserved rows; consumers replay
-  status [id]                                   one backfill, or the recent ones
-  log [id]                                      the backfill log, or one backfill's diff and timeline
-  tick <pipeline> [--until <hour>]              the normal run: process the hours after the watermark
-  paid-against [report] <date>                  the signed figure, every correction since, the current one
-  sign <report> <date>                          sign the report's current total (as --as; must be a signer)
-  signer add|remove <report> <user>             who may sign which report; signer list [report]
-  delegate add|remove <owner> <user>            who may acknowledge or hold for an owner; delegate list
-  export <id> [--format md|json] [--out <file>] the incident package: the log row and the whole timeline
-  retention [id] [--prune]                      stored rows past RETENTION_DAYS: what would go (rows, bytes);
-                                                --prune drops them, including rows a rollback could still need
-  worker                                        run the step workers until interrupted
-  migrate [--create]                            apply database migrations (--create: create the database first)
-
-A night is YYYY-MM-DD; a range is 2026-11-15T05:00..2026-11-15T10:00 (UTC, both ends included).
---wait runs the steps in this process until the backfill settles (no separate worker needed).`;
+const USAGE = cliUsage();
 
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -62,6 +37,7 @@ async function main(argv: string[]): Promise<number> {
     allowPositionals: true,
     options: {
       as: { type: 'string' },
+      reason: { type: 'string' },
       consumer: { type: 'string' },
       'override-limit': { type: 'string' },
       plan: { type: 'string' },
@@ -79,6 +55,8 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return command || values.help ? 0 : 2;
   }
+  const spec = findCommand(command, 'cli');
+  if (!spec) throw new BackfillError(ErrorCode.BadInput, `"${command}" is not a backfill command. The commands are: ${commandNames('cli').join(', ')} (\`backfill help\` says what each does).`);
   // Only `migrate --create` creates a configured database: a mistyped name is said, not silently made.
   const backends = await openBackends(loadConfig(), { create: command === 'migrate' && values.create, checkQueue: false, log: (line) => console.error(line) });
   // On stderr, so that what a command prints (an export, say) stays the whole of stdout.
@@ -86,14 +64,31 @@ async function main(argv: string[]): Promise<number> {
   return runOn(backends, async (config) => {
     const pool = createPool(config.DATABASE_URL, 'backfill-cli', poolBounds(config));
     const ctx: EngineContext = { pool, config };
-    const actor = values.as ?? `cli:${userInfo().username}`;
+    const acting = cliActing(config, values.as, values.reason);
+    // Whose rights the command uses: the person acted for (--as), else the CLI user. Every event it records
+    // names the CLI user as the actor (runActing; src/db/events.ts).
+    const actor = principalOf(acting);
     try {
       await migrate(pool);
-      return await run(ctx, command, args, { ...values, actor });
+      await recordingRefusals(ctx, { actor: acting.actor, action: command, input: { args, as: values.as ?? null } }, async () => {
+        authorize(acting, spec.rule, spec.action);
+        if (command === 'retention' && values.prune) authorize(acting, 'operator', 'prune stored rows');
+      });
+      return await runActing(acting, () => run(ctx, command, args, { ...values, actor }));
     } finally {
       await pool.end();
     }
   });
+}
+
+/** The CLI's actor: its OS user and host; an operator when BACKFILL_CLI_OPERATORS is empty or names that user. */
+function cliActing(config: RunConfig, onBehalfOf: string | undefined, reason: string | undefined): Acting {
+  const user = userInfo().username;
+  if (onBehalfOf !== undefined && !/^[UW][A-Z0-9]+$/.test(onBehalfOf)) {
+    throw new BackfillError(ErrorCode.BadInput, `--as takes the Slack user id of the person acted for, such as U07SETTLE; "${onBehalfOf}" is not one.`);
+  }
+  const operators = config.BACKFILL_CLI_OPERATORS;
+  return { actor: `cli:${user}@${hostname()}`, operator: operators.length === 0 || operators.includes(user), onBehalfOf, reason };
 }
 
 interface Options {

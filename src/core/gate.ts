@@ -203,6 +203,7 @@ async function isFullyAcknowledged(db: Queryable, backfillId: number, consumers:
 
 async function heldBy(db: Queryable, backfillId: number): Promise<string | undefined> {
   const { rows } = await db.query<{ actor: string }>(
-    `SELECT actor FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'held' ORDER BY id DESC LIMIT 1`, [backfillId]);
+    // The person whose hold it is: the one acted for, when an operator held it on their behalf.
+    `SELECT coalesce(on_behalf_of, actor) AS actor FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'held' ORDER BY id DESC LIMIT 1`, [backfillId]);
   return rows[0]?.actor;
 }

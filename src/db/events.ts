@@ -1,3 +1,4 @@
+import { onBehalfFor } from './acting.js';
 import type { Queryable } from './pool.js';
 
 /** Timeline kinds: every step, decision and refusal the product records. */
@@ -16,18 +17,28 @@ export interface TimelineEvent {
   backfillId: number | null;
   at: Date;
   actor: string;
+  /** The person whose rights the actor used, when it was someone else (the CLI's --as), and why. */
+  onBehalfOf: string | null;
+  onBehalfReason: string | null;
   kind: EventKind;
   detail: Record<string, unknown>;
 }
 
+/**
+ * Records one event. `actor` is whose rights were used; when the command in force acts on that person's behalf
+ * (src/db/acting.ts), the row names the real actor and keeps the person acted for and the reason beside it.
+ */
 export async function recordEvent(db: Queryable, event: { backfillId?: number | null; actor: string; kind: EventKind; detail?: Record<string, unknown> }): Promise<void> {
-  await db.query('INSERT INTO backfill.events (backfill_id, actor, kind, detail) VALUES ($1::bigint, $2::text, $3::text, $4::jsonb)',
-    [event.backfillId ?? null, event.actor, event.kind, JSON.stringify(event.detail ?? {})]);
+  const behalf = onBehalfFor(event.actor);
+  await db.query(
+    `INSERT INTO backfill.events (backfill_id, actor, kind, detail, on_behalf_of, on_behalf_reason)
+     VALUES ($1::bigint, $2::text, $3::text, $4::jsonb, $5::text, $6::text)`,
+    [event.backfillId ?? null, behalf?.actor ?? event.actor, event.kind, JSON.stringify(event.detail ?? {}), behalf?.onBehalfOf ?? null, behalf?.reason ?? null]);
 }
 
 export async function listEvents(db: Queryable, backfillId: number): Promise<TimelineEvent[]> {
   const { rows } = await db.query<TimelineEvent>(
-    `SELECT id, backfill_id AS "backfillId", at, actor, kind, detail FROM backfill.events
+    `SELECT id, backfill_id AS "backfillId", at, actor, on_behalf_of AS "onBehalfOf", on_behalf_reason AS "onBehalfReason", kind, detail FROM backfill.events
      WHERE backfill_id = $1::bigint ORDER BY id`, [backfillId]);
   return rows;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { commandNames, findCommand, usageOf } from '../commands/table.js';
 import { leadingHours } from '../core/time.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
@@ -22,21 +23,6 @@ export type BackfillCommand =
 const backfillId = z.string().regex(/^#?[1-9]\d{0,15}$/, 'is not a backfill id; ids are whole numbers such as 12').transform((id) => Number(id.replace('#', '')));
 const word = z.string().min(1);
 const date = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'is not a date; write it as YYYY-MM-DD, e.g. 2026-11-15');
-
-const USAGE: Record<Exclude<BackfillCommand['kind'], 'help' | 'start-plan'>, string> = {
-  plan: '/backfill plan <pipeline> <night YYYY-MM-DD | from..to> [reason]',
-  start: '/backfill start <pipeline> <night YYYY-MM-DD | from..to> <reason> (or start plan <plan-id> <reason>), e.g. /backfill start orders 2026-11-15 currency parsed as text',
-  status: '/backfill status [id]',
-  override: '/backfill override <id> <reason>',
-  cancel: '/backfill cancel <id> [reason]',
-  'paid-against': '/backfill paid-against [report] <YYYY-MM-DD>, e.g. /backfill paid-against settlement_report 2026-11-15',
-  sign: '/backfill sign <report> <YYYY-MM-DD>',
-  log: '/backfill log <id>',
-  approve: '/backfill approve <id>',
-  stop: '/backfill stop <id> <reason>',
-  continue: '/backfill continue <id> [partition hours, e.g. 2026-11-15T07:00] <reason> (no hours: every partition now outside its envelope)',
-  rollback: '/backfill rollback <id> [reason]',
-};
 
 const schemas = {
   plan: z.tuple([word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'plan' as const, pipeline, target, reason: reason.join(' ') || '(dry run)' })),
@@ -64,14 +50,15 @@ export function parseBackfillCommand(text: string): BackfillCommand {
   const [sub, ...args] = text.trim().split(/\s+/).filter(Boolean);
   if (!sub || sub === 'help') return { kind: 'help' };
   if (!(sub in schemas)) {
-    throw new BackfillError(ErrorCode.BadInput, `\`${sub}\` is not a /backfill command. Try one of: help, plan, start, status, override, cancel (\`/backfill help\` shows examples).`);
+    throw new BackfillError(ErrorCode.BadInput, `\`${sub}\` is not a /backfill command. Try one of: help, ${commandNames('slack').join(', ')} (\`/backfill help\` shows examples).`);
   }
   const name = sub as keyof typeof schemas;
   const parsed = schemas[name].safeParse(args);
   if (!parsed.success) {
     const detail = parsed.error.issues.find((issue) => issue.code === 'invalid_format' || issue.code === 'custom');
     const what = detail ? `\`${String(args[Number(detail.path[0] ?? 0)] ?? '')}\` ${detail.message}. ` : 'Missing or extra arguments. ';
-    throw new BackfillError(ErrorCode.BadInput, `${what}Usage: \`${USAGE[name]}\``);
+    const spec = findCommand(name, 'slack');
+    throw new BackfillError(ErrorCode.BadInput, `${what}Usage: \`${spec ? usageOf(spec, 'slack') : `/backfill ${name}`}\``);
   }
   return parsed.data;
 }

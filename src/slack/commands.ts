@@ -8,10 +8,11 @@ import { startBackfill } from '../core/start.js';
 import { loadBackfillReport } from '../core/status.js';
 import { formatMoney, formatSignedMoney } from '../core/money.js';
 import { formatHour, formatHourRange } from '../core/time.js';
-import { HELP_TEXT, paidAgainstMessage, planMessage, statusMessage, type Message } from '../views/blocks.js';
+import { paidAgainstMessage, planMessage, statusMessage, type Message } from '../views/blocks.js';
 import { answerPaidAgainst } from '../core/paidAgainst.js';
 import { signReport } from '../core/signing.js';
 import { formatTime } from '../core/time.js';
+import { findCommand, slackHelp } from '../commands/table.js';
 import { parseBackfillCommand } from './commandText.js';
 import type { SlackDeps } from './deps.js';
 
@@ -32,15 +33,15 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
   const actor = input.user;
   return recordingRefusals(ctx, { actor, action: `/backfill ${input.text.trim().split(/\s+/)[0] ?? ''}`.trim(), input: { text: input.text, channel: input.channel } }, async () => {
     const command = parseBackfillCommand(input.text);
+    const spec = findCommand(command.kind === 'start-plan' ? 'start' : command.kind, 'slack');
+    if (spec) await policy.authorize(actor, input.channel, spec);
     switch (command.kind) {
       case 'help':
-        return plain(HELP_TEXT);
+        return plain(slackHelp());
       case 'plan': {
-        await policy.requireOperator(actor, input.channel, 'plan a backfill');
         return planMessage(await planBackfill(ctx, { ...command, actor }));
       }
       case 'start': {
-        await policy.requireOperator(actor, input.channel, 'start a backfill');
         const { backfill, plan } = await startBackfill(ctx, { ...command, actor, incidentChannel: input.channel });
         await deps.kick(backfill.id);
         await deps.messenger.changed(backfill.id);
@@ -49,7 +50,6 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
           `total before ${formatMoney(backfill.totalBefore)}. ${owners ? `Announced; it runs once ${owners} acknowledge.` : 'Nobody must acknowledge first: it runs now.'}`);
       }
       case 'start-plan': {
-        await policy.requireOperator(actor, input.channel, 'start a backfill');
         const { rows } = await ctx.pool.query<{ pipeline: string; target: string }>('SELECT pipeline, target FROM backfill.plans WHERE id = $1::bigint', [command.planId]);
         const frozen = rows[0];
         if (!frozen) throw new BackfillError(ErrorCode.BadInput, `There is no plan #${command.planId}. \`/backfill plan\` makes one and shows its id.`);
@@ -60,7 +60,6 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
           `${formatHourRange(backfill.firstHour, backfill.lastHour)}, total before ${formatMoney(backfill.totalBefore)}.`);
       }
       case 'approve': {
-        await policy.requireOperator(actor, input.channel, 'approve a large backfill');
         const result = await approveCapacity(ctx, { backfillId: command.backfillId, actor });
         await deps.messenger.postToIncident(command.backfillId, `:ballot_box_with_check: <@${actor}> approved the size of backfill #${command.backfillId} as the second operator.`);
         if (result.approved) await deps.kick(command.backfillId);
@@ -69,7 +68,6 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
           `Approved. Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} (${w.owner.startsWith('U') ? `<@${w.owner}>` : w.owner})`).join(', ')}.`);
       }
       case 'stop': {
-        await policy.requireOperator(actor, input.channel, 'stop a backfill');
         const stopped = await stopBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
         const removed = await deps.dequeue(command.backfillId);
         await deps.messenger.postToIncident(command.backfillId, `:stop_sign: <@${actor}> stopped backfill #${command.backfillId}: ${command.reason}. ` +
@@ -78,7 +76,6 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
         return plain(`Backfill #${command.backfillId} stopped and fenced.`);
       }
       case 'continue': {
-        await policy.requireOperator(actor, input.channel, 'continue a paused backfill');
         const { accepted } = await continueBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason, partitions: command.partitions });
         await deps.messenger.postToIncident(command.backfillId,
           `:arrow_forward: <@${actor}> accepted the difference of ${accepted.map(formatHour).join(', ')} and continued backfill #${command.backfillId}: ${command.reason}. Any other partition outside its envelope pauses it again.`);
@@ -87,7 +84,6 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
         return plain(`Backfill #${command.backfillId} continues.`);
       }
       case 'rollback': {
-        await policy.requireOperator(actor, input.channel, 'roll back a backfill');
         const { restored } = await rollbackBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
         await deps.messenger.postToIncident(command.backfillId, `:rewind: <@${actor}> rolled back backfill #${command.backfillId}: ${restored.length} partition(s) hold their prior rows again; consumers replay now.`);
         await deps.kick(command.backfillId);
@@ -101,7 +97,6 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
           `#${b.id} ${b.pipeline} ${formatHourRange(b.firstHour, b.lastHour)}: *${b.state}*${b.diff === null ? '' : `, difference ${formatSignedMoney(b.diff)}`}`).join('\n'));
       }
       case 'override': {
-        await policy.requireOperator(actor, input.channel, 'override an acknowledgement');
         const result = await overrideGate(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
         await deps.messenger.postToIncident(command.backfillId, `:warning: <@${actor}> overrode the missing acknowledgements of backfill #${command.backfillId}: ${command.reason}`);
         await deps.kick(command.backfillId);
@@ -109,7 +104,6 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
         return plain(result.approved ? `Backfill #${command.backfillId} proceeds without the missing acknowledgements; the timeline keeps your reason.` : 'Nothing was missing: nothing changed.');
       }
       case 'cancel': {
-        await policy.requireOperator(actor, input.channel, 'cancel a backfill');
         await cancelBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
         await deps.messenger.postToIncident(command.backfillId, `:no_entry: <@${actor}> cancelled backfill #${command.backfillId}${command.reason ? `: ${command.reason}` : ''}. Nothing was changed.`);
         await deps.messenger.changed(command.backfillId);

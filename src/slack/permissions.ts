@@ -1,5 +1,7 @@
 import type { webApi } from '@slack/bolt';
 import type { Config } from '../config.js';
+import type { CommandSpec } from '../commands/table.js';
+import { authorize } from '../core/authorization.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
 const GROUP_CACHE_MS = 60_000;
@@ -13,15 +15,17 @@ export class OperatorPolicy {
 
   constructor(private readonly config: Config, private readonly client: webApi.WebClient) {}
 
-  async requireOperator(user: string, channel: string, action: string): Promise<void> {
+  /**
+   * Refuses a command the user may not give here: operators' commands only from BACKFILL_CHANNELS (when set),
+   * and by the rule of the command table, decided in src/core/authorization.ts like the CLI's.
+   */
+  async authorize(user: string, channel: string, command: CommandSpec): Promise<void> {
+    if (command.rule !== 'operator') return authorize({ actor: user, operator: false }, command.rule, command.action);
     if (this.config.BACKFILL_CHANNELS.length > 0 && !this.config.BACKFILL_CHANNELS.includes(channel)) {
       throw new BackfillError(ErrorCode.NotAllowed,
         `Backfills are run only from ${this.config.BACKFILL_CHANNELS.map((c) => `<#${c}>`).join(', ')}; ask again there.`);
     }
-    if (await this.isOperator(user)) return;
-    throw new BackfillError(ErrorCode.NotAllowed,
-      `<@${user}> is not a backfill operator, so cannot ${action}. Operators are listed in BACKFILL_OPERATORS` +
-      `${this.config.BACKFILL_OPERATOR_GROUP ? ' or the operators user group' : ''}; ask one of them, or ask to be added.`);
+    return authorize({ actor: user, operator: await this.isOperator(user) }, command.rule, command.action);
   }
 
   async isOperator(user: string): Promise<boolean> {

@@ -170,24 +170,6 @@ export function planMessage(plan: Plan): Message {
   };
 }
 
-export const HELP_TEXT = [
-  '*/backfill* runs a safe backfill: announced to the readers first, run only after their owners acknowledge.',
-  '`/backfill plan <pipeline> <night YYYY-MM-DD | from..to> [reason]`: dry run, e.g. `/backfill plan orders 2026-11-15`',
-  '`/backfill start <pipeline> <night | from..to> <reason>`: e.g. `/backfill start orders 2026-11-15 currency parsed as text`',
-  '`/backfill status [id]`: one backfill, or the recent ones',
-  '`/backfill override <id> <reason>`: proceed without a missing acknowledgement (operators)',
-  '`/backfill cancel <id>`: stop it before it runs (operators)',
-  '`/backfill paid-against <report> <date>`: the signed figure and every correction since (anyone), e.g. `/backfill paid-against settlement_report 2026-11-15`',
-  '`/backfill sign <report> <date>`: sign the report\'s current total (configured signers)',
-  '`/backfill log <id>`: the incident package (Markdown and JSON) in the incident thread',
-  '`/backfill plan …` shows a plan id: `/backfill start plan <plan-id> <reason>` runs exactly that plan, or refuses if its inputs changed',
-  '`/backfill approve <id>`: the second operator\'s approval of a backfill larger than the capacity limit',
-  '`/backfill stop <id> <reason>`: fence it: no write of it commits any more (operators)',
-  '`/backfill continue <id> <reason>`: accept the difference that paused a canary or wave (operators)',
-  '`/backfill rollback <id>`: restore the rows it replaced, and replay the consumers (operators)',
-  'Ranges are UTC and include both ends: `2026-11-15T05:00..2026-11-15T10:00`.',
-].join('\n');
-
 /** "What did we pay against?": the signed figure first, then every correction, then what stands now. */
 export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
   const signatures = answer.signatures.map((s, i) =>

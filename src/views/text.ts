@@ -105,8 +105,13 @@ export function renderBackfillList(backfills: BackfillRow[]): string {
     ` before ${money(b.totalBefore)} after ${money(b.totalAfter)} diff ${b.diff === null ? '—' : formatSignedMoney(b.diff)} by <@${b.requestedBy}>`).join('\n');
 }
 
+/** Who did it: the actor, and when they used someone else's rights, for whom and why. */
+export function describeActor(event: Pick<TimelineEvent, 'actor' | 'onBehalfOf' | 'onBehalfReason'>): string {
+  return event.onBehalfOf ? `${event.actor} on behalf of <@${event.onBehalfOf}> (${event.onBehalfReason ?? ''})` : event.actor;
+}
+
 export function renderTimeline(events: TimelineEvent[]): string {
-  return events.map((e) => `${formatTime(e.at)}  ${e.actor.padEnd(14)} ${e.kind.padEnd(14)} ${JSON.stringify(e.detail)}`).join('\n');
+  return events.map((e) => `${formatTime(e.at)}  ${describeActor(e).padEnd(14)} ${e.kind.padEnd(14)} ${JSON.stringify(e.detail)}`).join('\n');
 }
 
 export function renderTick(result: TickResult): string {

@@ -167,7 +167,7 @@ describe('retention of stored rows', () => {
     expect(listed).toMatch(new RegExp(`#${id} orders \\(done\\): keeps unless --prune undo rows, [\\d,]+ rows, [\\d.]+ kB \\(staged ${before.staged}, saved ${before.saved}\\)`));
     expect(listed).toContain('finished 45 day(s) ago, but its rollback is still allowed');
     expect(await stored(e, id)).toEqual(before);
-    const pruned = await cli('retention', '--prune', '--as', OPERATOR);
+    const pruned = await cli('retention', '--prune');
     expect(pruned).toMatch(new RegExp(`#${id} orders: dropped scratch and undo rows`));
     expect(pruned).toMatch(/Dropped [\d,]+ rows \([\d.]+ kB\) of 1 backfill\(s\)/);
     expect(await stored(e, id)).toEqual({ staged: 0, saved: 0, baseline: 0, expected: 0 });

@@ -1,0 +1,53 @@
+import type { Acting } from '../db/acting.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+
+export { runActing, type Acting } from '../db/acting.js';
+
+// Who may do what, for every entry point (Slack, the CLI, plain-word questions), decided here:
+//   anyone    status, the backfill log, what was paid against
+//   operator  plan, start, approve, override, cancel, stop, continue, rollback, tick, retention, the catalog of
+//             signers and delegates. Slack: BACKFILL_OPERATORS or the operators user group; the CLI: the OS
+//             users in BACKFILL_CLI_OPERATORS, or, when that is empty, whoever holds the database's credentials.
+//   owner     acknowledge or hold: the consumer's owner or one of their delegates (checked against the
+//             consumers table inside the transaction, src/core/gate.ts)
+//   signer    sign a report's figure: someone on that report's signers list (src/core/signing.ts)
+// Acting on behalf of someone else (the CLI's --as) uses that person's rights for the owner, signer and
+// operator rules, and is refused unless the actor is an operator and gives a reason; every event of it names
+// both (backfill.events.actor, on_behalf_of, on_behalf_reason).
+
+export type Rule = 'anyone' | 'operator' | 'owner' | 'signer';
+
+
+/** Whose rights an action uses: the person acted for, or the actor. */
+export function principalOf(acting: Acting): string {
+  return acting.onBehalfOf ?? acting.actor;
+}
+
+/** The actor as a person reads it: a Slack mention, or the CLI's user and host as they are. */
+export function mention(actor: string): string {
+  return /^[UW][A-Z0-9]+$/.test(actor) ? `<@${actor}>` : actor;
+}
+
+/**
+ * Refuses an action the actor may not take under `rule`, with a sentence saying who may. The owner and signer
+ * rules are checked again, against the rows, by the core function that takes the action; this checks what can
+ * be known before: operator status and the terms of acting on someone else's behalf.
+ */
+export function authorize(acting: Acting, rule: Rule, action: string): void {
+  if (acting.onBehalfOf !== undefined && acting.onBehalfOf !== acting.actor) {
+    if (!acting.operator) {
+      throw new BackfillError(ErrorCode.NotAllowed,
+        `${mention(acting.actor)} is not an operator, so cannot ${action} on behalf of ${mention(acting.onBehalfOf)}. ` +
+        `Only an operator may act for someone else; ${mention(acting.onBehalfOf)} can do it themselves.`);
+    }
+    if (!acting.reason?.trim()) {
+      throw new BackfillError(ErrorCode.NotAllowed,
+        `Acting on behalf of ${mention(acting.onBehalfOf)} needs a reason, kept in the timeline: add --reason "<why they cannot ${action} themselves>".`);
+    }
+  }
+  if (rule === 'operator' && !acting.operator) {
+    throw new BackfillError(ErrorCode.NotAllowed,
+      `${mention(acting.actor)} is not a backfill operator, so cannot ${action}. Operators are listed in BACKFILL_OPERATORS ` +
+      '(Slack users) or BACKFILL_CLI_OPERATORS (OS users of the CLI); ask one of them, or ask to be added.');
+  }
+}
