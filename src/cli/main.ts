@@ -6,7 +6,7 @@ import { answerPaidAgainst } from '../core/paidAgainst.js';
 import { addDelegate, addSigner, listSigners, removeDelegate, removeSigner, signReport } from '../core/signing.js';
 import { parseArgs } from 'node:util';
 import { checkQueue, openBackends, queueBackendOf, type RunConfig } from '../backends.js';
-import { cliUsage, commandNames, findCommand } from '../commands/table.js';
+import { cliUsage, commandNames, findCommand, usageOf } from '../commands/table.js';
 import { authorize, principalOf, runActing, type Acting } from '../core/authorization.js';
 import { loadConfig } from '../config.js';
 import { runOn } from '../processLifecycle.js';
@@ -103,202 +103,222 @@ interface Options {
   out?: string | undefined;
 }
 
+/** What each CLI command does; src/commands/table.ts says who may run it and how it is written. */
+type CliHandler = (ctx: EngineContext, args: string[], options: Options) => Promise<number>;
+
+const HANDLERS: Record<string, CliHandler> = {
+  migrate: async () => {
+    console.log('Migrations applied.');
+    return 0;
+  },
+  plan: async (ctx, args, options) => {
+    const { actor } = options;
+    const [pipeline = '', target = '', ...reason] = need(args, 2, 'plan');
+    const request = { pipeline, target, reason: reason.join(' ') || '(dry run)', actor, limitOverride: options['override-limit'] };
+    const plan = await recordingRefusals(ctx, { actor, action: 'plan', input: { pipeline, target } }, () => planBackfill(ctx, request));
+    console.log(renderPlan(plan));
+    console.log(`Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`);
+    return 0;
+  },
+  start: async (ctx, args, options) => {
+    const { actor } = options;
+    const [pipeline = '', target = '', ...reason] = need(args, 3, 'start');
+    const planId = options.plan === undefined ? undefined : backfillId(options.plan);
+    const request = { pipeline, target, reason: reason.join(' '), actor, limitOverride: options['override-limit'], planId };
+    const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target, planId } }, () => startBackfill(ctx, request));
+    console.log(`Backfill #${result.backfill.id} created (${result.backfill.state}).`);
+    for (const a of result.announcements) console.log(`\n--- to <@${a.owner}> (${a.consumer}, ${a.notifyRule}) ---\n${a.text}`);
+    return settle(ctx, result.backfill.id, options);
+  },
+  ack: async (ctx, args, options) => {
+    const { actor } = options;
+    const id = backfillId(need(args, 1, 'ack')[0]);
+    const result = await recordingRefusals(ctx, { actor, action: 'acknowledge', backfillId: id },
+      () => acknowledge(ctx, { backfillId: id, actor, consumer: options.consumer }));
+    console.log(result.changed ? `Acknowledged by <@${actor}>.` : 'Already acknowledged: nothing changed.');
+    console.log(result.waitingFor.length ? `Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} <@${w.owner}>`).join(', ')}` : 'Every required acknowledgement is in.');
+    return settle(ctx, id, options);
+  },
+  hold: async (ctx, args, options) => {
+    const { actor } = options;
+    const [rawId, ...reason] = need(args, 1, 'hold');
+    const id = backfillId(rawId);
+    await recordingRefusals(ctx, { actor, action: 'hold', backfillId: id },
+      () => hold(ctx, { backfillId: id, actor, consumer: options.consumer, reason: reason.join(' ') || undefined }));
+    console.log(`Backfill #${id} is held by <@${actor}>; it runs only after they acknowledge.`);
+    return 0;
+  },
+  override: async (ctx, args, options) => {
+    const { actor } = options;
+    const [rawId, ...reason] = need(args, 2, 'override');
+    const id = backfillId(rawId);
+    const result = await recordingRefusals(ctx, { actor, action: 'override', backfillId: id },
+      () => overrideGate(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
+    console.log(result.approved ? `Gate opened by override of <@${actor}>.` : 'Nothing to override.');
+    return settle(ctx, id, options);
+  },
+  cancel: async (ctx, args, options) => {
+    const { actor } = options;
+    const [rawId, ...reason] = need(args, 1, 'cancel');
+    const id = backfillId(rawId);
+    await recordingRefusals(ctx, { actor, action: 'cancel', backfillId: id },
+      () => cancelBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
+    console.log(`Backfill #${id} cancelled.`);
+    return 0;
+  },
+  approve: async (ctx, args, options) => {
+    const { actor } = options;
+    const id = backfillId(need(args, 1, 'approve')[0]);
+    const result = await recordingRefusals(ctx, { actor, action: 'approve', backfillId: id }, () => approveCapacity(ctx, { backfillId: id, actor }));
+    console.log(result.approved ? 'Approved; the gate is open.' : `Approved. Still waiting for: ${result.waitingFor.map((w) => w.consumer).join(', ')}`);
+    return settle(ctx, id, options);
+  },
+  stop: async (ctx, args, options) => {
+    const { actor } = options;
+    const [rawId, ...reason] = need(args, 2, 'stop');
+    const id = backfillId(rawId);
+    await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
+    // The stop is in the database already; queued jobs would find it fenced and do nothing, so a Redis that
+    // does not answer only means they are not removed now.
+    const unreachable = await checkQueue(queueBackendOf(ctx.config)).then(() => undefined, (error: unknown) => error as Error);
+    if (unreachable) {
+      console.log(`Backfill #${id} stopped and fenced. Its queued jobs were not removed: ${unreachable.message} They will find it stopped and do nothing.`);
+      return 0;
+    }
+    const queue = createStepQueue(ctx.config);
+    try {
+      console.log(`Backfill #${id} stopped and fenced; ${await removeQueuedJobs(queue, id)} queued job(s) removed.`);
+    } finally {
+      await queue.close();
+    }
+    return 0;
+  },
+  continue: async (ctx, args, options) => {
+    const { actor } = options;
+    const [rawId, ...words] = need(args, 2, 'continue');
+    const id = backfillId(rawId);
+    const { hours, rest } = leadingHours(words);
+    const { accepted } = await recordingRefusals(ctx, { actor, action: 'continue', backfillId: id },
+      () => continueBackfill(ctx, { backfillId: id, actor, reason: rest.join(' '), partitions: hours }));
+    console.log(`Backfill #${id} continues; accepted: ${accepted.map(formatHour).join(', ')}.`);
+    return settle(ctx, id, options);
+  },
+  rollback: async (ctx, args, options) => {
+    const { actor } = options;
+    const [rawId, ...reason] = need(args, 1, 'rollback');
+    const id = backfillId(rawId);
+    const { restored } = await recordingRefusals(ctx, { actor, action: 'rollback', backfillId: id },
+      () => rollbackBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
+    console.log(`Backfill #${id} rolled back: ${restored.length} partition(s) restored; consumers replay.`);
+    return settle(ctx, id, options);
+  },
+  status: async (ctx, args, _options) => {
+    if (args[0] === undefined) {
+      console.log(renderBackfillList(await listRecentBackfills(ctx.pool)));
+      return 0;
+    }
+    console.log(renderStatus(await loadBackfillReport(ctx.pool, backfillId(args[0]))));
+    return 0;
+  },
+  log: async (ctx, args, _options) => {
+    if (args[0] === undefined) {
+      console.log(renderBackfillList(await listRecentBackfills(ctx.pool, 100)));
+      return 0;
+    }
+    const id = backfillId(args[0]);
+    console.log(renderDiff(await loadBackfillReport(ctx.pool, id)));
+    console.log(`\nTimeline:\n${renderTimeline(await listEvents(ctx.pool, id))}`);
+    return 0;
+  },
+  tick: async (ctx, args, options) => {
+    const { actor } = options;
+    const [pipeline = ''] = need(args, 1, 'tick');
+    const until = options.until ? parseHour(options.until) : undefined;
+    console.log(renderTick(await tick(ctx, { pipeline, actor, until })));
+    return 0;
+  },
+  'paid-against': async (ctx, args, _options) => {
+    const [first = '', second] = need(args, 1, 'paid-against');
+    const answer = await answerPaidAgainst(ctx.pool, second === undefined ? { date: first } : { report: first, date: second });
+    console.log(renderPaidAgainst(answer));
+    return 0;
+  },
+  sign: async (ctx, args, options) => {
+    const { actor } = options;
+    const [report = '', period = ''] = need(args, 2, 'sign');
+    const signed = await recordingRefusals(ctx, { actor, action: 'sign', input: { report, period } }, () => signReport(ctx, { report, period, actor }));
+    console.log(`Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by <@${signed.signedBy}> (signature ${signed.signatureNumber}).`);
+    return 0;
+  },
+  signer: async (ctx, args, options) => {
+    const { actor } = options;
+    const [action = '', report, user] = need(args, 1, 'signer');
+    if (action === 'list') {
+      const { rows } = await ctx.pool.query<{ report: string; signer: string }>(
+        'SELECT report, signer FROM backfill.signers WHERE $1::text IS NULL OR report = $1::text ORDER BY report, signer', [report ?? null]);
+      console.log(rows.map((r) => `${r.report}: <@${r.signer}>`).join('\n') || 'No signers configured.');
+      return 0;
+    }
+    if ((action !== 'add' && action !== 'remove') || !report || !user) throw new BackfillError(ErrorCode.BadInput, `Usage: backfill ${usage('signer')}`);
+    if (action === 'add') await addSigner(ctx, { report, signer: user, actor });
+    else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`<@${user}> was not a signer of ${report}.`);
+    console.log(`Signers of ${report}: ${(await listSigners(ctx.pool, report)).map((s) => `<@${s}>`).join(', ') || 'none'}`);
+    return 0;
+  },
+  delegate: async (ctx, args, options) => {
+    const { actor } = options;
+    const [action = '', owner, user] = need(args, 1, 'delegate');
+    if (action === 'list') {
+      const { rows } = await ctx.pool.query<{ owner: string; delegate: string }>('SELECT owner, delegate FROM backfill.delegates ORDER BY owner, delegate');
+      console.log(rows.map((r) => `<@${r.owner}>: <@${r.delegate}>`).join('\n') || 'No delegates configured.');
+      return 0;
+    }
+    if ((action !== 'add' && action !== 'remove') || !owner || !user) throw new BackfillError(ErrorCode.BadInput, `Usage: backfill ${usage('delegate')}`);
+    if (action === 'add') await addDelegate(ctx, { owner, delegate: user, actor });
+    else await removeDelegate(ctx, { owner, delegate: user, actor });
+    console.log(`${action === 'add' ? 'Added' : 'Removed'}: <@${user}> ${action === 'add' ? 'may now act' : 'no longer acts'} for <@${owner}>.`);
+    return 0;
+  },
+  export: async (ctx, args, options) => {
+    const id = backfillId(need(args, 1, 'export')[0]);
+    if (options.format !== 'md' && options.format !== 'json') throw new BackfillError(ErrorCode.BadInput, `--format is md or json, not "${options.format ?? ''}".`);
+    const pkg = await buildIncidentPackage(ctx.pool, id);
+    const text = options.format === 'json' ? incidentPackageJson(pkg) : incidentPackageMarkdown(pkg);
+    if (options.out) {
+      await writeFile(options.out, text);
+      console.log(`Wrote ${options.out}.`);
+    } else {
+      console.log(text);
+    }
+    return 0;
+  },
+  retention: async (ctx, args, options) => {
+    const { actor } = options;
+    const id = args[0] === undefined ? undefined : backfillId(args[0]);
+    if (!options.prune) {
+      console.log(renderRetention(await listRetention(ctx, { backfillId: id })));
+      return 0;
+    }
+    console.log(renderPruned(await pruneStoredRows(ctx, { actor, includeRollbackRows: true, backfillId: id })));
+    return 0;
+  },
+  worker: async (ctx, _args, _options) => {
+    const { startWorkers } = await import('../worker.js');
+    const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line)) });
+    console.log('Workers running; Ctrl-C stops them.');
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+    await workers.close();
+    return 0;
+  },
+};
+
 async function run(ctx: EngineContext, command: string, args: string[], options: Options): Promise<number> {
-  const { actor } = options;
-  switch (command) {
-    case 'migrate':
-      console.log('Migrations applied.');
-      return 0;
-    case 'plan': {
-      const [pipeline = '', target = '', ...reason] = need(args, 2, 'plan <pipeline> <night|from..to> [reason]');
-      const request = { pipeline, target, reason: reason.join(' ') || '(dry run)', actor, limitOverride: options['override-limit'] };
-      const plan = await recordingRefusals(ctx, { actor, action: 'plan', input: { pipeline, target } }, () => planBackfill(ctx, request));
-      console.log(renderPlan(plan));
-      console.log(`Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`);
-      return 0;
-    }
-    case 'start': {
-      const [pipeline = '', target = '', ...reason] = need(args, 3, 'start <pipeline> <night|from..to> <reason>');
-      const planId = options.plan === undefined ? undefined : backfillId(options.plan);
-      const request = { pipeline, target, reason: reason.join(' '), actor, limitOverride: options['override-limit'], planId };
-      const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target, planId } }, () => startBackfill(ctx, request));
-      console.log(`Backfill #${result.backfill.id} created (${result.backfill.state}).`);
-      for (const a of result.announcements) console.log(`\n--- to <@${a.owner}> (${a.consumer}, ${a.notifyRule}) ---\n${a.text}`);
-      return settle(ctx, result.backfill.id, options);
-    }
-    case 'ack': {
-      const id = backfillId(need(args, 1, 'ack <id>')[0]);
-      const result = await recordingRefusals(ctx, { actor, action: 'acknowledge', backfillId: id },
-        () => acknowledge(ctx, { backfillId: id, actor, consumer: options.consumer }));
-      console.log(result.changed ? `Acknowledged by <@${actor}>.` : 'Already acknowledged: nothing changed.');
-      console.log(result.waitingFor.length ? `Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} <@${w.owner}>`).join(', ')}` : 'Every required acknowledgement is in.');
-      return settle(ctx, id, options);
-    }
-    case 'hold': {
-      const [rawId, ...reason] = need(args, 1, 'hold <id> [reason]');
-      const id = backfillId(rawId);
-      await recordingRefusals(ctx, { actor, action: 'hold', backfillId: id },
-        () => hold(ctx, { backfillId: id, actor, consumer: options.consumer, reason: reason.join(' ') || undefined }));
-      console.log(`Backfill #${id} is held by <@${actor}>; it runs only after they acknowledge.`);
-      return 0;
-    }
-    case 'override': {
-      const [rawId, ...reason] = need(args, 2, 'override <id> <reason>');
-      const id = backfillId(rawId);
-      const result = await recordingRefusals(ctx, { actor, action: 'override', backfillId: id },
-        () => overrideGate(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
-      console.log(result.approved ? `Gate opened by override of <@${actor}>.` : 'Nothing to override.');
-      return settle(ctx, id, options);
-    }
-    case 'cancel': {
-      const [rawId, ...reason] = need(args, 1, 'cancel <id> [reason]');
-      const id = backfillId(rawId);
-      await recordingRefusals(ctx, { actor, action: 'cancel', backfillId: id },
-        () => cancelBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
-      console.log(`Backfill #${id} cancelled.`);
-      return 0;
-    }
-    case 'approve': {
-      const id = backfillId(need(args, 1, 'approve <id>')[0]);
-      const result = await recordingRefusals(ctx, { actor, action: 'approve', backfillId: id }, () => approveCapacity(ctx, { backfillId: id, actor }));
-      console.log(result.approved ? 'Approved; the gate is open.' : `Approved. Still waiting for: ${result.waitingFor.map((w) => w.consumer).join(', ')}`);
-      return settle(ctx, id, options);
-    }
-    case 'stop': {
-      const [rawId, ...reason] = need(args, 2, 'stop <id> <reason>');
-      const id = backfillId(rawId);
-      await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
-      // The stop is in the database already; queued jobs would find it fenced and do nothing, so a Redis that
-      // does not answer only means they are not removed now.
-      const unreachable = await checkQueue(queueBackendOf(ctx.config)).then(() => undefined, (error: unknown) => error as Error);
-      if (unreachable) {
-        console.log(`Backfill #${id} stopped and fenced. Its queued jobs were not removed: ${unreachable.message} They will find it stopped and do nothing.`);
-        return 0;
-      }
-      const queue = createStepQueue(ctx.config);
-      try {
-        console.log(`Backfill #${id} stopped and fenced; ${await removeQueuedJobs(queue, id)} queued job(s) removed.`);
-      } finally {
-        await queue.close();
-      }
-      return 0;
-    }
-    case 'continue': {
-      const [rawId, ...words] = need(args, 2, 'continue <id> [partition hours] <reason>');
-      const id = backfillId(rawId);
-      const { hours, rest } = leadingHours(words);
-      const { accepted } = await recordingRefusals(ctx, { actor, action: 'continue', backfillId: id },
-        () => continueBackfill(ctx, { backfillId: id, actor, reason: rest.join(' '), partitions: hours }));
-      console.log(`Backfill #${id} continues; accepted: ${accepted.map(formatHour).join(', ')}.`);
-      return settle(ctx, id, options);
-    }
-    case 'rollback': {
-      const [rawId, ...reason] = need(args, 1, 'rollback <id> [reason]');
-      const id = backfillId(rawId);
-      const { restored } = await recordingRefusals(ctx, { actor, action: 'rollback', backfillId: id },
-        () => rollbackBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
-      console.log(`Backfill #${id} rolled back: ${restored.length} partition(s) restored; consumers replay.`);
-      return settle(ctx, id, options);
-    }
-    case 'status': {
-      if (args[0] === undefined) {
-        console.log(renderBackfillList(await listRecentBackfills(ctx.pool)));
-        return 0;
-      }
-      console.log(renderStatus(await loadBackfillReport(ctx.pool, backfillId(args[0]))));
-      return 0;
-    }
-    case 'log': {
-      if (args[0] === undefined) {
-        console.log(renderBackfillList(await listRecentBackfills(ctx.pool, 100)));
-        return 0;
-      }
-      const id = backfillId(args[0]);
-      console.log(renderDiff(await loadBackfillReport(ctx.pool, id)));
-      console.log(`\nTimeline:\n${renderTimeline(await listEvents(ctx.pool, id))}`);
-      return 0;
-    }
-    case 'tick': {
-      const [pipeline = ''] = need(args, 1, 'tick <pipeline> [--until <hour>]');
-      const until = options.until ? parseHour(options.until) : undefined;
-      console.log(renderTick(await tick(ctx, { pipeline, actor, until })));
-      return 0;
-    }
-    case 'paid-against': {
-      const [first = '', second] = need(args, 1, 'paid-against [report] <date>');
-      const answer = await answerPaidAgainst(ctx.pool, second === undefined ? { date: first } : { report: first, date: second });
-      console.log(renderPaidAgainst(answer));
-      return 0;
-    }
-    case 'sign': {
-      const [report = '', period = ''] = need(args, 2, 'sign <report> <date> --as <user>');
-      const signed = await recordingRefusals(ctx, { actor, action: 'sign', input: { report, period } }, () => signReport(ctx, { report, period, actor }));
-      console.log(`Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by <@${signed.signedBy}> (signature ${signed.signatureNumber}).`);
-      return 0;
-    }
-    case 'signer': {
-      const [action = '', report, user] = need(args, 1, 'signer add|remove <report> <user> | signer list [report]');
-      if (action === 'list') {
-        const { rows } = await ctx.pool.query<{ report: string; signer: string }>(
-          'SELECT report, signer FROM backfill.signers WHERE $1::text IS NULL OR report = $1::text ORDER BY report, signer', [report ?? null]);
-        console.log(rows.map((r) => `${r.report}: <@${r.signer}>`).join('\n') || 'No signers configured.');
-        return 0;
-      }
-      if ((action !== 'add' && action !== 'remove') || !report || !user) throw new BackfillError(ErrorCode.BadInput, 'Usage: backfill signer add|remove <report> <user> | signer list [report]');
-      if (action === 'add') await addSigner(ctx, { report, signer: user, actor });
-      else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`<@${user}> was not a signer of ${report}.`);
-      console.log(`Signers of ${report}: ${(await listSigners(ctx.pool, report)).map((s) => `<@${s}>`).join(', ') || 'none'}`);
-      return 0;
-    }
-    case 'delegate': {
-      const [action = '', owner, user] = need(args, 1, 'delegate add|remove <owner> <user> | delegate list');
-      if (action === 'list') {
-        const { rows } = await ctx.pool.query<{ owner: string; delegate: string }>('SELECT owner, delegate FROM backfill.delegates ORDER BY owner, delegate');
-        console.log(rows.map((r) => `<@${r.owner}>: <@${r.delegate}>`).join('\n') || 'No delegates configured.');
-        return 0;
-      }
-      if ((action !== 'add' && action !== 'remove') || !owner || !user) throw new BackfillError(ErrorCode.BadInput, 'Usage: backfill delegate add|remove <owner> <user> | delegate list');
-      if (action === 'add') await addDelegate(ctx, { owner, delegate: user, actor });
-      else await removeDelegate(ctx, { owner, delegate: user, actor });
-      console.log(`${action === 'add' ? 'Added' : 'Removed'}: <@${user}> ${action === 'add' ? 'may now act' : 'no longer acts'} for <@${owner}>.`);
-      return 0;
-    }
-    case 'export': {
-      const id = backfillId(need(args, 1, 'export <id> [--format md|json] [--out <file>]')[0]);
-      if (options.format !== 'md' && options.format !== 'json') throw new BackfillError(ErrorCode.BadInput, `--format is md or json, not "${options.format ?? ''}".`);
-      const pkg = await buildIncidentPackage(ctx.pool, id);
-      const text = options.format === 'json' ? incidentPackageJson(pkg) : incidentPackageMarkdown(pkg);
-      if (options.out) {
-        await writeFile(options.out, text);
-        console.log(`Wrote ${options.out}.`);
-      } else {
-        console.log(text);
-      }
-      return 0;
-    }
-    case 'retention': {
-      const id = args[0] === undefined ? undefined : backfillId(args[0]);
-      if (!options.prune) {
-        console.log(renderRetention(await listRetention(ctx, { backfillId: id })));
-        return 0;
-      }
-      console.log(renderPruned(await pruneStoredRows(ctx, { actor, includeRollbackRows: true, backfillId: id })));
-      return 0;
-    }
-    case 'worker': {
-      const { startWorkers } = await import('../worker.js');
-      const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line)) });
-      console.log('Workers running; Ctrl-C stops them.');
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', resolve);
-        process.once('SIGTERM', resolve);
-      });
-      await workers.close();
-      return 0;
-    }
-    default:
-      throw new BackfillError(ErrorCode.BadInput, `"${command}" is not a command.\n\n${USAGE}`);
-  }
+  const handler = HANDLERS[command];
+  if (!handler) throw new BackfillError(ErrorCode.BadInput, `"${command}" is not a command.\n\n${USAGE}`);
+  return handler(ctx, args, options);
 }
 
 async function settle(ctx: EngineContext, id: number, options: Options): Promise<number> {
@@ -308,8 +328,15 @@ async function settle(ctx: EngineContext, id: number, options: Options): Promise
   return report.backfill.state === 'done' || report.backfill.state === 'rolled_back' ? 0 : 1;
 }
 
-function need(args: string[], count: number, usage: string): string[] {
-  if (args.length < count) throw new BackfillError(ErrorCode.BadInput, `Missing arguments. Usage: backfill ${usage}`);
+/** A command's usage line, from the command table. */
+function usage(command: string): string {
+  const spec = findCommand(command, 'cli');
+  return spec ? usageOf(spec, 'cli') : command;
+}
+
+/** The arguments, or a refusal with the command's usage. */
+function need(args: string[], count: number, command: string): string[] {
+  if (args.length < count) throw new BackfillError(ErrorCode.BadInput, `Missing arguments. Usage: backfill ${usage(command)}`);
   return args;
 }
 
