@@ -1,14 +1,14 @@
 import type { AddressInfo } from 'node:net';
 import { LogLevel } from '@slack/bolt';
 import { STEP_QUEUE } from '../../jobs/registry.js';
-import { startSlackEmulator } from '../../test/support/slackEmulator.js';
+import { startSlackEmulator, type SlackEmulator } from '../../test/support/slackEmulator.js';
 import { postBlockAction, postSlashCommand } from '../../test/support/slackRequests.js';
 import { openBackends, type QueueBackend, type RunConfig } from '../backends.js';
 import { loadConfig } from '../config.js';
 import { loadBackfillReport } from '../core/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
-import { createPool, poolBounds, recreateDatabase } from '../db/pool.js';
+import { createPool, poolBounds, recreateDatabase, type Pool } from '../db/pool.js';
 import { isBackfillError } from '../errors.js';
 import { createQueue } from '../queue/connection.js';
 import { runOn } from '../processLifecycle.js';
@@ -72,57 +72,68 @@ async function runDemo(config: RunConfig, queueBackend: QueueBackend, target: Ta
     logLevel: LogLevel.WARN,
   });
   try {
-    const started = Date.now();
-    const summary = await seedDemo(pool, { target });
-    console.log(`November 2026 built by the pipeline's own step in ${((Date.now() - started) / 1000).toFixed(1)} s: ` +
-      `${summary.orderRows} rows in ${summary.partitions} partitions, ${summary.unreconciled} unreconciled, watermark ${summary.watermark}`);
-    console.log(target === 'partitioned'
-      ? 'warehouse.orders is partitioned by hour (orders_pYYYYMMDDHH): each partition is published by swap (DETACH the live one, ATTACH the staged one)'
-      : 'warehouse.orders is one plain table: each partition is published by rewrite (DELETE … RETURNING into the saved rows, INSERT … SELECT)');
-
+    await seed(pool, target);
     const server = await bot.start(0);
-    const events = `http://127.0.0.1:${(server?.address() as AddressInfo).port}/slack/events`;
-    const type = async (user: string, text: string) => {
-      console.log(`<@${user}> in <#${INCIDENT}>: /backfill ${text}`);
-      await postSlashCommand(events, SECRET, { text, user_id: user, channel_id: INCIDENT, response_url: slack.responseUrl(`${user}-${Date.now()}`) });
-      await until(async () => slack.responses.length > 0 && slack.responses.length >= typed + 1, 'the reply');
-      typed += 1;
-    };
-    let typed = 0;
-
-    section('In the incident channel');
-    await type(OPERATOR, 'plan orders 2026-11-15');
-    await type(OPERATOR, 'start orders 2026-11-15 currency column parsed as text on the 05:00-10:00 batch');
-    await until(async () => slack.callsTo('chat.postMessage').filter((c) => String(c.params.channel).startsWith('D')).length === 2, 'the announcements');
-
-    section('The owners acknowledge in their DMs (the demo presses the buttons for them)');
-    for (const [owner, consumer] of [[OWNERS.settlementLead, 'settlement_report'], [OWNERS.payouts, 'payout_export']] as const) {
-      console.log(`<@${owner}> presses Acknowledge on the ${consumer} announcement`);
-      await postBlockAction(events, SECRET, { user: owner, actionId: ActionId.Acknowledge, value: encodeButtonValue({ backfillId: 1, consumer }), responseUrl: slack.responseUrl() });
-    }
-    await until(async () => (await loadBackfillReport(pool, 1)).backfill.state === 'done', 'the backfill to finish');
-    await until(async () => slack.callsTo('chat.postMessage').filter((c) => c.params.channel === INCIDENT).length >= 2, 'the diff message');
-    await until(async () => slack.callsTo('chat.postMessage').some((c) => c.params.channel === `D${OWNERS.forecast}`), 'the after-run DM');
-
-    section('What Slack showed (the emulator\'s transcript)');
-    console.log(slack.transcript());
-
-    section('Jobs (BullMQ, deterministic ids): staged, then the canary published first, then the waves');
-    for (const event of await listEvents(pool, 1)) {
-      if (['announcement_sent', 'acknowledged', 'approved', 'staged', 'recomputed', 'watermark_moved', 'replayed', 'compared', 'notified', 'diff_posted'].includes(event.kind)) {
-        console.log(`${event.at.toISOString().slice(11, 23)}  ${event.actor.padEnd(12)} ${event.kind.padEnd(18)} ${summarize(event.detail)}`);
-      }
-    }
-
-    section('The backfill log row');
-    const report = await loadBackfillReport(pool, 1);
-    console.log(renderDiff(report));
-    if (report.backfill.state !== 'done') throw new Error(`backfill ended ${report.backfill.state}: ${report.backfill.failure ?? ''}`);
+    await converse(`http://127.0.0.1:${(server?.address() as AddressInfo).port}/slack/events`, slack, pool);
+    await show(slack, pool);
   } finally {
     await bot.stop();
     await slack.close();
     await pool.end();
   }
+}
+
+async function seed(pool: Pool, target: TargetShape): Promise<void> {
+  const started = Date.now();
+  const summary = await seedDemo(pool, { target });
+  console.log(`November 2026 built by the pipeline's own step in ${((Date.now() - started) / 1000).toFixed(1)} s: ` +
+    `${summary.orderRows} rows in ${summary.partitions} partitions, ${summary.unreconciled} unreconciled, watermark ${summary.watermark}`);
+  console.log(target === 'partitioned'
+    ? 'warehouse.orders is partitioned by hour (orders_pYYYYMMDDHH): each partition is published by swap (DETACH the live one, ATTACH the staged one)'
+    : 'warehouse.orders is one plain table: each partition is published by rewrite (DELETE … RETURNING into the saved rows, INSERT … SELECT)');
+}
+
+/** The operator types in the incident channel; the owners press Acknowledge; the run goes to its end. */
+async function converse(events: string, slack: SlackEmulator, pool: Pool): Promise<void> {
+  let typed = 0;
+  const type = async (user: string, text: string) => {
+    console.log(`<@${user}> in <#${INCIDENT}>: /backfill ${text}`);
+    await postSlashCommand(events, SECRET, { text, user_id: user, channel_id: INCIDENT, response_url: slack.responseUrl(`${user}-${Date.now()}`) });
+    await until(async () => slack.responses.length > 0 && slack.responses.length >= typed + 1, 'the reply');
+    typed += 1;
+  };
+
+  section('In the incident channel');
+  await type(OPERATOR, 'plan orders 2026-11-15');
+  await type(OPERATOR, 'start orders 2026-11-15 currency column parsed as text on the 05:00-10:00 batch');
+  await until(async () => slack.callsTo('chat.postMessage').filter((c) => String(c.params.channel).startsWith('D')).length === 2, 'the announcements');
+
+  section('The owners acknowledge in their DMs (the demo presses the buttons for them)');
+  for (const [owner, consumer] of [[OWNERS.settlementLead, 'settlement_report'], [OWNERS.payouts, 'payout_export']] as const) {
+    console.log(`<@${owner}> presses Acknowledge on the ${consumer} announcement`);
+    await postBlockAction(events, SECRET, { user: owner, actionId: ActionId.Acknowledge, value: encodeButtonValue({ backfillId: 1, consumer }), responseUrl: slack.responseUrl() });
+  }
+  await until(async () => (await loadBackfillReport(pool, 1)).backfill.state === 'done', 'the backfill to finish');
+  await until(async () => slack.callsTo('chat.postMessage').filter((c) => c.params.channel === INCIDENT).length >= 2, 'the diff message');
+  await until(async () => slack.callsTo('chat.postMessage').some((c) => c.params.channel === `D${OWNERS.forecast}`), 'the after-run DM');
+}
+
+/** What Slack showed, the jobs in the order they ran, and the backfill log row. */
+async function show(slack: SlackEmulator, pool: Pool): Promise<void> {
+  section('What Slack showed (the emulator\'s transcript)');
+  console.log(slack.transcript());
+
+  section('Jobs (BullMQ, deterministic ids): staged, then the canary published first, then the waves');
+  for (const event of await listEvents(pool, 1)) {
+    if (['announcement_sent', 'acknowledged', 'approved', 'staged', 'recomputed', 'watermark_moved', 'replayed', 'compared', 'notified', 'diff_posted'].includes(event.kind)) {
+      console.log(`${event.at.toISOString().slice(11, 23)}  ${event.actor.padEnd(12)} ${event.kind.padEnd(18)} ${summarize(event.detail)}`);
+    }
+  }
+
+  section('The backfill log row');
+  const report = await loadBackfillReport(pool, 1);
+  console.log(renderDiff(report));
+  if (report.backfill.state !== 'done') throw new Error(`backfill ended ${report.backfill.state}: ${report.backfill.failure ?? ''}`);
 }
 
 function summarize(detail: Record<string, unknown>): string {
