@@ -10,7 +10,7 @@ import { startBackfill } from '../src/core/start.js';
 import { loadBackfillReport } from '../src/core/status.js';
 import { listEvents } from '../src/db/events.js';
 import { createTestEngine, type TestEngine } from './support/engine.js';
-import { startSlackEmulator, type SlackEmulator } from './support/slackEmulator.js';
+import { startSlackEmulator, type SlackEmulator } from '../src/emulator/slackEmulator.js';
 import { waitUntil } from './support/wait.js';
 
 const WORKER = fileURLToPath(new URL('../src/workerMain.ts', import.meta.url));

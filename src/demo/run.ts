@@ -1,8 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { LogLevel } from '@slack/bolt';
 import { STEP_QUEUE } from '../../jobs/registry.js';
-import { startSlackEmulator, type SlackEmulator } from '../../test/support/slackEmulator.js';
-import { postBlockAction, postSlashCommand } from '../../test/support/slackRequests.js';
+import { startSlackEmulator, type SlackEmulator } from '../emulator/slackEmulator.js';
+import { postBlockAction, postSlashCommand } from '../emulator/slackRequests.js';
 import { openBackends, type QueueBackend, type RunConfig } from '../backends.js';
 import { loadConfig } from '../config.js';
 import { loadBackfillReport } from '../core/status.js';

@@ -5,8 +5,8 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, type BlockButtonAction, isValidSlackRequest, LogLevel, webApi } from '@slack/bolt';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startSlackEmulator, type SlackEmulator } from '../support/slackEmulator.js';
-import { postBlockAction, postEvent, postSlashCommand, signSlackBody } from '../support/slackRequests.js';
+import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slackEmulator.js';
+import { postBlockAction, postEvent, postSlashCommand, signSlackBody } from '../../src/emulator/slackRequests.js';
 
 // @slack/web-api is a dependency of Bolt, not of this project: reach it through Bolt's `webApi` re-export.
 const { WebClient, WebClientEvent, WebAPIPlatformError, WebAPIHTTPError, WebAPIRequestError, ErrorCode } = webApi;

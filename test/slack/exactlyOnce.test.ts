@@ -10,7 +10,7 @@ import { BackfillError, ErrorCode, isBackfillError } from '../../src/errors.js';
 import { findMessageIntent } from '../../src/db/messageIntents.js';
 import { MESSAGE_EVENT_TYPE, SlackMessenger } from '../../src/slack/messenger.js';
 import { createTestEngine, RecordingMessenger, type TestEngine } from '../support/engine.js';
-import { startSlackEmulator, type SlackEmulator } from '../support/slackEmulator.js';
+import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slackEmulator.js';
 
 const { WebClient } = webApi;
 const INCIDENT = 'C0INCIDENT';

@@ -3,8 +3,8 @@ import { OWNERS } from '../../src/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, INCIDENT_CHANNEL, SIGNING_SECRET, type SlackHarness } from '../support/slackApp.js';
-import type { RecordedCall } from '../support/slackEmulator.js';
-import { postEvent } from '../support/slackRequests.js';
+import type { RecordedCall } from '../../src/emulator/slackEmulator.js';
+import { postEvent } from '../../src/emulator/slackRequests.js';
 import { waitUntil } from '../support/wait.js';
 
 const blocksText = (call: RecordedCall | undefined) => `${String(call?.params.text ?? '')} ${JSON.stringify(call?.params.blocks ?? [])}`;

@@ -2,8 +2,8 @@ import type { AddressInfo } from 'node:net';
 import { LogLevel } from '@slack/bolt';
 import { createSlackApp, type SlackApp } from '../../src/slack/app.js';
 import { createTestEngine, type TestEngine } from './engine.js';
-import { startSlackEmulator, type SlackEmulator } from './slackEmulator.js';
-import { postBlockAction, postSlashCommand } from './slackRequests.js';
+import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slackEmulator.js';
+import { postBlockAction, postSlashCommand } from '../../src/emulator/slackRequests.js';
 
 export const SIGNING_SECRET = 'test-signing-secret-harborlight';
 export const INCIDENT_CHANNEL = 'C0INCIDENT';
