@@ -457,19 +457,9 @@ async function setUp(setting: Setting, pool: Pool): Promise<{ bench: Bench; mach
   return { bench, machine, data };
 }
 
-async function measure(bench: Bench, machine: Machine, data: Record<string, unknown>): Promise<RunResult> {
-  const { args, hours, rigs } = bench;
-  const partitions = hours.length;
-  progress(`write path: ${args.writeReps} timed passes each of the raw step and replacePartition over ${partitions} hours${args.warmUp ? ', after one warm-up each' : ''}`);
-  const write = await measureWritePath(bench);
-  const raw = spread(write.raw.map((pass) => pass.seconds));
-  const rawBaseline = { median: raw.median, name: 'raw step' };
-
-  progress(`jobs per second: ${args.jobsReps} timed passes per queue backend (${rigs.map((rig) => rig.kind).join(', ')}) of ${args.jobs} no-op jobs, ` +
-    `addBulk, one Worker at concurrency ${NOOP_CONCURRENCY}, after one warm-up each`);
-  const jobs = await measureJobs(bench);
-
-  const timeoutSeconds = args.backfillTimeoutSeconds ?? Math.max(300, 100 * raw.median);
+/** The whole backfill at each worker count on each queue backend, taking turns; a backend that does not finish is not run again. */
+async function measureAllBackfills(bench: Bench, timeoutSeconds: number): Promise<WorkerRound[]> {
+  const { args, rigs } = bench;
   const taken: WorkerRound[] = [];
   const gaveUp = new Set<QueueKind>();
   for (const [index, workers] of args.workers.entries()) {
@@ -486,6 +476,42 @@ async function measure(bench: Bench, machine: Machine, data: Record<string, unkn
   }
   // Reported by backend, then worker count, whatever order they took turns in.
   const rounds = rigs.flatMap((rig) => taken.filter((round) => round.queue === rig.kind));
+  return rounds;
+}
+
+/** Each queue backend's jobs per second and whole backfills, side by side. */
+function compareQueues(bench: Bench, jobs: Awaited<ReturnType<typeof measureJobs>>, backfills: { round: WorkerRound; measurement: Measurement }[]): QueueComparison[] {
+  const { args, rigs } = bench;
+  return rigs.map((rig) => {
+    const passes = jobs.get(rig.kind) ?? [];
+    return {
+      queue: rig.kind, where: rig.where,
+      jobs: passes.length === 0 ? null : {
+        jobs: args.jobs, concurrency: NOOP_CONCURRENCY,
+        addPerSecond: spread(passes.map((pass) => args.jobs / pass.addSeconds)),
+        processPerSecond: spread(passes.map((pass) => args.jobs / pass.processSeconds)),
+      },
+      backfills: backfills.filter(({ round }) => round.queue === rig.kind).map(({ round, measurement: m }) => ({
+        workers: round.workers, seconds: spread(m.runs), ratio: m.ratio ?? 0, lowerBound: m.lowerBound ?? false,
+      })),
+    };
+  });
+}
+
+async function measure(bench: Bench, machine: Machine, data: Record<string, unknown>): Promise<RunResult> {
+  const { args, hours, rigs } = bench;
+  const partitions = hours.length;
+  progress(`write path: ${args.writeReps} timed passes each of the raw step and replacePartition over ${partitions} hours${args.warmUp ? ', after one warm-up each' : ''}`);
+  const write = await measureWritePath(bench);
+  const raw = spread(write.raw.map((pass) => pass.seconds));
+  const rawBaseline = { median: raw.median, name: 'raw step' };
+
+  progress(`jobs per second: ${args.jobsReps} timed passes per queue backend (${rigs.map((rig) => rig.kind).join(', ')}) of ${args.jobs} no-op jobs, ` +
+    `addBulk, one Worker at concurrency ${NOOP_CONCURRENCY}, after one warm-up each`);
+  const jobs = await measureJobs(bench);
+
+  const timeoutSeconds = args.backfillTimeoutSeconds ?? Math.max(300, 100 * raw.median);
+  const rounds = await measureAllBackfills(bench, timeoutSeconds);
   const reconcile = await measureReconciliation(bench);
   await clearRowStore(bench.pool, bench.pipeline);
   const explain = args.explain ? await explainRun(bench, (raw.median / partitions) * 1000, timeoutSeconds) : undefined;
@@ -506,20 +532,7 @@ async function measure(bench: Bench, machine: Machine, data: Record<string, unkn
       median: Math.max(...round.peak), perPartitionMs: null, ratio: null, against: null,
     })),
   ];
-  const queues: QueueComparison[] = rigs.map((rig) => {
-    const passes = jobs.get(rig.kind) ?? [];
-    return {
-      queue: rig.kind, where: rig.where,
-      jobs: passes.length === 0 ? null : {
-        jobs: args.jobs, concurrency: NOOP_CONCURRENCY,
-        addPerSecond: spread(passes.map((pass) => args.jobs / pass.addSeconds)),
-        processPerSecond: spread(passes.map((pass) => args.jobs / pass.processSeconds)),
-      },
-      backfills: backfills.filter(({ round }) => round.queue === rig.kind).map(({ round, measurement: m }) => ({
-        workers: round.workers, seconds: spread(m.runs), ratio: m.ratio ?? 0, lowerBound: m.lowerBound ?? false,
-      })),
-    };
-  });
+  const queues = compareQueues(bench, jobs, backfills);
   return {
     at: new Date().toISOString(),
     args: { rowsPerPartition: args.rowsPerPartition, partitions: args.partitions, workers: args.workers, queues: rigs.map((rig) => rig.kind),
