@@ -1,5 +1,6 @@
 import { formatMoney, formatSignedMoney, subtractMoney, type Direction } from './money.js';
-import type { Reader, SignedFigure } from './readers.js';
+import type { Reader } from '../db/readLog.js';
+import type { SignedFigure } from '../db/signatures.js';
 import { formatHourRange, formatTime } from './time.js';
 
 export interface AnnouncementInput {

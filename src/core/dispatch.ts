@@ -1,8 +1,10 @@
+import { listAdvancingBackfillIds, listApprovedReady } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
 import { withTransaction, type Queryable } from '../db/pool.js';
+import { listRunnableSteps } from '../db/steps.js';
 import type { EngineContext } from './context.js';
 import { advanceBackfill } from './stepClaims.js';
-import { runnableSql, SETTLED, STEP_KINDS, type StepKind, type StepRef } from './stepGraph.js';
+import { SETTLED, type StepRef } from './stepGraph.js';
 import { transition } from './stateMachine.js';
 
 /**
@@ -20,14 +22,8 @@ export interface RunnableStep extends StepRef {
 }
 
 export async function findRunnableSteps(db: Queryable, backfillId?: number): Promise<RunnableStep[]> {
-  const { rows } = await db.query<{ backfillId: number; kind: StepKind; key: string; takeoverOf?: number }>(
-    `SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key, CASE WHEN s.status = 'running' THEN s.attempts END AS "takeoverOf"
-     FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
-     WHERE (s.status = 'pending' OR (s.status = 'running' AND s.lease_expires_at < clock_timestamp()))
-       AND ($1::bigint IS NULL OR s.backfill_id = $1::bigint)
-       AND ${runnableSql()}
-     ORDER BY s.backfill_id, array_position($2::text[], s.kind), s.step_key`, [backfillId ?? null, [...STEP_KINDS]]);
-  return rows.map((row) => (row.takeoverOf === null ? { ...row, takeoverOf: undefined } : row));
+  const rows = await listRunnableSteps(db, backfillId);
+  return rows.map((row) => ({ ...row, takeoverOf: row.takeoverOf ?? undefined }));
 }
 
 /**
@@ -35,11 +31,7 @@ export async function findRunnableSteps(db: Queryable, backfillId?: number): Pro
  * override skips an acknowledgement, never the message); records when it ran and who ran it.
  */
 export async function startApproved(ctx: EngineContext, backfillId?: number): Promise<number[]> {
-  const { rows } = await ctx.pool.query<{ id: number; requestedBy: string }>(
-    `SELECT id, requested_by AS "requestedBy" FROM backfill.backfills b
-     WHERE state = 'approved' AND ($1::bigint IS NULL OR id = $1::bigint)
-       AND NOT EXISTS (SELECT 1 FROM backfill.backfill_steps s WHERE s.backfill_id = b.id AND s.kind = 'announce' AND s.status <> ALL ($2::text[]))`,
-    [backfillId ?? null, SETTLED]);
+  const rows = await listApprovedReady(ctx.pool, SETTLED, backfillId);
   const started: number[] = [];
   for (const row of rows) {
     const moved = await withTransaction(ctx.pool, async (tx) => {
@@ -55,8 +47,7 @@ export async function startApproved(ctx: EngineContext, backfillId?: number): Pr
 
 /** Heals a backfill whose last step committed but whose phase move was lost (it is idempotent). */
 export async function advanceAll(ctx: EngineContext): Promise<void> {
-  const { rows } = await ctx.pool.query<{ id: number }>(`SELECT id FROM backfill.backfills WHERE state IN ('running', 'replaying', 'rolling_back')`);
-  for (const row of rows) await withTransaction(ctx.pool, (tx) => advanceBackfill(tx, row.id));
+  for (const id of await listAdvancingBackfillIds(ctx.pool)) await withTransaction(ctx.pool, (tx) => advanceBackfill(tx, id));
 }
 
 export async function recordEnqueued(db: Queryable, step: StepRef, jobId: string): Promise<void> {

@@ -1,5 +1,7 @@
+import { findFirstUnbuiltHour, listUnreconciledOfDay, type PartitionLogRow } from '../db/partitionLog.js';
 import type { Queryable } from '../db/pool.js';
 import type { Pipeline } from '../db/pipelines.js';
+import { findWatermark } from '../db/watermarks.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { sourceShards } from './partitionStep.js';
 import { formatHour, formatHourRange, HOUR_MS, hoursBetween, type TargetSpec } from './time.js';
@@ -22,19 +24,9 @@ export interface Identified {
   watermarkResetTo: Date;
 }
 
-interface LogRow {
-  hour: Date;
-  landedAt: Date | null;
-  shardsExpected: number;
-  shardsLanded: number;
-  reconciled: boolean;
-  flagReason: string | null;
-}
-
+/** How far the normal run has processed the pipeline (bench/run.ts reads it through this name too). */
 export async function readWatermark(db: Queryable, pipeline: string): Promise<Date | null> {
-  const { rows } = await db.query<{ processedThrough: Date }>(
-    'SELECT processed_through AS "processedThrough" FROM backfill.watermarks WHERE pipeline = $1::text', [pipeline]);
-  return rows[0]?.processedThrough ?? null;
+  return findWatermark(db, pipeline);
 }
 
 /**
@@ -69,14 +61,7 @@ export async function identifyTargets(db: Queryable, pipeline: Pipeline, spec: T
 }
 
 async function nightTargets(db: Queryable, pipeline: Pipeline, date: string, watermark: Date | null) {
-  const { rows } = await db.query<LogRow>(
-    `SELECT partition_hour AS hour, landed_at AS "landedAt", shards_expected AS "shardsExpected",
-            shards_landed AS "shardsLanded", reconciled, flag_reason AS "flagReason"
-     FROM backfill.partition_log
-     WHERE pipeline = $1::text AND NOT reconciled
-       AND partition_hour >= $2::date::timestamp AT TIME ZONE 'UTC'
-       AND partition_hour < ($2::date + 1)::timestamp AT TIME ZONE 'UTC'
-     ORDER BY partition_hour`, [pipeline.name, date]);
+  const rows = await listUnreconciledOfDay(db, pipeline.name, date);
   if (rows.length === 0) {
     throw new BackfillError(ErrorCode.NothingToBackfill,
       `No backfill needed for the night of ${date}: the partition log has no unreconciled partition on that date. ` +
@@ -93,7 +78,7 @@ async function nightTargets(db: Queryable, pipeline: Pipeline, date: string, wat
 }
 
 /** undefined when the partition needs a rerun; otherwise the reason it does not (or cannot yet). */
-async function whyNoRerun(db: Queryable, pipeline: Pipeline, row: LogRow, watermark: Date | null): Promise<string | undefined> {
+async function whyNoRerun(db: Queryable, pipeline: Pipeline, row: PartitionLogRow, watermark: Date | null): Promise<string | undefined> {
   // Past the watermark and never built: the normal run's job. Built but past the watermark (the normal run
   // stopped before it, e.g. at a signed figure it would change) is still a backfill's to repair.
   if ((!watermark || row.hour > watermark) && row.shardsLanded === 0) {
@@ -113,11 +98,7 @@ async function whyNoRerun(db: Queryable, pipeline: Pipeline, row: LogRow, waterm
 }
 
 async function rangeTargets(db: Queryable, pipeline: Pipeline, from: Date, to: Date, watermark: Date | null) {
-  const { rows } = await db.query<{ hour: Date }>(
-    `SELECT h AS hour FROM generate_series($2::timestamptz, $3::timestamptz, interval '1 hour') h
-     WHERE NOT EXISTS (SELECT 1 FROM backfill.partition_log p WHERE p.pipeline = $1::text AND p.partition_hour = h AND p.row_count > 0)
-     ORDER BY h LIMIT 1`, [pipeline.name, from, to]);
-  const unbuilt = rows[0]?.hour;
+  const unbuilt = await findFirstUnbuiltHour(db, pipeline.name, from, to);
   if (unbuilt && (!watermark || unbuilt > watermark)) {
     throw new BackfillError(ErrorCode.BadInput,
       `${formatHourRange(from, to)} includes ${formatHour(unbuilt)}, which the pipeline has never built (the watermark is at ` +

@@ -1,3 +1,4 @@
+import { listAcknowledgingOwners, listOverrideTimes } from '../db/acknowledgements.js';
 import { listEvents } from '../db/events.js';
 import type { Queryable } from '../db/pool.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
@@ -120,10 +121,8 @@ export async function buildIncidentPackage(db: Queryable, backfillId: number): P
   const report = await loadBackfillReport(db, backfillId);
   const events = await listEvents(db, backfillId);
   // Who acknowledged (an owner or a delegate) and when an override was given: listBackfillConsumers has neither.
-  const { rows: acks } = await db.query<{ consumer: string; owner: string }>(
-    'SELECT consumer, owner FROM backfill.acknowledgements WHERE backfill_id = $1::bigint', [backfillId]);
-  const { rows: overrides } = await db.query<{ consumer: string; at: Date }>(
-    'SELECT consumer, at FROM backfill.gate_overrides WHERE backfill_id = $1::bigint', [backfillId]);
+  const acks = await listAcknowledgingOwners(db, backfillId);
+  const overrides = await listOverrideTimes(db, backfillId);
   const ackedBy = new Map(acks.map((a) => [a.consumer, a.owner]));
   const overriddenAt = new Map(overrides.map((o) => [o.consumer, o.at]));
 

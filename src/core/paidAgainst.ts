@@ -1,25 +1,13 @@
+import { listAcknowledgements, listGateOverrides } from '../db/acknowledgements.js';
+import { findConsumerKind } from '../db/consumers.js';
 import type { Queryable } from '../db/pool.js';
+import {
+  listFigureCorrections, listReportsSignedOn, listSignatures, listSignedReports, type CorrectionRow, type Signature,
+} from '../db/signatures.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { parseDate } from './time.js';
 
-export interface Signature {
-  total: string;
-  signedBy: string;
-  signedAt: Date;
-}
-
-export interface Correction {
-  backfillId: number;
-  reason: string;
-  /** What the rebuilt report showed after this backfill. */
-  corrected: string;
-  /** Against the figure that was signed when the backfill was announced. */
-  diffFromSigned: string;
-  signedTotal: string;
-  announcedAt: Date;
-  ranAt: Date | null;
-  ranBy: string | null;
-  finishedAt: Date;
+export interface Correction extends CorrectionRow {
   acknowledgedBy: { owner: string; consumer: string; at: Date }[];
   overriddenBy: { operator: string; consumer: string; reason: string }[];
 }
@@ -43,9 +31,7 @@ export async function answerPaidAgainst(db: Queryable, input: { report?: string 
   parseDate(input.date);
   const report = input.report ?? await soleSignedReport(db, input.date);
   await requireSignedReport(db, report);
-  const { rows: signatures } = await db.query<Signature>(
-    `SELECT total::text AS total, signed_by AS "signedBy", signed_at AS "signedAt" FROM backfill.signoffs
-     WHERE report = $1::text AND period = $2::date ORDER BY signed_at, id`, [report, input.date]);
+  const signatures = await listSignatures(db, report, input.date);
   if (signatures.length === 0) {
     const dates = await signedDates(db, report);
     throw new BackfillError(ErrorCode.BadInput,
@@ -61,53 +47,36 @@ export async function answerPaidAgainst(db: Queryable, input: { report?: string 
 }
 
 async function listCorrections(db: Queryable, report: string, period: string): Promise<Correction[]> {
-  const { rows } = await db.query<Omit<Correction, 'acknowledgedBy' | 'overriddenBy'>>(
-    `SELECT b.id AS "backfillId", b.reason, bs.report_after::text AS corrected, bs.diff::text AS "diffFromSigned",
-            bs.signed_total::text AS "signedTotal", b.announced_at AS "announcedAt", b.ran_at AS "ranAt", b.ran_by AS "ranBy",
-            b.finished_at AS "finishedAt"
-     FROM backfill.backfill_signoffs bs JOIN backfill.backfills b ON b.id = bs.backfill_id
-     WHERE bs.report = $1::text AND bs.period = $2::date AND b.state = 'done' AND bs.report_after IS NOT NULL
-     ORDER BY b.finished_at, b.id`, [report, period]);
   const corrections: Correction[] = [];
-  for (const row of rows) {
-    const acks = await db.query<{ owner: string; consumer: string; at: Date }>(
-      'SELECT owner, consumer, acked_at AS at FROM backfill.acknowledgements WHERE backfill_id = $1::bigint ORDER BY acked_at', [row.backfillId]);
-    const overrides = await db.query<{ operator: string; consumer: string; reason: string }>(
-      'SELECT operator, consumer, reason FROM backfill.gate_overrides WHERE backfill_id = $1::bigint ORDER BY at', [row.backfillId]);
-    corrections.push({ ...row, acknowledgedBy: acks.rows, overriddenBy: overrides.rows });
+  for (const row of await listFigureCorrections(db, report, period)) {
+    const acks = await listAcknowledgements(db, row.backfillId);
+    const overrides = await listGateOverrides(db, row.backfillId);
+    corrections.push({ ...row, acknowledgedBy: acks, overriddenBy: overrides });
   }
   return corrections;
 }
 
 /** A question without a report name means the one report signed for that date, if there is exactly one. */
 async function soleSignedReport(db: Queryable, date: string): Promise<string> {
-  const { rows } = await db.query<{ report: string }>('SELECT DISTINCT report FROM backfill.signoffs WHERE period = $1::date ORDER BY report', [date]);
-  if (rows.length === 1 && rows[0]) return rows[0].report;
-  const reports = await signedReports(db);
+  const rows = await listReportsSignedOn(db, date);
+  if (rows.length === 1 && rows[0]) return rows[0];
+  const reports = await listSignedReports(db);
   if (rows.length === 0) {
     throw new BackfillError(ErrorCode.BadInput,
       `Nothing was signed for ${date}. Reports with signed figures: ${reports.map((r) => `${r.report} (${describeDates(r.dates)})`).join('; ') || 'none yet'}.`);
   }
-  throw new BackfillError(ErrorCode.BadInput, `Several reports were signed for ${date}: ${rows.map((r) => r.report).join(', ')}. Name one, e.g. \`/backfill paid-against ${rows[0]?.report} ${date}\`.`);
+  throw new BackfillError(ErrorCode.BadInput, `Several reports were signed for ${date}: ${rows.join(', ')}. Name one, e.g. \`/backfill paid-against ${rows[0]} ${date}\`.`);
 }
 
 async function requireSignedReport(db: Queryable, report: string): Promise<void> {
-  const { rows } = await db.query<{ kind: string }>('SELECT kind FROM backfill.consumers WHERE name = $1::text', [report]);
-  if (rows[0]?.kind === 'report') return;
-  const reports = await signedReports(db);
+  if ((await findConsumerKind(db, report)) === 'report') return;
+  const reports = await listSignedReports(db);
   throw new BackfillError(ErrorCode.UnknownConsumer,
     `There is no report called "${report}". Reports with signed figures: ${reports.map((r) => `${r.report} (${describeDates(r.dates)})`).join('; ') || 'none yet'}.`);
 }
 
-async function signedReports(db: Queryable): Promise<{ report: string; dates: string[] }[]> {
-  const { rows } = await db.query<{ report: string; dates: string[] }>(
-    `SELECT report, array_agg(DISTINCT to_char(period, 'YYYY-MM-DD') ORDER BY to_char(period, 'YYYY-MM-DD')) AS dates
-     FROM backfill.signoffs GROUP BY report ORDER BY report`);
-  return rows;
-}
-
 async function signedDates(db: Queryable, report: string): Promise<string[]> {
-  return (await signedReports(db)).find((r) => r.report === report)?.dates ?? [];
+  return (await listSignedReports(db)).find((r) => r.report === report)?.dates ?? [];
 }
 
 /** 2026-11-01 … 2026-11-30 (30 dates), or the list when short. */

@@ -2,13 +2,15 @@ import { createHash } from 'node:crypto';
 import type { Queryable } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import { requirePipeline, type Pipeline } from '../db/pipelines.js';
+import { findPlan, insertPlan } from '../db/plans.js';
+import { listReaders, type Reader } from '../db/readLog.js';
+import { listSignedFigures, type SignedFigure } from '../db/signatures.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { announcementText } from './announcement.js';
 import type { EngineContext } from './context.js';
 import { identifyTargets, type Identified } from './identify.js';
 import { directionOf, subtractMoney, type Direction } from './money.js';
 import { totalOverDays } from './partitionStep.js';
-import { listReaders, listSignedFigures, type Reader, type SignedFigure } from './readers.js';
 import { rowStoreOf, stepRows, type RowStore } from './rowStore.js';
 import { sizePlan, type SizeVerdict } from './sizing.js';
 import { distinctDays, parseTargetSpec, type TargetSpec } from './time.js';
@@ -57,10 +59,7 @@ export async function planBackfill(ctx: EngineContext, request: BackfillRequest)
   const built = await buildPlan(ctx, request);
   const plan = { ...built, size: await sizePlan(ctx.pool, built, ctx.config) };
   // The plan is frozen: its inputs and their hash are kept, so `start` from it can refuse if they changed.
-  const { rows } = await ctx.pool.query<{ id: number }>(
-    `INSERT INTO backfill.plans (pipeline, target, inputs_hash, inputs, created_by) VALUES ($1::text, $2::text, $3::text, $4::jsonb, $5::text) RETURNING id`,
-    [plan.pipeline.name, request.target, plan.inputsHash, JSON.stringify(planInputs(plan)), request.actor]);
-  const planId = rows[0]?.id;
+  const planId = await insertPlan(ctx.pool, { pipeline: plan.pipeline.name, target: request.target, inputsHash: plan.inputsHash, inputs: planInputs(plan), createdBy: request.actor });
   await recordEvent(ctx.pool, {
     actor: request.actor, kind: 'planned',
     detail: { planId, pipeline: plan.pipeline.name, target: request.target, partitions: plan.identified.hours.length, reason: request.reason, hash: plan.inputsHash, size: plan.size },
@@ -84,9 +83,7 @@ function hashInputs(inputs: Record<string, unknown>): string {
 
 /** Refuses when the frozen plan's inputs differ from what a plan made now would use, naming what changed. */
 export async function checkFrozenPlan(ctx: EngineContext, planId: number, plan: Plan): Promise<void> {
-  const { rows } = await ctx.pool.query<{ pipeline: string; target: string; hash: string; inputs: Record<string, unknown> }>(
-    'SELECT pipeline, target, inputs_hash AS hash, inputs FROM backfill.plans WHERE id = $1::bigint', [planId]);
-  const frozen = rows[0];
+  const frozen = await findPlan(ctx.pool, planId);
   if (!frozen) throw new BackfillError(ErrorCode.BadInput, `There is no plan #${planId}. \`/backfill plan\` makes one and shows its id.`);
   if (frozen.hash === plan.inputsHash) return;
   const now = planInputs(plan);

@@ -1,7 +1,10 @@
-import { findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../db/backfills.js';
+import { fenceBackfillRun, findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
+import { findRowsSaved, listLaterGenerations, markGenerationRolledBack } from '../db/lineage.js';
 import { requirePipeline, type Pipeline } from '../db/pipelines.js';
 import { withTransaction, type PoolClient } from '../db/pool.js';
+import { insertRollbackSteps } from '../db/steps.js';
+import { acceptTargets, markTargetRestored } from '../db/targets.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { lockPartition, rowsChecksum } from './partitionStep.js';
@@ -30,7 +33,7 @@ export async function stopBackfill(ctx: EngineContext, input: { backfillId: numb
       set: { stopped_by: input.actor, stop_reason: input.reason.trim(), finished_at: new Date() },
     });
     if (!moved) throw wrongState(backfill.id, backfill.state, 'only a backfill that is still in flight can be stopped');
-    await tx.query('UPDATE backfill.backfills SET fenced_generation = generation WHERE id = $1::bigint', [backfill.id]);
+    await fenceBackfillRun(tx, backfill.id);
     const skipped = await moveSteps(tx, backfill.id, 'skipped');
     await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'stopped', detail: { reason: input.reason.trim(), fencedGeneration: backfill.generation, skipped } });
     return requireBackfill(tx, backfill.id);
@@ -58,9 +61,7 @@ export async function continueBackfill(ctx: EngineContext, input: ContinueInput)
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (backfill.state !== 'paused') throw wrongState(backfill.id, backfill.state, 'only a paused backfill can be continued');
     const accepted = await partitionsToAccept(tx, backfill, input.partitions);
-    await tx.query(
-      `UPDATE backfill.backfill_targets SET accepted_by = $3::text, accepted_reason = $4::text, breach = NULL
-       WHERE backfill_id = $1::bigint AND partition_hour = ANY ($2::timestamptz[])`, [backfill.id, accepted.map((t) => t.partitionHour), input.actor, reason]);
+    await acceptTargets(tx, backfill.id, accepted.map((t) => t.partitionHour), input.actor, reason);
     const resumed = await moveSteps(tx, backfill.id, 'pending', { from: ['blocked'] });
     await transition(tx, { backfillId: backfill.id, to: 'running', actor: input.actor, set: { paused_reason: null } });
     await recordEvent(tx, {
@@ -152,7 +153,8 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
     for (const target of published) await restorePartition(tx, { pipeline, store }, backfill, target, swaps.get(target.partitionHour.getTime()));
     await transition(tx, { backfillId: backfill.id, to: 'rolling_back', actor: input.actor, set: { rolled_back_by: input.actor, rolled_back_at: new Date() } });
     await moveSteps(tx, backfill.id, 'skipped');
-    await createRollbackSteps(tx, backfill.id);
+    // Consumers replay on the restored rows, in dependency order, and every owner hears about it.
+    await insertRollbackSteps(tx, backfill.id, ROLLBACK_SUFFIX);
     await recordEvent(tx, {
       backfillId: backfill.id, actor: input.actor, kind: 'rolled_back',
       detail: { partitions: published.map((t) => formatHour(t.partitionHour)), generations: published.map((t) => t.publishedGeneration), reason: input.reason?.trim() || null },
@@ -163,13 +165,7 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
 
 /** Lineage, not data: a later generation over any of these partitions that still stands blocks this rollback. */
 async function refuseUnlessLatest(tx: PoolClient, backfill: BackfillRow, published: BackfillTargetRow[]): Promise<void> {
-  const { rows } = await tx.query<{ backfillId: number; hours: Date[] }>(
-    `SELECT later.backfill_id AS "backfillId", array_agg(later.partition_hour ORDER BY later.partition_hour) AS hours
-     FROM backfill.partition_generations mine
-     JOIN backfill.partition_generations later ON later.pipeline = mine.pipeline AND later.partition_hour = mine.partition_hour
-       AND later.generation > mine.generation AND later.rolled_back_at IS NULL
-     WHERE mine.backfill_id = $1::bigint AND mine.partition_hour = ANY ($2::timestamptz[])
-     GROUP BY later.backfill_id ORDER BY later.backfill_id`, [backfill.id, published.map((t) => t.partitionHour)]);
+  const rows = await listLaterGenerations(tx, backfill.id, published.map((t) => t.partitionHour));
   if (rows.length === 0) return;
   const later = rows.map((row) => `backfill #${row.backfillId} (${row.hours.map(formatHour).join(', ')})`).join('; ');
   throw new BackfillError(ErrorCode.WrongState,
@@ -213,28 +209,16 @@ async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store:
   await preferHashJoins(tx);
   if (swapped) await restoreBySwap(tx, of.pipeline, of.store, run, swapped);
   else await restoreByRewrite(tx, of.store, run);
-  await tx.query(`UPDATE backfill.backfill_targets SET status = 'restored' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, target.partitionHour]);
-  await tx.query('UPDATE backfill.partition_generations SET rolled_back_at = clock_timestamp() WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
-    [backfill.id, target.partitionHour]);
+  await markTargetRestored(tx, backfill.id, target.partitionHour);
+  await markGenerationRolledBack(tx, backfill.id, target.partitionHour);
 }
 
 async function restoreByRewrite(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<void> {
   await tx.query(`DELETE FROM ${writtenByPublish(store)}`, run);
   const inserted = await tx.query(
     `INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, store.saved)}`, run);
-  const { rows } = await tx.query<{ n: number }>('SELECT rows_saved::int AS n FROM backfill.preserved_partitions WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
-    [run[0], run[2]]);
-  if (inserted.rowCount !== rows[0]?.n) {
-    throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(run[2])} put back ${inserted.rowCount ?? 0} rows, not the ${rows[0]?.n ?? '?'} saved; nothing was changed`);
+  const saved = await findRowsSaved(tx, run[0], run[2]);
+  if (inserted.rowCount !== saved) {
+    throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(run[2])} put back ${inserted.rowCount ?? 0} rows, not the ${saved ?? '?'} saved; nothing was changed`);
   }
-}
-
-/** Consumers replay on the restored rows, in dependency order, and every owner hears about it. */
-async function createRollbackSteps(tx: PoolClient, backfillId: number): Promise<void> {
-  await tx.query(
-    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
-     SELECT $1::bigint, 'replay', consumer || $2::text FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
-     UNION ALL SELECT $1::bigint, 'notify', consumer || $2::text FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
-     UNION ALL SELECT $1::bigint, 'report', 'rollback'
-     ON CONFLICT DO NOTHING`, [backfillId, ROLLBACK_SUFFIX]);
 }

@@ -1,38 +1,14 @@
+import { findBackfillConsumer } from '../db/backfillConsumers.js';
 import { recordEvent } from '../db/events.js';
-import type { Queryable } from '../db/pool.js';
+import { findDueReminders } from '../db/reminders.js';
 import { intentKey } from './messenger.js';
 import type { StepContext } from './steps.js';
-
-export interface DueReminder {
-  backfillId: number;
-  consumer: string;
-  /** When the announcement went out plus the configured delay. */
-  dueAt: Date;
-}
-
-/**
- * Announcements delivered but still unanswered, one reminder each: read from the rows, so a reminder lost
- * with Redis is scheduled again by the dispatcher.
- */
-export async function findDueReminders(db: Queryable, delayMs: number, backfillId?: number): Promise<DueReminder[]> {
-  const { rows } = await db.query<DueReminder>(
-    `SELECT s.backfill_id AS "backfillId", s.step_key AS consumer, s.finished_at + $2::int * interval '1 millisecond' AS "dueAt"
-     FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
-     WHERE s.kind = 'announce' AND s.status = 'done' AND b.state IN ('announced', 'held')
-       AND ($1::bigint IS NULL OR s.backfill_id = $1::bigint)
-       AND NOT EXISTS (SELECT 1 FROM backfill.acknowledgements a WHERE a.backfill_id = s.backfill_id AND a.consumer = s.step_key)
-       AND NOT EXISTS (SELECT 1 FROM backfill.events e WHERE e.backfill_id = s.backfill_id AND e.kind = 'reminded' AND e.detail->>'consumer' = s.step_key)`,
-    [backfillId ?? null, delayMs]);
-  return rows;
-}
 
 /** Re-sends one announcement if it is still unanswered; records that it did. */
 export async function sendReminder(ctx: StepContext, backfillId: number, consumer: string): Promise<boolean> {
   const due = (await findDueReminders(ctx.pool, 0, backfillId)).find((r) => r.consumer === consumer);
   if (!due) return false;
-  const { rows } = await ctx.pool.query<{ owner: string; announcement: string }>(
-    'SELECT owner, announcement FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [backfillId, consumer]);
-  const row = rows[0];
+  const row = await findBackfillConsumer(ctx.pool, backfillId, consumer);
   if (!row) return false;
   await ctx.messenger.remind({ backfillId, consumer, owner: row.owner, text: row.announcement, intent: intentKey(backfillId, 'remind', consumer) });
   await recordEvent(ctx.pool, { backfillId, actor: 'backfill-bot', kind: 'reminded', detail: { consumer, owner: row.owner } });

@@ -1,6 +1,7 @@
 import { requireBackfill } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
 import { quoteIdent, withTransaction, type Queryable } from '../db/pool.js';
+import { findUndoPruning, insertRowRetention, listRetentionCandidates } from '../db/retention.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { storeSchemaName } from './rowStore.js';
@@ -81,18 +82,7 @@ function undoNeverNeeded(candidate: RetentionCandidate): string | undefined {
 
 /** The backfills that still have rows of some kind, with what the rule needs to know about them. */
 export async function listCandidates(db: Queryable, backfillId?: number): Promise<RetentionCandidate[]> {
-  const { rows } = await db.query<Omit<RetentionCandidate, 'supersededBy'> & { supersededBy: string[] }>(
-    `SELECT b.id AS "backfillId", b.pipeline, b.state, coalesce(b.finished_at, b.rolled_back_at, b.announced_at) AS "finishedAt",
-            (SELECT count(*) FROM backfill.backfill_targets t WHERE t.backfill_id = b.id AND t.status = 'published')::int AS "publishedPartitions",
-            ARRAY(SELECT DISTINCT later.backfill_id FROM backfill.partition_generations mine
-                  JOIN backfill.partition_generations later ON later.pipeline = mine.pipeline AND later.partition_hour = mine.partition_hour
-                   AND later.generation > mine.generation AND later.rolled_back_at IS NULL
-                  WHERE mine.backfill_id = b.id AND mine.rolled_back_at IS NULL ORDER BY 1)::text[] AS "supersededBy",
-            ARRAY(SELECT r.rows_kind FROM backfill.row_retention r WHERE r.backfill_id = b.id ORDER BY 1) AS pruned
-     FROM backfill.backfills b
-     WHERE ($1::bigint IS NULL OR b.id = $1::bigint)
-       AND (SELECT count(*) FROM backfill.row_retention r WHERE r.backfill_id = b.id) < 2
-     ORDER BY b.id`, [backfillId ?? null]);
+  const rows = await listRetentionCandidates(db, backfillId);
   return rows.map((row) => ({ ...row, supersededBy: row.supersededBy.map(Number) }));
 }
 
@@ -235,10 +225,7 @@ async function pruneBackfill(ctx: EngineContext, backfillId: number, options: Pr
     for (const verdict of verdicts) {
       const dropped = await dropRows(tx, candidate.pipeline, backfillId, verdict.kind);
       tables.push(...dropped);
-      await tx.query(
-        `INSERT INTO backfill.row_retention (backfill_id, rows_kind, pruned_by, rows_dropped, bytes_dropped, rule)
-         VALUES ($1::bigint, $2::text, $3::text, $4::bigint, $5::bigint, $6::text)`,
-        [backfillId, verdict.kind, options.actor, sum(dropped, 'rows'), sum(dropped, 'bytes'), verdict.why]);
+      await insertRowRetention(tx, { backfillId, kind: verdict.kind, prunedBy: options.actor, rows: sum(dropped, 'rows'), bytes: sum(dropped, 'bytes'), rule: verdict.why });
     }
     const kinds = verdicts.map((v) => v.kind);
     await recordEvent(tx, {
@@ -255,9 +242,7 @@ export function sum(tables: StoredRows[], field: 'rows' | 'bytes'): number {
 
 /** A rollback of a backfill whose saved rows an operator pruned is refused by name: there is nothing to restore. */
 export async function refuseIfUndoPruned(db: Queryable, backfillId: number): Promise<void> {
-  const { rows } = await db.query<{ prunedBy: string; prunedAt: Date }>(
-    `SELECT pruned_by AS "prunedBy", pruned_at AS "prunedAt" FROM backfill.row_retention WHERE backfill_id = $1::bigint AND rows_kind = 'undo'`, [backfillId]);
-  const pruned = rows[0];
+  const pruned = await findUndoPruning(db, backfillId);
   if (!pruned) return;
   throw new BackfillError(ErrorCode.WrongState,
     `Backfill #${backfillId} cannot be rolled back: its saved prior rows were dropped by retention (${pruned.prunedBy}, ${formatTime(pruned.prunedAt)}), ` +

@@ -1,6 +1,10 @@
-import { findOverlappingActive, requireBackfill, type BackfillRow } from '../db/backfills.js';
+import { findOverlappingActive, insertBackfill, requireBackfill, setPreviewedBy, type BackfillRow } from '../db/backfills.js';
+import { insertBackfillConsumer } from '../db/backfillConsumers.js';
 import { recordEvent } from '../db/events.js';
-import { quoteIdent, quoteQualified, withTransaction, type PoolClient } from '../db/pool.js';
+import { withTransaction, type PoolClient } from '../db/pool.js';
+import { insertBackfillSignoff } from '../db/signatures.js';
+import { insertAnnounceSteps } from '../db/steps.js';
+import { insertTargets } from '../db/targets.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { approveIfGateOpen } from './gate.js';
@@ -31,10 +35,10 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       // The preview runs once, here: its per-key rows become the envelope in the same statements.
       await ensureRowStore(tx, pipeline);
       const plan = withPreview(unpreviewed, await previewTotals(tx, pipeline, identified.hours, unpreviewed.days, { backfillId: id }), request);
-      await tx.query('UPDATE backfill.backfills SET previewed_by = $2::text WHERE id = $1::bigint', [id, plan.previewedBy]);
+      await setPreviewedBy(tx, id, plan.previewedBy);
       // Capacity: partitions and rows, once the preview knows the rows; over either limit, a second operator approves.
       await recordSize(tx, id, plan, ctx.config);
-      await insertTargets(tx, id, plan);
+      await insertTargets(tx, plan.pipeline, id, plan.expected);
       const announcements = announcementsFor(plan, request, id);
       await insertReaders(tx, id, plan, announcements);
       await insertSignedFigures(tx, id, plan);
@@ -56,9 +60,7 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
         await recordEvent(tx, { backfillId: id, actor: 'backfill-bot', kind: 'announced', detail: { consumer: announcement.consumer, owner: announcement.owner, rule: announcement.notifyRule } });
       }
       // Announcements are steps: delivered by a worker, retried if delivery fails, never sent twice once done.
-      await tx.query(
-        `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
-         SELECT $1::bigint, 'announce', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'before'`, [id]);
+      await insertAnnounceSteps(tx, id);
       await approveIfGateOpen(tx, id, request.actor, ctx.config.WAVE_SIZE);
       return { backfill: await requireBackfill(tx, id), plan, announcements };
     });
@@ -70,60 +72,25 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
 
 async function insertBackfillRow(tx: PoolClient, plan: Plan, request: BackfillRequest, capacityLimit: number): Promise<number> {
   const { pipeline, identified } = plan;
-  const partition = quoteIdent(pipeline.partitionColumn);
-  // total_before is computed by this very INSERT: captured with announced_at, before any delete can happen.
-  const { rows } = await tx.query<{ id: number }>(
-    `INSERT INTO backfill.backfills (pipeline, reason, requested_by, first_hour, last_hour, partition_count,
-                                     watermark_before, watermark_reset_to, total_before, announced_at, state, limit_override,
-                                     incident_channel, plan_id, needs_second_approval)
-     SELECT $1::text, $2::text, $3::text, $4::timestamptz, $5::timestamptz, $6::int, $7::timestamptz, $8::timestamptz,
-            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $10::text, $11::text, $12::bigint, $13::boolean
-     FROM ${quoteQualified(pipeline.targetTable)}
-     WHERE (${partition} AT TIME ZONE 'UTC')::date = ANY ($9::date[])
-     RETURNING id`,
-    [pipeline.name, request.reason.trim(), request.actor, identified.firstHour, identified.lastHour, identified.hours.length,
-      identified.watermarkBefore, identified.watermarkResetTo, plan.days, request.limitOverride?.trim() || null,
-      request.incidentChannel ?? null, request.planId ?? null, identified.hours.length > capacityLimit]);
-  const id = rows[0]?.id;
+  const id = await insertBackfill(tx, pipeline, {
+    reason: request.reason.trim(), requestedBy: request.actor, firstHour: identified.firstHour, lastHour: identified.lastHour,
+    partitionCount: identified.hours.length, watermarkBefore: identified.watermarkBefore, watermarkResetTo: identified.watermarkResetTo,
+    days: plan.days, limitOverride: request.limitOverride?.trim() || null, incidentChannel: request.incidentChannel ?? null,
+    planId: request.planId ?? null, needsSecondApproval: identified.hours.length > capacityLimit,
+  });
   if (id === undefined) throw new Error('backfill insert returned no id');
   return id;
-}
-
-async function insertTargets(tx: PoolClient, id: number, plan: Plan): Promise<void> {
-  const { pipeline } = plan;
-  const order = pipeline.keyColumns.map((column) => `t.${quoteIdent(column)}`).join(', ');
-  await tx.query(
-    `INSERT INTO backfill.backfill_targets (backfill_id, partition_hour, rows_before, total_before, checksum_before, expected_rows, expected_total)
-     SELECT $1::bigint, e.h, count(t.*), coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0),
-            md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')), e.rows, e.total
-     FROM unnest($2::timestamptz[], $3::bigint[], $4::numeric[]) AS e(h, rows, total)
-     LEFT JOIN ${quoteQualified(pipeline.targetTable)} t ON t.${quoteIdent(pipeline.partitionColumn)} = e.h
-     GROUP BY e.h, e.rows, e.total`,
-    [id, plan.expected.map((e) => e.hour), plan.expected.map((e) => e.rows), plan.expected.map((e) => e.total)]);
 }
 
 async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {
   for (const reader of plan.readers) {
     const text = announcements.find((a) => a.consumer === reader.consumer)?.text ?? '';
-    await tx.query(
-      `INSERT INTO backfill.backfill_consumers (backfill_id, consumer, owner, notify_rule, dependency_rank, depends_on,
-                                                read_directly, partitions_read, announcement)
-       VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::int, $6::text[], $7::boolean, $8::int, $9::text)`,
-      [id, reader.consumer, reader.owner, reader.notifyRule, reader.dependencyRank, reader.dependsOn, reader.readDirectly,
-        reader.partitionsRead, text]);
+    await insertBackfillConsumer(tx, id, { ...reader, announcement: text });
   }
 }
 
 async function insertSignedFigures(tx: PoolClient, id: number, plan: Plan): Promise<void> {
-  const { pipeline } = plan;
-  for (const figure of plan.signed) {
-    await tx.query(
-      `INSERT INTO backfill.backfill_signoffs (backfill_id, signoff_id, report, period, signed_total, total_before)
-       SELECT $1::bigint, $2::bigint, $3::text, $4::date, $5::numeric, coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)
-       FROM ${quoteQualified(pipeline.targetTable)}
-       WHERE (${quoteIdent(pipeline.partitionColumn)} AT TIME ZONE 'UTC')::date = $4::date`,
-      [id, figure.signoffId, figure.report, figure.period, figure.total]);
-  }
+  for (const figure of plan.signed) await insertBackfillSignoff(tx, plan.pipeline, id, figure);
 }
 
 async function overlapError(ctx: EngineContext, request: BackfillRequest, plan: Plan): Promise<BackfillError> {

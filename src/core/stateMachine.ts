@@ -1,3 +1,4 @@
+import { updateBackfillState } from '../db/backfills.js';
 import type { Queryable } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import { BackfillError, ErrorCode } from '../errors.js';
@@ -102,15 +103,7 @@ export interface Transition {
  */
 export async function transition(tx: Queryable, move: Transition): Promise<boolean> {
   const from = (Object.keys(ALLOWED) as BackfillState[]).filter((state) => canMove(state, move.to));
-  const assignments = Object.entries(move.set ?? {});
-  const setSql = assignments.map(([column], index) => `, ${column} = $${index + 4}`).join('');
-  const result = await tx.query<{ previous: BackfillState }>(
-    `UPDATE backfill.backfills b SET state = $2::text${setSql}
-     FROM (SELECT id, state AS previous FROM backfill.backfills WHERE id = $1::bigint FOR NO KEY UPDATE) old
-     WHERE b.id = old.id AND b.state = ANY ($3::text[])
-     RETURNING old.previous`,
-    [move.backfillId, move.to, from, ...assignments.map(([, value]) => value)]);
-  const previous = result.rows[0]?.previous;
+  const previous = await updateBackfillState(tx, { backfillId: move.backfillId, to: move.to, from, set: Object.entries(move.set ?? {}) });
   if (!previous) return false;
   await recordEvent(tx, { backfillId: move.backfillId, actor: move.actor, kind: 'state_changed', detail: { from: previous, to: move.to, ...move.detail } });
   return true;

@@ -1,12 +1,14 @@
 import { hostname } from 'node:os';
-import { requireBackfill, type BackfillRow } from '../db/backfills.js';
+import { lockBackfillForShare, requireBackfill, type BackfillRow } from '../db/backfills.js';
 import { recordEvent } from '../db/events.js';
 import { withTransaction, type Pool, type PoolClient, type Queryable } from '../db/pool.js';
-import { BackfillError, describeError, ErrorCode } from '../errors.js';
 import {
-  FINAL, PHASE_EXITS, phaseStepsSql, runnableSql, specOf, stepStatusesMovableTo, type StepRef, type StepStatus,
-} from './stepGraph.js';
-import { transition, type BackfillState } from './stateMachine.js';
+  claimStepRow, countOpenStepsByPhase, failStepClaim, lockStepClaim, lockStepForClaim, markStepFinished, moveStepStatuses,
+  releaseStepClaim, renewStepLease,
+} from '../db/steps.js';
+import { BackfillError, describeError, ErrorCode } from '../errors.js';
+import { FINAL, PHASE_EXITS, specOf, stepStatusesMovableTo, type StepRef, type StepStatus } from './stepGraph.js';
+import { transition } from './stateMachine.js';
 
 /** Which process claimed a step, in its timeline: with several workers on several hosts, the one to look at. */
 const WORKER = `${hostname()}:${process.pid}`;
@@ -20,9 +22,6 @@ const ENGINE = 'backfill-bot';
 export type ClaimOutcome = 'already_done' | 'not_runnable' | 'claimed_elsewhere';
 export type Claim = { outcome: 'claimed'; token: string; takeover: boolean } | { outcome: ClaimOutcome };
 
-const STEP_WHERE = 'backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text';
-const stepParams = (ref: StepRef) => [ref.backfillId, ref.kind, ref.key];
-
 /**
  * Claims a step by compare-and-set: only a pending step, or a running one whose lease ran out (its worker
  * died), that the step graph says may run now. A copy of a step that is still running under a live lease gets
@@ -31,23 +30,14 @@ const stepParams = (ref: StepRef) => [ref.backfillId, ref.kind, ref.key];
 export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Promise<Claim> {
   return withTransaction(pool, async (tx) => {
     // FOR SHARE: a state move (pause, stop) waits for this claim to commit, or this claim sees its result.
-    await tx.query('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE', [ref.backfillId]);
-    const { rows } = await tx.query<{ status: StepStatus; expired: boolean; runnable: boolean; attempts: number }>(
-      `SELECT s.status, coalesce(s.lease_expires_at < clock_timestamp(), true) AS expired, ${runnableSql()} AS runnable, s.attempts
-       FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
-       WHERE s.backfill_id = $1::bigint AND s.kind = $2::text AND s.step_key = $3::text FOR UPDATE OF s`, stepParams(ref));
-    const step = rows[0];
+    await lockBackfillForShare(tx, ref.backfillId);
+    const step = await lockStepForClaim(tx, ref);
     if (!step) throw new BackfillError(ErrorCode.StepFailed, `no step ${ref.kind} ${ref.key} in backfill #${ref.backfillId}`);
     if (FINAL.includes(step.status)) return { outcome: 'already_done' };
     if (step.status === 'running' && !step.expired) return { outcome: 'claimed_elsewhere' };
     if (step.status === 'blocked' || !step.runnable) return { outcome: 'not_runnable' };
     const takeover = step.status === 'running';
-    const claimed = await tx.query<{ token: string }>(
-      `UPDATE backfill.backfill_steps SET status = 'running', claim_token = gen_random_uuid(),
-              lease_expires_at = clock_timestamp() + $4::int * interval '1 millisecond', attempts = attempts + 1,
-              started_at = coalesce(started_at, now())
-       WHERE ${STEP_WHERE} RETURNING claim_token AS token`, [...stepParams(ref), leaseMs]);
-    const token = claimed.rows[0]?.token;
+    const token = await claimStepRow(tx, ref, leaseMs);
     if (!token) throw new Error('claim update returned no token');
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started', detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER } });
     return { outcome: 'claimed', token, takeover };
@@ -57,9 +47,7 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
 /** Renews the lease every third of its length while the step runs; returns the function that stops it. */
 export function keepClaim(pool: Pool, ref: StepRef, token: string, leaseMs: number): () => void {
   const timer = setInterval(() => {
-    pool.query(
-      `UPDATE backfill.backfill_steps SET lease_expires_at = clock_timestamp() + $5::int * interval '1 millisecond'
-       WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`, [...stepParams(ref), token, leaseMs])
+    renewStepLease(pool, ref, token, leaseMs)
       .catch(() => undefined); // a missed renewal only shortens the lease; the commit check decides
   }, Math.max(50, Math.floor(leaseMs / 3)));
   timer.unref();
@@ -79,9 +67,7 @@ export async function checkClaim(tx: PoolClient, ref: StepRef, token: string, op
       `backfill #${ref.backfillId} is ${backfill.state}${fenced ? ` and its run ${backfill.generation} is fenced` : ''}: ${ref.kind} ${ref.key} does not commit, and its writes are rolled back`,
       { details: { state: backfill.state, fenced } });
   }
-  const { rows } = await tx.query<{ status: StepStatus; token: string | null }>(
-    `SELECT status, claim_token::text AS token FROM backfill.backfill_steps WHERE ${STEP_WHERE} FOR UPDATE`, stepParams(ref));
-  const step = rows[0];
+  const step = await lockStepClaim(tx, ref);
   if (step?.status !== 'running' || step.token !== token) {
     throw new BackfillError(ErrorCode.ClaimLost,
       `${ref.kind} ${ref.key} of backfill #${ref.backfillId} is no longer this worker's (it is ${step?.status ?? 'gone'}): nothing of this run commits`,
@@ -97,10 +83,7 @@ export async function checkClaim(tx: PoolClient, ref: StepRef, token: string, op
 export async function finishStep(tx: PoolClient, ref: StepRef, token: string, result: Record<string, unknown>,
   options: { status?: 'done' | 'undeliverable'; writes?: boolean } = {}): Promise<BackfillRow> {
   const backfill = await checkClaim(tx, ref, token, { writes: options.writes ?? false });
-  await tx.query(
-    `UPDATE backfill.backfill_steps SET status = $4::text, finished_at = now(), result = $5::jsonb, error = NULL,
-            claim_token = NULL, lease_expires_at = NULL
-     WHERE ${STEP_WHERE}`, [...stepParams(ref), options.status ?? 'done', JSON.stringify(result)]);
+  await markStepFinished(tx, ref, options.status ?? 'done', result);
   await advanceBackfill(tx, ref.backfillId);
   return backfill;
 }
@@ -110,11 +93,7 @@ export async function finishStep(tx: PoolClient, ref: StepRef, token: string, re
  * backfill is stopped, cancelled or failed). Only while the claim is still this worker's.
  */
 export async function releaseClaim(db: Queryable, ref: StepRef, token: string, to: 'pending' | 'blocked' | 'skipped', error?: unknown): Promise<boolean> {
-  const result = await db.query(
-    `UPDATE backfill.backfill_steps SET status = $5::text, error = $6::text, claim_token = NULL, lease_expires_at = NULL
-     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`,
-    [...stepParams(ref), token, to, error === undefined ? null : describeError(error)]);
-  return result.rowCount === 1;
+  return releaseStepClaim(db, ref, token, to, error === undefined ? null : describeError(error));
 }
 
 /**
@@ -124,11 +103,7 @@ export async function releaseClaim(db: Queryable, ref: StepRef, token: string, t
  */
 export async function moveSteps(tx: Queryable, backfillId: number, to: StepStatus, options: { kinds?: readonly string[]; from?: readonly StepStatus[] } = {}): Promise<number> {
   const from = (options.from ?? stepStatusesMovableTo(to)).filter((status) => stepStatusesMovableTo(to).includes(status));
-  const result = await tx.query(
-    `UPDATE backfill.backfill_steps SET status = $2::text, claim_token = NULL, lease_expires_at = NULL
-     WHERE backfill_id = $1::bigint AND status = ANY ($3::text[]) AND ($4::text[] IS NULL OR kind = ANY ($4::text[]))`,
-    [backfillId, to, from, options.kinds ?? null]);
-  return result.rowCount ?? 0;
+  return moveStepStatuses(tx, backfillId, to, from, options.kinds ?? null);
 }
 
 /**
@@ -139,10 +114,7 @@ export async function failClaimedStep(pool: Pool, ref: StepRef, token: string, e
   await withTransaction(pool, async (tx) => {
     await requireBackfill(tx, ref.backfillId, { forUpdate: true });
     const message = describeError(error);
-    const failed = await tx.query(
-      `UPDATE backfill.backfill_steps SET status = 'failed', error = $5::text, finished_at = now(), claim_token = NULL, lease_expires_at = NULL
-       WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`, [...stepParams(ref), token, message]);
-    if (failed.rowCount !== 1) return; // no longer ours: whoever holds it decides
+    if (!(await failStepClaim(tx, ref, token, message))) return; // no longer ours: whoever holds it decides
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_failed', detail: { step: ref.kind, key: ref.key, error: message } });
     const failure = `${ref.kind} ${ref.key} failed: ${message}`;
     if (await transition(tx, { backfillId: ref.backfillId, to: 'failed', actor: ENGINE, set: { failure, finished_at: new Date() } })) {
@@ -154,11 +126,7 @@ export async function failClaimedStep(pool: Pool, ref: StepRef, token: string, e
 
 /** Moves running → replaying → comparing (and rolling_back → rolled_back) as phases complete. Safe any time. */
 export async function advanceBackfill(tx: Queryable, backfillId: number): Promise<void> {
-  const counts = PHASE_EXITS.map((exit) => `count(*) FILTER (WHERE ${phaseStepsSql(exit)})::int`).join(', ');
-  const { rows } = await tx.query<{ state: BackfillState; open: number[] }>(
-    `SELECT b.state, ARRAY[${counts}] AS open FROM backfill.backfills b LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id
-     WHERE b.id = $1::bigint GROUP BY b.state`, [backfillId]);
-  const row = rows[0];
+  const row = await countOpenStepsByPhase(tx, backfillId);
   if (!row) return;
   let state = row.state;
   for (const [index, exit] of PHASE_EXITS.entries()) {

@@ -1,7 +1,12 @@
-import { requireBackfill, listBackfillSignoffs } from '../db/backfills.js';
+import { listBackfillSignoffs, markPublishedAny, recordBackfillTotals, requireBackfill } from '../db/backfills.js';
+import { findBackfillConsumer, markConsumerUndeliverable, recordAnnouncementLanded } from '../db/backfillConsumers.js';
+import { findReportTotalSql, findRetrigger } from '../db/consumers.js';
 import { recordEvent } from '../db/events.js';
 import { requirePipeline } from '../db/pipelines.js';
 import { withTransaction, type PoolClient } from '../db/pool.js';
+import { recordReportAfter } from '../db/signatures.js';
+import { listTargetHours } from '../db/targets.js';
+import { lockWatermark, upsertWatermark } from '../db/watermarks.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import type { EngineContext } from './context.js';
 import { intentKey, type Messenger } from './messenger.js';
@@ -107,7 +112,7 @@ async function publish(ctx: StepContext, ref: StepRef, token: string): Promise<S
     if (result.kind === 'breach') return { paused: await pauseForBreach(tx, ref, token, result.reason) };
     await finishStep(tx, ref, token, { outcome: result.kind, generation: result.generation ?? null }, { writes: true });
     // From its first publish on, the backfill holds its hours until it finishes or is rolled back.
-    if (result.kind === 'published') await tx.query('UPDATE backfill.backfills SET published_any = true WHERE id = $1::bigint AND NOT published_any', [ref.backfillId]);
+    if (result.kind === 'published') await markPublishedAny(tx, ref.backfillId);
     return { paused: 0 };
   });
   if (outcome.paused === 0) return 'done';
@@ -118,15 +123,10 @@ async function publish(ctx: StepContext, ref: StepRef, token: string): Promise<S
 async function moveWatermark(ctx: StepContext, ref: StepRef, token: string): Promise<StepOutcome> {
   await withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
-    const { rows } = await tx.query<{ processedThrough: Date }>(
-      'SELECT processed_through AS "processedThrough" FROM backfill.watermarks WHERE pipeline = $1::text FOR UPDATE', [backfill.pipeline]);
-    const from = rows[0]?.processedThrough ?? null;
+    const from = (await lockWatermark(tx, backfill.pipeline)) ?? null;
     // Back to the hour before the first bad partition, never further back, and never forward.
     const to = from && from < backfill.watermarkResetTo ? from : backfill.watermarkResetTo;
-    await tx.query(
-      `INSERT INTO backfill.watermarks (pipeline, processed_through, updated_at, updated_by) VALUES ($1::text, $2::timestamptz, now(), $3::text)
-       ON CONFLICT (pipeline) DO UPDATE SET processed_through = EXCLUDED.processed_through, updated_at = now(), updated_by = EXCLUDED.updated_by`,
-      [backfill.pipeline, to, `backfill #${backfill.id}`]);
+    await upsertWatermark(tx, backfill.pipeline, to, `backfill #${backfill.id}`);
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'watermark_moved', detail: { from: from ? formatHour(from) : null, to: formatHour(to) } });
     await finishStep(tx, ref, token, { from, to }, { writes: true });
   });
@@ -136,8 +136,7 @@ async function moveWatermark(ctx: StepContext, ref: StepRef, token: string): Pro
 async function replay(ctx: StepContext, ref: StepRef, token: string): Promise<StepOutcome> {
   const consumer = consumerOf(ref);
   const rollback = phaseOf(ref) === 'rollback';
-  const { rows } = await ctx.pool.query<{ retrigger: unknown }>('SELECT retrigger FROM backfill.consumers WHERE name = $1::text', [consumer]);
-  const retrigger = parseRetrigger(consumer, rows[0]?.retrigger);
+  const retrigger = parseRetrigger(consumer, await findRetrigger(ctx.pool, consumer));
   const hours = await targetHours(ctx, ref.backfillId);
   if (retrigger.kind === 'sql') {
     await withTransaction(ctx.pool, async (tx) => {
@@ -170,9 +169,7 @@ async function compare(ctx: StepContext, ref: StepRef, token: string): Promise<S
     const totalAfter = await totalOverDays(tx, pipeline, distinctDays(hours));
     const diff = subtractMoney(totalAfter, backfill.totalBefore);
     const figures = await compareSignedFigures(tx, backfill.id);
-    await tx.query(
-      `UPDATE backfill.backfills SET total_after = $2::numeric, diff = $3::numeric, finished_at = now() WHERE id = $1::bigint`,
-      [backfill.id, totalAfter, diff]);
+    await recordBackfillTotals(tx, backfill.id, totalAfter, diff);
     await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'compared', detail: { totalBefore: backfill.totalBefore, totalAfter, diff, figures } });
     await finishStep(tx, ref, token, { totalAfter, diff, figures });
     await transition(tx, { backfillId: backfill.id, to: 'done', actor: ENGINE });
@@ -186,10 +183,7 @@ async function compareSignedFigures(tx: PoolClient, backfillId: number): Promise
   for (const signed of await listBackfillSignoffs(tx, backfillId)) {
     const reportAfter = await reportTotal(tx, signed.report, signed.period);
     const figureDiff = reportAfter === null ? null : subtractMoney(reportAfter, signed.signedTotal);
-    await tx.query(
-      `UPDATE backfill.backfill_signoffs SET report_after = $4::numeric, diff = $5::numeric
-       WHERE backfill_id = $1::bigint AND report = $2::text AND period = $3::date`,
-      [backfillId, signed.report, signed.period, reportAfter, figureDiff]);
+    await recordReportAfter(tx, backfillId, signed, reportAfter, figureDiff);
     figures.push({ report: signed.report, period: signed.period, signed: signed.signedTotal, after: reportAfter, diff: figureDiff });
   }
   return figures;
@@ -202,9 +196,7 @@ async function announce(ctx: StepContext, ref: StepRef, token: string): Promise<
     ctx.messenger.announce({ backfillId: ref.backfillId, consumer: ref.key, owner, text: announcement, intent: intentKey(ref.backfillId, 'announce', ref.key) }));
   if (landed === 'undeliverable') return 'undeliverable';
   await withTransaction(ctx.pool, async (tx) => {
-    await tx.query(
-      `UPDATE backfill.backfill_consumers SET message_channel = $3::text, message_ts = $4::text
-       WHERE backfill_id = $1::bigint AND consumer = $2::text`, [ref.backfillId, ref.key, landed?.channel ?? null, landed?.ts ?? null]);
+    await recordAnnouncementLanded(tx, ref.backfillId, ref.key, { channel: landed?.channel ?? null, ts: landed?.ts ?? null });
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'announcement_sent', detail: { consumer: ref.key, owner } });
     await finishStep(tx, ref, token, { owner, channel: landed?.channel ?? null, ts: landed?.ts ?? null });
   });
@@ -263,9 +255,7 @@ async function deliver<T>(ctx: StepContext, ref: StepRef, token: string, send: (
     await tellIncident(ctx, ref, () => ctx.messenger.incidentNotice(ref.backfillId, undeliverableText(ref, owner, consumer, slackError), intentKey(ref.backfillId, 'undeliverable', ref.key)));
     await withTransaction(ctx.pool, async (tx) => {
       if (ref.kind === 'announce') {
-        await tx.query(
-          `UPDATE backfill.backfill_consumers SET undeliverable = $3::text, undeliverable_at = now() WHERE backfill_id = $1::bigint AND consumer = $2::text`,
-          [ref.backfillId, consumer, slackError]);
+        await markConsumerUndeliverable(tx, ref.backfillId, consumer, slackError);
       }
       await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'undeliverable', detail: { step: ref.kind, key: ref.key, consumer, owner, slackError, message: error.message } });
       await finishStep(tx, ref, token, { slackError }, { status: 'undeliverable' });
@@ -294,22 +284,17 @@ async function tellIncident(ctx: StepContext, ref: StepRef, send: () => Promise<
 }
 
 async function backfillConsumer(ctx: StepContext, ref: StepRef): Promise<{ owner: string; announcement: string }> {
-  const { rows } = await ctx.pool.query<{ owner: string; announcement: string }>(
-    'SELECT owner, announcement FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [ref.backfillId, consumerOf(ref)]);
-  const row = rows[0];
+  const row = await findBackfillConsumer(ctx.pool, ref.backfillId, consumerOf(ref));
   if (!row) throw new BackfillError(ErrorCode.UnknownConsumer, `consumer ${ref.key} is not part of backfill #${ref.backfillId}`);
   return row;
 }
 
 async function targetHours(ctx: EngineContext, backfillId: number): Promise<Date[]> {
-  const { rows } = await ctx.pool.query<{ hour: Date }>(
-    'SELECT partition_hour AS hour FROM backfill.backfill_targets WHERE backfill_id = $1::bigint ORDER BY partition_hour', [backfillId]);
-  return rows.map((row) => row.hour);
+  return listTargetHours(ctx.pool, backfillId);
 }
 
 async function reportTotal(tx: PoolClient, report: string, period: string): Promise<string | null> {
-  const { rows } = await tx.query<{ sql: string | null }>('SELECT report_total_sql AS sql FROM backfill.consumers WHERE name = $1::text', [report]);
-  const sql = rows[0]?.sql;
+  const sql = await findReportTotalSql(tx, report);
   if (!sql) return null;
   return readReportFigure(tx, sql, period);
 }

@@ -1,4 +1,5 @@
-import type { Queryable } from './pool.js';
+import type { Pipeline } from './pipelines.js';
+import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 import type { BackfillState } from '../core/stateMachine.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
@@ -166,4 +167,115 @@ export async function listBackfillSignoffs(db: Queryable, backfillId: number): P
      FROM backfill.backfill_signoffs bs JOIN backfill.signoffs s ON s.id = bs.signoff_id
      WHERE bs.backfill_id = $1::bigint ORDER BY bs.period, bs.report`, [backfillId]);
   return rows;
+}
+
+/** A share lock on the backfill row: a state move (pause, stop) waits for the caller's commit, or the caller sees its result. */
+export async function lockBackfillForShare(tx: Queryable, id: number): Promise<void> {
+  await tx.query('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE', [id]);
+}
+
+/**
+ * Moves the backfill to `to` from any of `from`, with the extra column assignments (names fixed in code, never
+ * user input; their values bound from $4 on). Returns the state it was in, or undefined when it was in none of them.
+ */
+export async function updateBackfillState(tx: Queryable, move: { backfillId: number; to: BackfillState; from: BackfillState[]; set: [string, string | Date | null | undefined][] }): Promise<BackfillState | undefined> {
+  const setSql = move.set.map(([column], index) => `, ${column} = $${index + 4}`).join('');
+  const result = await tx.query<{ previous: BackfillState }>(
+    `UPDATE backfill.backfills b SET state = $2::text${setSql}
+     FROM (SELECT id, state AS previous FROM backfill.backfills WHERE id = $1::bigint FOR NO KEY UPDATE) old
+     WHERE b.id = old.id AND b.state = ANY ($3::text[])
+     RETURNING old.previous`,
+    [move.backfillId, move.to, move.from, ...move.set.map(([, value]) => value)]);
+  return result.rows[0]?.previous;
+}
+
+/** From its first publish on, the backfill holds its hours until it finishes or is rolled back. */
+export async function markPublishedAny(tx: Queryable, id: number): Promise<void> {
+  await tx.query('UPDATE backfill.backfills SET published_any = true WHERE id = $1::bigint AND NOT published_any', [id]);
+}
+
+/** Completes the log row: the total after, the difference, and when it finished. */
+export async function recordBackfillTotals(tx: Queryable, id: number, totalAfter: string, diff: string): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfills SET total_after = $2::numeric, diff = $3::numeric, finished_at = now() WHERE id = $1::bigint`,
+    [id, totalAfter, diff]);
+}
+
+/** Fences the backfill's current run: no write of its generation may commit any more. */
+export async function fenceBackfillRun(tx: Queryable, id: number): Promise<void> {
+  await tx.query('UPDATE backfill.backfills SET fenced_generation = generation WHERE id = $1::bigint', [id]);
+}
+
+export async function setPreviewedBy(tx: Queryable, id: number, previewedBy: BackfillRow['previewedBy']): Promise<void> {
+  await tx.query('UPDATE backfill.backfills SET previewed_by = $2::text WHERE id = $1::bigint', [id, previewedBy]);
+}
+
+/** Backfills approved whose announce steps have all settled (in `settled`): ready to run. */
+export async function listApprovedReady(db: Queryable, settled: readonly string[], backfillId?: number): Promise<{ id: number; requestedBy: string }[]> {
+  const { rows } = await db.query<{ id: number; requestedBy: string }>(
+    `SELECT id, requested_by AS "requestedBy" FROM backfill.backfills b
+     WHERE state = 'approved' AND ($1::bigint IS NULL OR id = $1::bigint)
+       AND NOT EXISTS (SELECT 1 FROM backfill.backfill_steps s WHERE s.backfill_id = b.id AND s.kind = 'announce' AND s.status <> ALL ($2::text[]))`,
+    [backfillId ?? null, settled]);
+  return rows;
+}
+
+/** Backfills in a state whose phases complete as their steps finish. */
+export async function listAdvancingBackfillIds(db: Queryable): Promise<number[]> {
+  const { rows } = await db.query<{ id: number }>(`SELECT id FROM backfill.backfills WHERE state IN ('running', 'replaying', 'rolling_back')`);
+  return rows.map((row) => row.id);
+}
+
+/** The incident channel and the status message's ts (the incident thread), when the backfill has them. */
+export async function findIncidentThread(db: Queryable, id: number): Promise<{ channel: string | null; ts: string | null } | undefined> {
+  const { rows } = await db.query<{ channel: string | null; ts: string | null }>(
+    'SELECT incident_channel AS channel, status_ts AS ts FROM backfill.backfills WHERE id = $1::bigint', [id]);
+  return rows[0];
+}
+
+export async function findIncidentChannel(db: Queryable, id: number): Promise<string | undefined> {
+  const { rows } = await db.query<{ channel: string | null }>(
+    'SELECT incident_channel AS channel FROM backfill.backfills WHERE id = $1::bigint', [id]);
+  return rows[0]?.channel ?? undefined;
+}
+
+/** Keeps the status message's ts, once. True when this call kept it. */
+export async function keepStatusTs(db: Queryable, id: number, ts: string): Promise<boolean> {
+  const kept = await db.query('UPDATE backfill.backfills SET status_ts = $2::text WHERE id = $1::bigint AND status_ts IS NULL', [id, ts]);
+  return kept.rowCount === 1;
+}
+
+export interface NewBackfill {
+  reason: string;
+  requestedBy: string;
+  firstHour: Date;
+  lastHour: Date;
+  partitionCount: number;
+  watermarkBefore: Date | null;
+  watermarkResetTo: Date;
+  /** The days (YYYY-MM-DD) whose total is total_before. */
+  days: string[];
+  limitOverride: string | null;
+  incidentChannel: string | null;
+  planId: number | null;
+  needsSecondApproval: boolean;
+}
+
+/** The log row, announced; returns its id. Identifiers come from the pipeline's catalog row, quoted once. */
+export async function insertBackfill(tx: Queryable, pipeline: Pipeline, row: NewBackfill): Promise<number | undefined> {
+  const partition = quoteIdent(pipeline.partitionColumn);
+  // total_before is computed by this very INSERT: captured with announced_at, before any delete can happen.
+  const { rows } = await tx.query<{ id: number }>(
+    `INSERT INTO backfill.backfills (pipeline, reason, requested_by, first_hour, last_hour, partition_count,
+                                     watermark_before, watermark_reset_to, total_before, announced_at, state, limit_override,
+                                     incident_channel, plan_id, needs_second_approval)
+     SELECT $1::text, $2::text, $3::text, $4::timestamptz, $5::timestamptz, $6::int, $7::timestamptz, $8::timestamptz,
+            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $10::text, $11::text, $12::bigint, $13::boolean
+     FROM ${quoteQualified(pipeline.targetTable)}
+     WHERE (${partition} AT TIME ZONE 'UTC')::date = ANY ($9::date[])
+     RETURNING id`,
+    [pipeline.name, row.reason, row.requestedBy, row.firstHour, row.lastHour, row.partitionCount,
+      row.watermarkBefore, row.watermarkResetTo, row.days, row.limitOverride,
+      row.incidentChannel, row.planId, row.needsSecondApproval]);
+  return rows[0]?.id;
 }

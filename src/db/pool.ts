@@ -104,6 +104,11 @@ export function explainCancellation(error: unknown, pool?: pg.Pool): unknown {
   return error;
 }
 
+/** One round trip: the health check's proof that the database answers. */
+export async function pingDatabase(db: Queryable): Promise<void> {
+  await db.query('SELECT 1');
+}
+
 export async function withClient<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   try {

@@ -5,8 +5,8 @@ import type { EngineContext } from '../core/context.js';
 import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/dispatch.js';
 import type { StepRef } from '../core/steps.js';
 import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from '../../jobs/registry.js';
-import { listUntoldNotices } from '../core/catchUps.js';
-import { findDueReminders } from '../core/reminders.js';
+import { listUntoldNotices } from '../db/catchUps.js';
+import { findDueReminders } from '../db/reminders.js';
 
 /** The step queue on the backend src/backends.ts chose for this configuration. */
 export function createStepQueue(config: RunConfig): Queue {

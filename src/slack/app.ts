@@ -5,6 +5,7 @@ import { queueBackendOf } from '../backends.js';
 import { registerHandlers } from '../../handlers/index.js';
 import type { SlackConfig } from '../config.js';
 import type { EngineContext } from '../core/context.js';
+import { pingDatabase } from '../db/pool.js';
 import { startWorkers, type Workers } from '../worker.js';
 import { SlackMessenger } from './messenger.js';
 import { OperatorPolicy } from './permissions.js';
@@ -92,7 +93,7 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
 
 async function healthy(ctx: EngineContext, redis: Redis | undefined): Promise<boolean> {
   try {
-    await ctx.pool.query('SELECT 1');
+    await pingDatabase(ctx.pool);
     if (!redis) return true;
     if (redis.status === 'wait') await redis.connect();
     return (await redis.ping()) === 'PONG';

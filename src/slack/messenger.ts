@@ -1,12 +1,13 @@
 import { webApi } from '@slack/bolt';
+import { findIncidentChannel, findIncidentThread, keepStatusTs } from '../db/backfills.js';
 import type { Pool } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
+import { loadReconciliation } from '../db/reconciliations.js';
 import type { Landed, Messenger, OwnerMessage } from '../core/messenger.js';
 import { loadBackfillReport } from '../core/status.js';
 import { buildIncidentPackage, incidentPackageFiles } from '../core/incidentPackage.js';
 import { announcementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../views/blocks.js';
-import { loadReconciliation } from '../core/reconciliationReport.js';
 import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
 
 type WebClient = webApi.WebClient;
@@ -148,14 +149,13 @@ export class SlackMessenger implements Messenger {
    */
   async uploadIncidentPackage(backfillId: number): Promise<string | undefined> {
     const pkg = await buildIncidentPackage(this.pool, backfillId);
-    const { rows } = await this.pool.query<{ channel: string | null; ts: string | null }>(
-      'SELECT incident_channel AS channel, status_ts AS ts FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
-    const channel = rows[0]?.channel;
+    const thread = await findIncidentThread(this.pool, backfillId);
+    const channel = thread?.channel;
     if (!channel) return undefined;
     const files = incidentPackageFiles(pkg).map((file) => ({ content: file.content, filename: file.filename, title: file.title }));
     await this.client.filesUploadV2({
       channel_id: channel,
-      ...(rows[0]?.ts ? { thread_ts: rows[0].ts } : {}),
+      ...(thread.ts ? { thread_ts: thread.ts } : {}),
       initial_comment: `Incident package of backfill #${backfillId}: the log row and the whole timeline, as Markdown and as JSON.`,
       file_uploads: files,
     });
@@ -209,8 +209,7 @@ export class SlackMessenger implements Messenger {
     const posted = await this.deliverOnce(statusIntent(backfillId), backfillId, { channel: incidentChannel }, message);
     // An earlier attempt posted it (and crashed before keeping the ts): it shows an older status.
     if (posted.how !== 'sent') await this.client.chat.update({ channel: posted.channel, ts: posted.ts, ...message });
-    const kept = await this.pool.query('UPDATE backfill.backfills SET status_ts = $2::text WHERE id = $1::bigint AND status_ts IS NULL', [backfillId, posted.ts]);
-    if (kept.rowCount === 1) {
+    if (await keepStatusTs(this.pool, backfillId, posted.ts)) {
       await recordEvent(this.pool, { backfillId, actor: 'backfill-bot', kind: 'status_posted', detail: { channel: posted.channel, ts: posted.ts } });
     }
   }
@@ -220,9 +219,7 @@ export class SlackMessenger implements Messenger {
   }
 
   private async incidentChannelOf(backfillId: number): Promise<string | undefined> {
-    const { rows } = await this.pool.query<{ channel: string | null }>(
-      'SELECT incident_channel AS channel FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
-    return rows[0]?.channel ?? undefined;
+    return findIncidentChannel(this.pool, backfillId);
   }
 
   /**

@@ -1,4 +1,5 @@
 import { listRecentBackfills } from '../db/backfills.js';
+import { listReportNamesLongestFirst } from '../db/consumers.js';
 import type { Queryable } from '../db/pool.js';
 import { answerPaidAgainst } from '../core/paidAgainst.js';
 import { loadBackfillReport } from '../core/status.js';
@@ -16,9 +17,9 @@ export async function parsePaidAgainstQuestion(db: Queryable, text: string): Pro
   if (!/pa(id|y)\s+against/i.test(text)) return undefined;
   const date = /\b(\d{4}-\d{2}-\d{2})\b/.exec(text)?.[1];
   if (!date) return undefined;
-  const { rows } = await db.query<{ name: string }>(`SELECT name FROM backfill.consumers WHERE kind = 'report' ORDER BY length(name) DESC`);
+  const names = await listReportNamesLongestFirst(db);
   const lower = text.toLowerCase();
-  const report = rows.find((r) => lower.includes(r.name) || lower.includes(r.name.replaceAll('_', ' ')))?.name;
+  const report = names.find((name) => lower.includes(name) || lower.includes(name.replaceAll('_', ' ')));
   return { date, report };
 }
 

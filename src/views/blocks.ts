@@ -1,7 +1,7 @@
 import type { types } from '@slack/bolt';
 import type { BackfillConsumerRow, BackfillRow } from '../db/backfills.js';
 import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
-import type { ReconciliationRow } from '../core/reconciliationReport.js';
+import type { ReconciliationRow } from '../db/reconciliations.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/plan.js';
 import { describeSecondApproval, describeSize } from '../core/sizing.js';

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { listUntoldNotices } from '../../src/core/catchUps.js';
 import { overrideGate, acknowledge } from '../../src/core/gate.js';
 import { answerPaidAgainst } from '../../src/core/paidAgainst.js';
 import { addSigner, signReport } from '../../src/core/signing.js';
 import { startBackfill } from '../../src/core/start.js';
 import { tick } from '../../src/core/tick.js';
+import { listUntoldNotices } from '../../src/db/catchUps.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { deliverNight9Source } from '../../src/demo/seed.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';

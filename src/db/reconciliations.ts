@@ -1,4 +1,7 @@
-import type { Queryable } from '../db/pool.js';
+import type { Queryable } from './pool.js';
+
+// Per partition and phase, how a backfill's staged or published rows differ from what was there
+// (backfill.reconciliations, written by the publish path).
 
 export interface ReconciliationRow {
   partitionHour: Date;

@@ -1,0 +1,45 @@
+import type { Queryable } from './pool.js';
+
+// The readers of one backfill (backfill.backfill_consumers): who is told, when, with which announcement, and
+// where it landed. Reading them with acknowledgements and overrides: listBackfillConsumers in backfills.ts.
+
+export interface NewBackfillConsumer {
+  consumer: string;
+  owner: string;
+  notifyRule: 'before' | 'after';
+  dependencyRank: number;
+  dependsOn: string[];
+  readDirectly: boolean;
+  partitionsRead: number;
+  announcement: string;
+}
+
+export async function insertBackfillConsumer(tx: Queryable, backfillId: number, reader: NewBackfillConsumer): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.backfill_consumers (backfill_id, consumer, owner, notify_rule, dependency_rank, depends_on,
+                                              read_directly, partitions_read, announcement)
+     VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::int, $6::text[], $7::boolean, $8::int, $9::text)`,
+    [backfillId, reader.consumer, reader.owner, reader.notifyRule, reader.dependencyRank, reader.dependsOn, reader.readDirectly,
+      reader.partitionsRead, reader.announcement]);
+}
+
+/** The consumer's owner and the announcement generated for them. */
+export async function findBackfillConsumer(db: Queryable, backfillId: number, consumer: string): Promise<{ owner: string; announcement: string } | undefined> {
+  const { rows } = await db.query<{ owner: string; announcement: string }>(
+    'SELECT owner, announcement FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [backfillId, consumer]);
+  return rows[0];
+}
+
+/** Where the announcement landed (null when nowhere: the backfill has no channel for it). */
+export async function recordAnnouncementLanded(tx: Queryable, backfillId: number, consumer: string, landed: { channel: string | null; ts: string | null }): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfill_consumers SET message_channel = $3::text, message_ts = $4::text
+     WHERE backfill_id = $1::bigint AND consumer = $2::text`, [backfillId, consumer, landed.channel, landed.ts]);
+}
+
+/** Slack will never take the announcement: its reason, and when (counts as a missing acknowledgement). */
+export async function markConsumerUndeliverable(tx: Queryable, backfillId: number, consumer: string | null, slackError: string): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfill_consumers SET undeliverable = $3::text, undeliverable_at = now() WHERE backfill_id = $1::bigint AND consumer = $2::text`,
+    [backfillId, consumer, slackError]);
+}

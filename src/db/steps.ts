@@ -1,0 +1,154 @@
+import type { Queryable } from './pool.js';
+import {
+  PHASE_EXITS, phaseStepsSql, runnableSql, STEP_KINDS, type StepKind, type StepRef, type StepStatus,
+} from '../core/stepGraph.js';
+import type { BackfillState } from '../core/stateMachine.js';
+
+// The steps of a backfill (backfill.backfill_steps), one row per kind and key. The step graph (stepGraph.ts)
+// builds the predicates over `s` (the step) and `b` (its backfill) that say which may run and which a phase
+// still waits on; the claim columns (claim_token, lease_expires_at) are described in migration 0005.
+
+const STEP_WHERE = 'backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text';
+const stepParams = (ref: StepRef) => [ref.backfillId, ref.kind, ref.key];
+
+export interface StepClaimCheckRow {
+  status: StepStatus;
+  /** The lease ran out (or there never was one). */
+  expired: boolean;
+  /** The step graph lets it run now. */
+  runnable: boolean;
+  attempts: number;
+}
+
+/** The step under its row lock, with what a claim decides on. */
+export async function lockStepForClaim(tx: Queryable, ref: StepRef): Promise<StepClaimCheckRow | undefined> {
+  const { rows } = await tx.query<StepClaimCheckRow>(
+    `SELECT s.status, coalesce(s.lease_expires_at < clock_timestamp(), true) AS expired, ${runnableSql()} AS runnable, s.attempts
+     FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
+     WHERE s.backfill_id = $1::bigint AND s.kind = $2::text AND s.step_key = $3::text FOR UPDATE OF s`, stepParams(ref));
+  return rows[0];
+}
+
+/** Running under a new token and lease, one attempt more; returns the token. */
+export async function claimStepRow(tx: Queryable, ref: StepRef, leaseMs: number): Promise<string | undefined> {
+  const { rows } = await tx.query<{ token: string }>(
+    `UPDATE backfill.backfill_steps SET status = 'running', claim_token = gen_random_uuid(),
+            lease_expires_at = clock_timestamp() + $4::int * interval '1 millisecond', attempts = attempts + 1,
+            started_at = coalesce(started_at, now())
+     WHERE ${STEP_WHERE} RETURNING claim_token AS token`, [...stepParams(ref), leaseMs]);
+  return rows[0]?.token;
+}
+
+/** Extends the lease of a step this token still holds. */
+export async function renewStepLease(db: Queryable, ref: StepRef, token: string, leaseMs: number): Promise<void> {
+  await db.query(
+    `UPDATE backfill.backfill_steps SET lease_expires_at = clock_timestamp() + $5::int * interval '1 millisecond'
+     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`, [...stepParams(ref), token, leaseMs]);
+}
+
+/** The step's status and claim token, under its row lock (the claim check of a commit). */
+export async function lockStepClaim(tx: Queryable, ref: StepRef): Promise<{ status: StepStatus; token: string | null } | undefined> {
+  const { rows } = await tx.query<{ status: StepStatus; token: string | null }>(
+    `SELECT status, claim_token::text AS token FROM backfill.backfill_steps WHERE ${STEP_WHERE} FOR UPDATE`, stepParams(ref));
+  return rows[0];
+}
+
+/** Done (or undeliverable) with its result; the claim goes. */
+export async function markStepFinished(tx: Queryable, ref: StepRef, status: 'done' | 'undeliverable', result: Record<string, unknown>): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfill_steps SET status = $4::text, finished_at = now(), result = $5::jsonb, error = NULL,
+            claim_token = NULL, lease_expires_at = NULL
+     WHERE ${STEP_WHERE}`, [...stepParams(ref), status, JSON.stringify(result)]);
+}
+
+/** Gives the claim back, to `to`, only while this token holds it. True when it did. */
+export async function releaseStepClaim(db: Queryable, ref: StepRef, token: string, to: 'pending' | 'blocked' | 'skipped', error: string | null): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE backfill.backfill_steps SET status = $5::text, error = $6::text, claim_token = NULL, lease_expires_at = NULL
+     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`,
+    [...stepParams(ref), token, to, error]);
+  return result.rowCount === 1;
+}
+
+/** Failed with its error, only while this token holds it. True when it did. */
+export async function failStepClaim(tx: Queryable, ref: StepRef, token: string, message: string): Promise<boolean> {
+  const failed = await tx.query(
+    `UPDATE backfill.backfill_steps SET status = 'failed', error = $5::text, finished_at = now(), claim_token = NULL, lease_expires_at = NULL
+     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`, [...stepParams(ref), token, message]);
+  return failed.rowCount === 1;
+}
+
+/** Moves the backfill's steps in `from` (of `kinds`, or of every kind) to `to`, dropping their claims; returns how many. */
+export async function moveStepStatuses(tx: Queryable, backfillId: number, to: StepStatus, from: readonly StepStatus[], kinds: readonly string[] | null): Promise<number> {
+  const result = await tx.query(
+    `UPDATE backfill.backfill_steps SET status = $2::text, claim_token = NULL, lease_expires_at = NULL
+     WHERE backfill_id = $1::bigint AND status = ANY ($3::text[]) AND ($4::text[] IS NULL OR kind = ANY ($4::text[]))`,
+    [backfillId, to, from, kinds]);
+  return result.rowCount ?? 0;
+}
+
+/** The backfill's state and, per phase exit (PHASE_EXITS, in order), how many steps that exit still waits on. */
+export async function countOpenStepsByPhase(tx: Queryable, backfillId: number): Promise<{ state: BackfillState; open: number[] } | undefined> {
+  const counts = PHASE_EXITS.map((exit) => `count(*) FILTER (WHERE ${phaseStepsSql(exit)})::int`).join(', ');
+  const { rows } = await tx.query<{ state: BackfillState; open: number[] }>(
+    `SELECT b.state, ARRAY[${counts}] AS open FROM backfill.backfills b LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id
+     WHERE b.id = $1::bigint GROUP BY b.state`, [backfillId]);
+  return rows[0];
+}
+
+/** One announce step per reader told before the run. */
+export async function insertAnnounceSteps(tx: Queryable, backfillId: number): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
+     SELECT $1::bigint, 'announce', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'before'`, [backfillId]);
+}
+
+/** The rollback's replay and notify steps, one per consumer (keys carry the suffix), and its report. */
+export async function insertRollbackSteps(tx: Queryable, backfillId: number, rollbackSuffix: string): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
+     SELECT $1::bigint, 'replay', consumer || $2::text FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'notify', consumer || $2::text FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'report', 'rollback'
+     ON CONFLICT DO NOTHING`, [backfillId, rollbackSuffix]);
+}
+
+export interface RunnableStepRow {
+  backfillId: number;
+  kind: StepKind;
+  key: string;
+  /** The attempts of a running step whose lease ran out; null for a pending one. */
+  takeoverOf: number | null;
+}
+
+/** Pending steps, and running ones whose lease ran out, that the step graph lets run now; in kind order. */
+export async function listRunnableSteps(db: Queryable, backfillId?: number): Promise<RunnableStepRow[]> {
+  const { rows } = await db.query<RunnableStepRow>(
+    `SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key, CASE WHEN s.status = 'running' THEN s.attempts END AS "takeoverOf"
+     FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
+     WHERE (s.status = 'pending' OR (s.status = 'running' AND s.lease_expires_at < clock_timestamp()))
+       AND ($1::bigint IS NULL OR s.backfill_id = $1::bigint)
+       AND ${runnableSql()}
+     ORDER BY s.backfill_id, array_position($2::text[], s.kind), s.step_key`, [backfillId ?? null, [...STEP_KINDS]]);
+  return rows;
+}
+
+export interface StepRow {
+  kind: StepKind;
+  key: string;
+  status: StepStatus;
+  attempts: number;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  error: string | null;
+}
+
+/** Every step of the backfill: finished ones in the order they finished, then the rest in kind order. */
+export async function listSteps(db: Queryable, backfillId: number): Promise<StepRow[]> {
+  const { rows } = await db.query<StepRow>(
+    `SELECT kind, step_key AS key, status, attempts, started_at AS "startedAt", finished_at AS "finishedAt", error
+     FROM backfill.backfill_steps WHERE backfill_id = $1::bigint
+     ORDER BY coalesce(finished_at, 'infinity'), array_position(ARRAY['announce','stage','publish','watermark','replay','compare','notify','report'], kind), step_key`,
+    [backfillId]);
+  return rows;
+}
