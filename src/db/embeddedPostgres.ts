@@ -5,6 +5,7 @@ import { chown, mkdir, readFile, readdir, rm, symlink, writeFile } from 'node:fs
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { BackfillError, ErrorCode } from '../errors.js';
 
 // A PostgreSQL of the project's own for a machine with nothing but Node: the real server binaries from the
@@ -35,6 +36,8 @@ const SUPERUSER = 'postgres';
 const START_TIMEOUT_S = 60;
 const LOCK_WAIT_MS = 120_000;
 const START_ATTEMPTS = 3;
+/** How long a stopping server waits for the last process's connections to be gone. */
+const CLIENTS_GONE_MS = 3_000;
 
 export interface EmbeddedPostgresOptions {
   dataDir: string;
@@ -294,7 +297,7 @@ class Server {
       url: (database: string) => `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
       release: async () => {
         process.removeListener('exit', onExit);
-        await this.leave();
+        await this.leave(`postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/postgres`);
       },
     };
   }
@@ -366,15 +369,44 @@ class Server {
     }
   }
 
-  private async leave(): Promise<void> {
+  private async leave(url: string): Promise<void> {
     if (this.released) return;
     this.released = true;
     await withLock(this.lockDir, async () => {
       rmSync(path.join(this.usersDir, this.self), { force: true });
       if (otherLiveUsers(this.usersDir, this.self).length > 0) return;
+      await this.awaitClientsGone(url);
       this.log('stopping the embedded PostgreSQL');
       await this.stop();
     });
+  }
+
+  /**
+   * Waits, briefly, for the connections the process just closed to be gone from the server: a library's close()
+   * may resolve before its sockets have ended (BullMQ's LISTEN client, say), and a fast stop would cut them.
+   * Connections still there after the wait are named in the log; the stop goes ahead.
+   */
+  private async awaitClientsGone(url: string): Promise<void> {
+    const client = new pg.Client({ connectionString: url, application_name: 'backfill-bot-stop', connectionTimeoutMillis: 2000 });
+    client.on('error', () => undefined);
+    try {
+      await client.connect();
+      const deadline = Date.now() + CLIENTS_GONE_MS;
+      for (;;) {
+        const { rows } = await client.query<{ application_name: string }>(
+          `SELECT application_name FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`);
+        if (rows.length === 0) return;
+        if (Date.now() > deadline) {
+          this.log(`stopping with ${rows.length} connection(s) still open: ${[...new Set(rows.map((r) => r.application_name || '(unnamed)'))].join(', ')}`);
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } catch {
+      // Not reachable any more: nothing to wait for.
+    } finally {
+      await client.end().catch(() => undefined);
+    }
   }
 
   /** The same, synchronously, for process 'exit' (no lock: the process is ending). */
