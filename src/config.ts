@@ -96,6 +96,8 @@ export const configSchema = z.object({
   }),
   ANNOUNCE_REMINDER_MS: positiveInt('ANNOUNCE_REMINDER_MS', 30 * 60_000),
   STATUS_THROTTLE_MS: z.coerce.number().int().min(0).default(1000),
+  // Set (to anything): the CLI prints no colour even on a terminal (https://no-color.org).
+  NO_COLOR: z.string().optional(),
 });
 
 export type Config = z.infer<typeof configSchema>;

@@ -33,7 +33,9 @@ describe('the backfill CLI', () => {
     const { code, out } = await cli('plan', 'orders', '2026-11-15', 'currency parsed as text');
     expect(code).toBe(0);
     expect(out).toContain('Watermark: 2026-11-30 23:00 → 2026-11-15 04:00');
-    expect(out).toContain('settlement_report 2026-11-15: 1,284,310.55 signed by <@U07SETTLE>');
+    expect(out).toContain('settlement_report 2026-11-15: 1,284,310.55 signed by Settlement lead');
+    // A terminal gets names (backfill.people), never Slack's markup.
+    expect(out).not.toMatch(/<@U/);
     expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.backfills')).toBe(0);
   });
 
@@ -46,7 +48,7 @@ describe('the backfill CLI', () => {
   it('starts, is acknowledged by the owners and runs to the diff with --wait', async () => {
     const started = await cli('start', 'orders', '2026-11-15', 'currency', 'parsed', 'as', 'text');
     expect(started.out).toContain('Backfill #1 created (announced).');
-    expect((await cli('ack', '1', '--as', 'U07SETTLE', '--reason', 'Dana is on a plane; she agreed by phone')).out).toContain('Still waiting for: payout_export <@U07PAYOUTS>');
+    expect((await cli('ack', '1', '--as', 'U07SETTLE', '--reason', 'Dana is on a plane; she agreed by phone')).out).toContain('Still waiting for: payout_export Payouts owner');
     const finished = await cli('ack', '1', '--as', 'U07PAYOUTS', '--reason', 'payouts team asked in #payouts', '--wait');
     expect(finished.code).toBe(0);
     expect(finished.out).toContain('difference −12,408.45');
@@ -67,7 +69,7 @@ describe('the backfill CLI', () => {
     const { rows: acks } = await engine.ctx.pool.query<{ acknowledged_by: string }>('SELECT owner AS acknowledged_by FROM backfill.acknowledgements WHERE backfill_id = 1 ORDER BY owner');
     expect(acks.map((a) => a.acknowledged_by)).toEqual(['U07PAYOUTS', 'U07SETTLE']);
     const log = await cli('log', '1');
-    expect(log.out).toContain(`${me} on behalf of <@U07SETTLE> (Dana is on a plane; she agreed by phone)`);
+    expect(log.out).toContain(`${me} on behalf of Settlement lead (Dana is on a plane; she agreed by phone)`);
   });
 
   it('refuses to act for someone else without a reason, or for a user who is not an operator, and changes nothing', async () => {

@@ -8,7 +8,7 @@ export function announcementButton(deps: SlackDeps, press: Press) {
   return async ({ ack, body, action, respond, logger }: AllMiddlewareArgs & SlackActionMiddlewareArgs<BlockAction<ButtonAction>>): Promise<void> => {
     await ack();
     try {
-      const note = await pressButton(deps, press, body.user.id, action.value);
+      const note = await pressButton(deps, press, body.user.id, action.value, body.user.name ?? body.user.username);
       if (note) await respond({ response_type: 'ephemeral', replace_original: false, text: note });
     } catch (error) {
       await respond({ response_type: 'ephemeral', replace_original: false, text: replyForError(error, (m) => logger.error(m)) });

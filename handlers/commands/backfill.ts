@@ -8,7 +8,7 @@ export function backfillCommand(deps: SlackDeps) {
   return async ({ command, ack, respond, logger }: AllMiddlewareArgs & SlackCommandMiddlewareArgs): Promise<void> => {
     await ack();
     try {
-      const reply = await runBackfillCommand(deps, { user: command.user_id, channel: command.channel_id, text: command.text });
+      const reply = await runBackfillCommand(deps, { user: command.user_id, userName: command.user_name, channel: command.channel_id, text: command.text });
       await respond({ response_type: 'ephemeral', ...reply });
     } catch (error) {
       await respond({ response_type: 'ephemeral', text: replyForError(error, (m) => logger.error(m)) });

@@ -23,10 +23,11 @@ import { tick } from '../core/tick.js';
 import { formatHour, leadingHours, parseHour } from '../core/time.js';
 import { listRecentBackfills } from '../db/backfills.js';
 import { listEvents } from '../db/events.js';
+import { loadPeople } from '../db/people.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, explainCancellation, poolBounds } from '../db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
-import { renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline } from '../views/text.js';
+import { person, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
 
 const USAGE = cliUsage();
@@ -74,7 +75,8 @@ async function main(argv: string[]): Promise<number> {
         authorize(acting, spec.rule, spec.action);
         if (command === 'retention' && values.prune) authorize(acting, 'operator', 'prune stored rows');
       });
-      return await runActing(acting, () => run(ctx, command, args, { ...values, actor }));
+      const style: TextStyle = { people: await loadPeople(pool), colour: process.stdout.isTTY === true && !config.NO_COLOR };
+      return await runActing(acting, () => run(ctx, command, args, { ...values, actor, style }));
     } finally {
       await pool.end();
     }
@@ -93,6 +95,8 @@ function cliActing(config: RunConfig, onBehalfOf: string | undefined, reason: st
 
 interface Options {
   actor: string;
+  /** How text shows people (their names) and whether it colours (a terminal, without NO_COLOR). */
+  style: TextStyle;
   consumer?: string | undefined;
   'override-limit'?: string | undefined;
   plan?: string | undefined;
@@ -116,7 +120,7 @@ const HANDLERS: Record<string, CliHandler> = {
     const [pipeline = '', target = '', ...reason] = need(args, 2, 'plan');
     const request = { pipeline, target, reason: reason.join(' ') || '(dry run)', actor, limitOverride: options['override-limit'] };
     const plan = await recordingRefusals(ctx, { actor, action: 'plan', input: { pipeline, target } }, () => planBackfill(ctx, request));
-    console.log(renderPlan(plan));
+    console.log(renderPlan(plan, options.style));
     console.log(`Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`);
     return 0;
   },
@@ -127,7 +131,7 @@ const HANDLERS: Record<string, CliHandler> = {
     const request = { pipeline, target, reason: reason.join(' '), actor, limitOverride: options['override-limit'], planId };
     const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target, planId } }, () => startBackfill(ctx, request));
     console.log(`Backfill #${result.backfill.id} created (${result.backfill.state}).`);
-    for (const a of result.announcements) console.log(`\n--- to <@${a.owner}> (${a.consumer}, ${a.notifyRule}) ---\n${a.text}`);
+    for (const a of result.announcements) console.log(`\n--- to ${person(a.owner, options.style)} (${a.consumer}, ${a.notifyRule}) ---\n${a.text}`);
     return settle(ctx, result.backfill.id, options);
   },
   ack: async (ctx, args, options) => {
@@ -135,8 +139,8 @@ const HANDLERS: Record<string, CliHandler> = {
     const id = backfillId(need(args, 1, 'ack')[0]);
     const result = await recordingRefusals(ctx, { actor, action: 'acknowledge', backfillId: id },
       () => acknowledge(ctx, { backfillId: id, actor, consumer: options.consumer }));
-    console.log(result.changed ? `Acknowledged by <@${actor}>.` : 'Already acknowledged: nothing changed.');
-    console.log(result.waitingFor.length ? `Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} <@${w.owner}>`).join(', ')}` : 'Every required acknowledgement is in.');
+    console.log(result.changed ? `Acknowledged by ${person(actor, options.style)}.` : 'Already acknowledged: nothing changed.');
+    console.log(result.waitingFor.length ? `Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} ${person(w.owner, options.style)}`).join(', ')}` : 'Every required acknowledgement is in.');
     return settle(ctx, id, options);
   },
   hold: async (ctx, args, options) => {
@@ -145,7 +149,7 @@ const HANDLERS: Record<string, CliHandler> = {
     const id = backfillId(rawId);
     await recordingRefusals(ctx, { actor, action: 'hold', backfillId: id },
       () => hold(ctx, { backfillId: id, actor, consumer: options.consumer, reason: reason.join(' ') || undefined }));
-    console.log(`Backfill #${id} is held by <@${actor}>; it runs only after they acknowledge.`);
+    console.log(`Backfill #${id} is held by ${person(actor, options.style)}; it runs only after they acknowledge.`);
     return 0;
   },
   override: async (ctx, args, options) => {
@@ -154,7 +158,7 @@ const HANDLERS: Record<string, CliHandler> = {
     const id = backfillId(rawId);
     const result = await recordingRefusals(ctx, { actor, action: 'override', backfillId: id },
       () => overrideGate(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
-    console.log(result.approved ? `Gate opened by override of <@${actor}>.` : 'Nothing to override.');
+    console.log(result.approved ? `Gate opened by override of ${person(actor, options.style)}.` : 'Nothing to override.');
     return settle(ctx, id, options);
   },
   cancel: async (ctx, args, options) => {
@@ -212,42 +216,42 @@ const HANDLERS: Record<string, CliHandler> = {
     console.log(`Backfill #${id} rolled back: ${restored.length} partition(s) restored; consumers replay.`);
     return settle(ctx, id, options);
   },
-  status: async (ctx, args, _options) => {
+  status: async (ctx, args, options) => {
     if (args[0] === undefined) {
-      console.log(renderBackfillList(await listRecentBackfills(ctx.pool)));
+      console.log(renderBackfillList(await listRecentBackfills(ctx.pool), options.style));
       return 0;
     }
-    console.log(renderStatus(await loadBackfillReport(ctx.pool, backfillId(args[0]))));
+    console.log(renderStatus(await loadBackfillReport(ctx.pool, backfillId(args[0])), options.style));
     return 0;
   },
-  log: async (ctx, args, _options) => {
+  log: async (ctx, args, options) => {
     if (args[0] === undefined) {
-      console.log(renderBackfillList(await listRecentBackfills(ctx.pool, 100)));
+      console.log(renderBackfillList(await listRecentBackfills(ctx.pool, 100), options.style));
       return 0;
     }
     const id = backfillId(args[0]);
-    console.log(renderDiff(await loadBackfillReport(ctx.pool, id)));
-    console.log(`\nTimeline:\n${renderTimeline(await listEvents(ctx.pool, id))}`);
+    console.log(renderDiff(await loadBackfillReport(ctx.pool, id), options.style));
+    console.log(`\nTimeline:\n${renderTimeline(await listEvents(ctx.pool, id), options.style)}`);
     return 0;
   },
   tick: async (ctx, args, options) => {
     const { actor } = options;
     const [pipeline = ''] = need(args, 1, 'tick');
     const until = options.until ? parseHour(options.until) : undefined;
-    console.log(renderTick(await tick(ctx, { pipeline, actor, until })));
+    console.log(renderTick(await tick(ctx, { pipeline, actor, until }), options.style));
     return 0;
   },
-  'paid-against': async (ctx, args, _options) => {
+  'paid-against': async (ctx, args, options) => {
     const [first = '', second] = need(args, 1, 'paid-against');
     const answer = await answerPaidAgainst(ctx.pool, second === undefined ? { date: first } : { report: first, date: second });
-    console.log(renderPaidAgainst(answer));
+    console.log(renderPaidAgainst(answer, options.style));
     return 0;
   },
   sign: async (ctx, args, options) => {
     const { actor } = options;
     const [report = '', period = ''] = need(args, 2, 'sign');
     const signed = await recordingRefusals(ctx, { actor, action: 'sign', input: { report, period } }, () => signReport(ctx, { report, period, actor }));
-    console.log(`Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by <@${signed.signedBy}> (signature ${signed.signatureNumber}).`);
+    console.log(`Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by ${person(signed.signedBy, options.style)} (signature ${signed.signatureNumber}).`);
     return 0;
   },
   signer: async (ctx, args, options) => {
@@ -256,13 +260,13 @@ const HANDLERS: Record<string, CliHandler> = {
     if (action === 'list') {
       const { rows } = await ctx.pool.query<{ report: string; signer: string }>(
         'SELECT report, signer FROM backfill.signers WHERE $1::text IS NULL OR report = $1::text ORDER BY report, signer', [report ?? null]);
-      console.log(rows.map((r) => `${r.report}: <@${r.signer}>`).join('\n') || 'No signers configured.');
+      console.log(rows.map((r) => `${r.report}: ${person(r.signer, options.style)}`).join('\n') || 'No signers configured.');
       return 0;
     }
     if ((action !== 'add' && action !== 'remove') || !report || !user) throw new BackfillError(ErrorCode.BadInput, `Usage: backfill ${usage('signer')}`);
     if (action === 'add') await addSigner(ctx, { report, signer: user, actor });
-    else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`<@${user}> was not a signer of ${report}.`);
-    console.log(`Signers of ${report}: ${(await listSigners(ctx.pool, report)).map((s) => `<@${s}>`).join(', ') || 'none'}`);
+    else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`${person(user, options.style)} was not a signer of ${report}.`);
+    console.log(`Signers of ${report}: ${(await listSigners(ctx.pool, report)).map((s) => `${person(s, options.style)}`).join(', ') || 'none'}`);
     return 0;
   },
   delegate: async (ctx, args, options) => {
@@ -270,13 +274,13 @@ const HANDLERS: Record<string, CliHandler> = {
     const [action = '', owner, user] = need(args, 1, 'delegate');
     if (action === 'list') {
       const { rows } = await ctx.pool.query<{ owner: string; delegate: string }>('SELECT owner, delegate FROM backfill.delegates ORDER BY owner, delegate');
-      console.log(rows.map((r) => `<@${r.owner}>: <@${r.delegate}>`).join('\n') || 'No delegates configured.');
+      console.log(rows.map((r) => `${person(r.owner, options.style)}: ${person(r.delegate, options.style)}`).join('\n') || 'No delegates configured.');
       return 0;
     }
     if ((action !== 'add' && action !== 'remove') || !owner || !user) throw new BackfillError(ErrorCode.BadInput, `Usage: backfill ${usage('delegate')}`);
     if (action === 'add') await addDelegate(ctx, { owner, delegate: user, actor });
     else await removeDelegate(ctx, { owner, delegate: user, actor });
-    console.log(`${action === 'add' ? 'Added' : 'Removed'}: <@${user}> ${action === 'add' ? 'may now act' : 'no longer acts'} for <@${owner}>.`);
+    console.log(`${action === 'add' ? 'Added' : 'Removed'}: ${person(user, options.style)} ${action === 'add' ? 'may now act' : 'no longer acts'} for ${person(owner, options.style)}.`);
     return 0;
   },
   export: async (ctx, args, options) => {
@@ -324,7 +328,7 @@ async function run(ctx: EngineContext, command: string, args: string[], options:
 async function settle(ctx: EngineContext, id: number, options: Options): Promise<number> {
   if (!options.wait) return 0;
   const report = await runUntilSettled(ctx, id, (line) => console.log(line));
-  console.log(renderDiff(report));
+  console.log(renderDiff(report, options.style));
   return report.backfill.state === 'done' || report.backfill.state === 'rolled_back' ? 0 : 1;
 }
 

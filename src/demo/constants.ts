@@ -35,6 +35,15 @@ export const OWNERS = {
   marketing: 'U07MARKETING',
 } as const;
 
+/** The demo's people by the names they go by (backfill.people): the owners and the on-call operator. */
+export const DEMO_PEOPLE = [
+  { slackId: OWNERS.settlementLead, name: 'Settlement lead' },
+  { slackId: OWNERS.payouts, name: 'Payouts owner' },
+  { slackId: OWNERS.forecast, name: 'Forecast owner' },
+  { slackId: OWNERS.marketing, name: 'Marketing analyst' },
+  { slackId: 'U07ONCALL', name: 'On-call operator' },
+] as const;
+
 export const CONSUMER_NAMES = {
   settlementReport: 'settlement_report',
   payoutExport: 'payout_export',

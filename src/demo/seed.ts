@@ -11,11 +11,12 @@ import { replacePartition } from '../core/partitionStep.js';
 import { storeSchemaName } from '../core/rowStore.js';
 import { migrate } from '../db/migrate.js';
 import { insertPipeline, type Pipeline } from '../db/pipelines.js';
+import { rememberPeople } from '../db/people.js';
 import { quoteIdent, withTransaction, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import {
   CONSUMER_NAMES, DAILY_SCHEDULE_MINUTES, DEMO_MONTH, DEMO_PIPELINE, DEMO_SHARDS, FLAGGED_NIGHTS, flaggedNight, MARKETING_WEEK,
-  NIGHT_15, NIGHT_9, OWNERS, SCENARIO_AS_OF, SOURCE_SHARDS_SQL, STEP_SQL_V1, STEP_SQL_V2, type DemoScenario, type FlagReason,
+  DEMO_PEOPLE, NIGHT_15, NIGHT_9, OWNERS, SCENARIO_AS_OF, SOURCE_SHARDS_SQL, STEP_SQL_V1, STEP_SQL_V2, type DemoScenario, type FlagReason,
 } from './constants.js';
 import { centsToDecimal, generateDemoData, microsToDecimal, monthHours, utcDate, type DemoData, type RawOrder, type StepVersion } from './generate.js';
 
@@ -173,6 +174,7 @@ async function registerConsumers(db: Queryable): Promise<void> {
     [links.map(([consumer]) => consumer), links.map(([, dependsOn]) => dependsOn)]);
   // The settlement duty lead signs the daily settlement report (and is the only one who may).
   await db.query(`INSERT INTO backfill.signers (report, signer, added_by) VALUES ('settlement_report', $1::text, 'seed')`, [OWNERS.settlementLead]);
+  await rememberPeople(db, [...DEMO_PEOPLE]);
 }
 
 // ---- reset and static data ------------------------------------------------------------------------------

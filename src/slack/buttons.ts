@@ -1,3 +1,4 @@
+import { rememberPeople } from '../db/people.js';
 import { z } from 'zod';
 import { acknowledge, hold, type GateResult } from '../core/gate.js';
 import { recordingRefusals } from '../core/refusals.js';
@@ -26,9 +27,10 @@ export function parseButtonValue(value: string | undefined): ButtonReference {
 export type ButtonAction = 'acknowledge' | 'hold';
 
 /** An owner pressed Acknowledge or Hold. Returns the ephemeral text for the presser when there is one. */
-export async function pressButton(deps: SlackDeps, action: ButtonAction, user: string, value: string | undefined): Promise<string | undefined> {
+export async function pressButton(deps: SlackDeps, action: ButtonAction, user: string, value: string | undefined, userName?: string): Promise<string | undefined> {
   const reference = parseButtonValue(value);
   const { ctx, messenger } = deps;
+  if (userName) await rememberPeople(ctx.pool, [{ slackId: user, name: userName }]);
   const request = { actor: user, action, backfillId: reference.backfillId, input: { consumer: reference.consumer } };
   const result: GateResult = await recordingRefusals(ctx, request, () => action === 'acknowledge'
     ? acknowledge(ctx, { backfillId: reference.backfillId, actor: user, consumer: reference.consumer })

@@ -13,11 +13,15 @@ import { answerPaidAgainst } from '../core/paidAgainst.js';
 import { signReport } from '../core/signing.js';
 import { formatTime } from '../core/time.js';
 import { findCommand, slackHelp } from '../commands/table.js';
+import { rememberPeople } from '../db/people.js';
+import { findPlan } from '../db/plans.js';
 import { parseBackfillCommand, type BackfillCommand } from './commandText.js';
 import type { SlackDeps } from './deps.js';
 
 export interface CommandInput {
   user: string;
+  /** The name Slack sends with the command: kept in backfill.people, so a terminal can say who did what. */
+  userName?: string | undefined;
   channel: string;
   text: string;
 }
@@ -47,8 +51,7 @@ const HANDLERS: { [K in BackfillCommand['kind']]: Handler<K> } = {
   'start-plan': async (deps, input, command) => {
     const { ctx } = deps;
     const actor = input.user;
-    const { rows } = await ctx.pool.query<{ pipeline: string; target: string }>('SELECT pipeline, target FROM backfill.plans WHERE id = $1::bigint', [command.planId]);
-    const frozen = rows[0];
+    const frozen = await findPlan(ctx.pool, command.planId);
     if (!frozen) throw new BackfillError(ErrorCode.BadInput, `There is no plan #${command.planId}. \`/backfill plan\` makes one and shows its id.`);
     const { backfill } = await startBackfill(ctx, { pipeline: frozen.pipeline, target: frozen.target, reason: command.reason, actor, incidentChannel: input.channel, planId: command.planId });
     await deps.kick(backfill.id);
@@ -144,6 +147,7 @@ const HANDLERS: { [K in BackfillCommand['kind']]: Handler<K> } = {
 export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): Promise<Message> {
   const { ctx, policy } = deps;
   const actor = input.user;
+  if (input.userName) await rememberPeople(ctx.pool, [{ slackId: input.user, name: input.userName }]);
   return recordingRefusals(ctx, { actor, action: `/backfill ${input.text.trim().split(/\s+/)[0] ?? ''}`.trim(), input: { text: input.text, channel: input.channel } }, async () => {
     const command = parseBackfillCommand(input.text);
     const spec = findCommand(command.kind === 'start-plan' ? 'start' : command.kind, 'slack');

@@ -1,5 +1,6 @@
 import type { BackfillRow } from '../db/backfills.js';
 import type { TimelineEvent } from '../db/events.js';
+import type { People } from '../db/people.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/plan.js';
 import { sum, type PrunedBackfill, type RetentionReport, type StoredRows } from '../core/retention.js';
@@ -10,12 +11,34 @@ import { waitingOn, type BackfillReport } from '../core/status.js';
 import type { TickResult } from '../core/tick.js';
 import { formatHour, formatHourRange, formatTime } from '../core/time.js';
 
-// Plain-text views for the CLI and the demo. Pure: data in, text out.
+// Plain-text views for the CLI and the demo. Pure: data in, text out. No Slack markup: people by the names
+// they go by (backfill.people), else by their id; colour only when the caller says the output is a terminal.
+
+/** How the text shows people, and whether it colours differences. */
+export interface TextStyle {
+  people: People;
+  colour: boolean;
+}
+
+export const PLAIN: TextStyle = { people: new Map(), colour: false };
+
+/** A person as a terminal shows them: "Settlement lead", or "@U07SETTLE" before the bot has learned a name. */
+export function person(id: string, style: TextStyle): string {
+  if (!/^[UW][A-Z0-9]+$/.test(id)) return id;
+  return style.people.get(id) ?? `@${id}`;
+}
+
+/** A signed difference, red when it went down and green when up, on a terminal. */
+function difference(amount: string, style: TextStyle): string {
+  const text = formatSignedMoney(amount);
+  if (!style.colour || /^0(\.0+)?$/.test(amount.replace('-', ''))) return text;
+  return `${text.startsWith('−') ? '\u001b[31m' : '\u001b[32m'}${text}\u001b[39m`;
+}
 
 const money = (amount: string | null) => (amount === null ? '—' : formatMoney(amount));
 const when = (at: Date | null) => (at ? formatTime(at) : '—');
 
-export function renderPlan(plan: Plan): string {
+export function renderPlan(plan: Plan, style: TextStyle = PLAIN): string {
   const { identified } = plan;
   const lines = [
     `Plan: ${plan.pipeline.name}, ${identified.hours.length} partition(s), ${formatHourRange(identified.firstHour, identified.lastHour)}`,
@@ -24,26 +47,26 @@ export function renderPlan(plan: Plan): string {
     `Watermark: ${identified.watermarkBefore ? formatHour(identified.watermarkBefore) : 'none'} → ${formatHour(identified.watermarkResetTo)}`,
     `Total over ${plan.days.join(', ')}: ${formatMoney(plan.totalBefore)} now; expected direction: ${plan.direction}`,
     'Readers, in dependency order:',
-    ...plan.readers.map((r) => `  ${r.dependencyRank}. ${r.consumer} (${r.kind}) owner <@${r.owner}>, told ${r.notifyRule}` +
+    ...plan.readers.map((r) => `  ${r.dependencyRank}. ${r.consumer} (${r.kind}) owner ${person(r.owner, style)}, told ${r.notifyRule}` +
       `${r.readDirectly ? `, read ${r.partitionsRead}` : `, via ${r.dependsOn.join(', ')}`}`),
     'Signed figures affected:',
-    ...(plan.signed.length ? plan.signed.map((f) => `  ${f.report} ${f.period}: ${formatMoney(f.total)} signed by <@${f.signedBy}> at ${formatTime(f.signedAt)}`) : ['  none']),
-    `Waits for acknowledgement from: ${plan.gateOwners.length ? plan.gateOwners.map((o) => `<@${o}>`).join(', ') : 'nobody (no reader asked to be told before)'}`,
+    ...(plan.signed.length ? plan.signed.map((f) => `  ${f.report} ${f.period}: ${formatMoney(f.total)} signed by ${person(f.signedBy, style)} at ${formatTime(f.signedAt)}`) : ['  none']),
+    `Waits for acknowledgement from: ${plan.gateOwners.length ? plan.gateOwners.map((o) => `${person(o, style)}`).join(', ') : 'nobody (no reader asked to be told before)'}`,
     ...(plan.size ? [`Size: ${describeSize(plan.size, plan.pipeline.name)}`, `Second operator's approval: ${describeSecondApproval(plan.size)}`] : []),
   ];
   return lines.join('\n');
 }
 
-export function renderStatus(report: BackfillReport): string {
+export function renderStatus(report: BackfillReport, style: TextStyle = PLAIN): string {
   const { backfill } = report;
   const lines = [
     `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}${backfill.failure ? ` (${backfill.failure})` : ''}`,
     `  partitions   ${backfill.partitionCount}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`,
     `  reason       ${backfill.reason}`,
-    `  requested by <@${backfill.requestedBy}>`,
+    `  requested by ${person(backfill.requestedBy, style)}`,
     `  now          ${waitingOn(report)}`,
     '  gate:',
-    ...report.consumers.map((c) => `    ${c.consumer} <@${c.owner}> (${c.notifyRule}): ${gateWord(c)}`),
+    ...report.consumers.map((c) => `    ${c.consumer} ${person(c.owner, style)} (${c.notifyRule}): ${gateWord(c, style)}`),
   ];
   const steps = report.steps;
   if (steps.length) {
@@ -51,39 +74,39 @@ export function renderStatus(report: BackfillReport): string {
     const all = (kind: string) => steps.filter((s) => s.kind === kind).length;
     lines.push(`  progress     staged ${done('stage')} of ${all('stage')}, published ${done('publish')} of ${all('publish')}, replays ${done('replay')} of ${all('replay')}, compare ${done('compare') ? 'done' : 'pending'}`);
     if (backfill.pausedReason) lines.push(`  paused       ${backfill.pausedReason}`);
-    if (backfill.stoppedBy) lines.push(`  stopped by   <@${backfill.stoppedBy}>: ${backfill.stopReason ?? ''}`);
+    if (backfill.stoppedBy) lines.push(`  stopped by   ${person(backfill.stoppedBy, style)}: ${backfill.stopReason ?? ''}`);
   }
-  lines.push(renderLogRow(backfill));
+  lines.push(renderLogRow(backfill, style));
   return lines.join('\n');
 }
 
-function gateWord(c: BackfillReport['consumers'][number]): string {
+function gateWord(c: BackfillReport['consumers'][number], style: TextStyle): string {
   if (c.notifyRule === 'after') return 'told after the run';
   if (c.ackedAt) return `acknowledged ${formatTime(c.ackedAt)}`;
-  if (c.overriddenBy) return `overridden by <@${c.overriddenBy}>: ${c.overrideReason ?? ''}`;
+  if (c.overriddenBy) return `overridden by ${person(c.overriddenBy, style)}: ${c.overrideReason ?? ''}`;
   if (c.undeliverable) return `cannot be reached (Slack: ${c.undeliverable}); needs a delegate or an override`;
   return 'waiting';
 }
 
 /** The backfill log row, as finance reads it. */
-export function renderLogRow(backfill: BackfillRow): string {
+export function renderLogRow(backfill: BackfillRow, style: TextStyle = PLAIN): string {
   return [
     `  total before ${money(backfill.totalBefore)}`,
     `  total after  ${money(backfill.totalAfter)}`,
-    `  difference   ${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)}`,
+    `  difference   ${backfill.diff === null ? '—' : difference(backfill.diff, style)}`,
     `  announced at ${when(backfill.announcedAt)}`,
-    `  ran at       ${when(backfill.ranAt)}${backfill.ranBy ? ` by <@${backfill.ranBy}>` : ''}`,
+    `  ran at       ${when(backfill.ranAt)}${backfill.ranBy ? ` by ${person(backfill.ranBy, style)}` : ''}`,
     `  finished at  ${when(backfill.finishedAt)}`,
   ].join('\n');
 }
 
-export function renderDiff(report: BackfillReport): string {
+export function renderDiff(report: BackfillReport, style: TextStyle = PLAIN): string {
   const { backfill } = report;
   const lines = [`Backfill #${backfill.id} diff (${backfill.pipeline}, ${formatHourRange(backfill.firstHour, backfill.lastHour)})`];
   for (const figure of report.signed) {
-    lines.push(`  ${figure.report} ${figure.period}: signed ${money(figure.signedTotal)} (<@${figure.signedBy}>, ${formatTime(figure.signedAt)}) → now ${money(figure.reportAfter)}, difference ${figure.diff === null ? '—' : formatSignedMoney(figure.diff)}`);
+    lines.push(`  ${figure.report} ${figure.period}: signed ${money(figure.signedTotal)} (${person(figure.signedBy, style)}, ${formatTime(figure.signedAt)}) → now ${money(figure.reportAfter)}, difference ${figure.diff === null ? '—' : difference(figure.diff, style)}`);
   }
-  lines.push(renderLogRow(backfill));
+  lines.push(renderLogRow(backfill, style));
   const unavailable = report.targets.filter((t) => t.status === 'unavailable').map((t) => formatHour(t.partitionHour));
   if (unavailable.length) lines.push(`  unavailable  ${unavailable.join(', ')} (source missing; left as it was, nothing invented)`);
   lines.push('  replays in order:');
@@ -92,29 +115,29 @@ export function renderDiff(report: BackfillReport): string {
   }
   lines.push('  partition            rows before → after   total before → after          difference');
   for (const t of report.targets) {
-    const diff = t.totalAfter === null ? '—' : formatSignedMoney(subtractMoney(t.totalAfter, t.totalBefore));
+    const diff = t.totalAfter === null ? '—' : difference(subtractMoney(t.totalAfter, t.totalBefore), style);
     lines.push(`    ${formatHour(t.partitionHour)}   ${String(t.rowsBefore).padStart(5)} → ${String(t.rowsAfter ?? '—').padEnd(5)}   ` +
       `${money(t.totalBefore).padStart(12)} → ${money(t.totalAfter).padEnd(12)}   ${diff}`);
   }
   return lines.join('\n');
 }
 
-export function renderBackfillList(backfills: BackfillRow[]): string {
+export function renderBackfillList(backfills: BackfillRow[], style: TextStyle = PLAIN): string {
   if (backfills.length === 0) return 'No backfills yet.';
   return backfills.map((b) => `#${b.id} ${b.pipeline} ${formatHourRange(b.firstHour, b.lastHour)} ${b.state}` +
-    ` before ${money(b.totalBefore)} after ${money(b.totalAfter)} diff ${b.diff === null ? '—' : formatSignedMoney(b.diff)} by <@${b.requestedBy}>`).join('\n');
+    ` before ${money(b.totalBefore)} after ${money(b.totalAfter)} diff ${b.diff === null ? '—' : difference(b.diff, style)} by ${person(b.requestedBy, style)}`).join('\n');
 }
 
 /** Who did it: the actor, and when they used someone else's rights, for whom and why. */
-export function describeActor(event: Pick<TimelineEvent, 'actor' | 'onBehalfOf' | 'onBehalfReason'>): string {
-  return event.onBehalfOf ? `${event.actor} on behalf of <@${event.onBehalfOf}> (${event.onBehalfReason ?? ''})` : event.actor;
+export function describeActor(event: Pick<TimelineEvent, 'actor' | 'onBehalfOf' | 'onBehalfReason'>, style: TextStyle = PLAIN): string {
+  return event.onBehalfOf ? `${person(event.actor, style)} on behalf of ${person(event.onBehalfOf, style)} (${event.onBehalfReason ?? ''})` : person(event.actor, style);
 }
 
-export function renderTimeline(events: TimelineEvent[]): string {
-  return events.map((e) => `${formatTime(e.at)}  ${describeActor(e).padEnd(14)} ${e.kind.padEnd(14)} ${JSON.stringify(e.detail)}`).join('\n');
+export function renderTimeline(events: TimelineEvent[], style: TextStyle = PLAIN): string {
+  return events.map((e) => `${formatTime(e.at)}  ${describeActor(e, style).padEnd(14)} ${e.kind.padEnd(14)} ${JSON.stringify(e.detail)}`).join('\n');
 }
 
-export function renderTick(result: TickResult): string {
+export function renderTick(result: TickResult, style: TextStyle = PLAIN): string {
   const lines = [
     result.processed.length
       ? `Processed ${result.processed.length} partition(s), ${formatHour(result.processed[0] as Date)} – ${formatHour(result.processed.at(-1) as Date)}.`
@@ -129,19 +152,19 @@ export function renderTick(result: TickResult): string {
       byConsumer.set(r.consumer, entry);
     }
     lines.push('Read these hours before they landed; to be told the numbers are now real:');
-    for (const [consumer, { owner, n }] of byConsumer) lines.push(`  ${consumer} <@${owner}> (${n} partition(s))`);
+    for (const [consumer, { owner, n }] of byConsumer) lines.push(`  ${consumer} ${person(owner, style)} (${n} partition(s))`);
   }
   return lines.join('\n');
 }
 
-export function renderPaidAgainst(answer: PaidAgainstAnswer): string {
+export function renderPaidAgainst(answer: PaidAgainstAnswer, style: TextStyle = PLAIN): string {
   const lines = [`What we paid against: ${answer.report} ${answer.period}`];
-  for (const s of answer.signatures) lines.push(`  signed ${formatMoney(s.total)} by <@${s.signedBy}> at ${formatTime(s.signedAt)}`);
+  for (const s of answer.signatures) lines.push(`  signed ${formatMoney(s.total)} by ${person(s.signedBy, style)} at ${formatTime(s.signedAt)}`);
   if (answer.corrections.length === 0) lines.push('  no corrections since');
   for (const c of answer.corrections) {
-    lines.push(`  backfill #${c.backfillId} (${c.reason}): ${formatMoney(c.corrected)}, ${formatSignedMoney(c.diffFromSigned)} against the signed ${formatMoney(c.signedTotal)}; ` +
-      `announced ${formatTime(c.announcedAt)}, ran ${c.ranAt ? formatTime(c.ranAt) : '—'} by <@${c.ranBy ?? '?'}>, ` +
-      `acknowledged by ${c.acknowledgedBy.map((a) => `<@${a.owner}>`).join(', ') || 'nobody'}`);
+    lines.push(`  backfill #${c.backfillId} (${c.reason}): ${formatMoney(c.corrected)}, ${difference(c.diffFromSigned, style)} against the signed ${formatMoney(c.signedTotal)}; ` +
+      `announced ${formatTime(c.announcedAt)}, ran ${c.ranAt ? formatTime(c.ranAt) : '—'} by ${person(c.ranBy ?? '?', style)}, ` +
+      `acknowledged by ${c.acknowledgedBy.map((a) => `${person(a.owner, style)}`).join(', ') || 'nobody'}`);
   }
   lines.push(`  current: ${formatMoney(answer.current.total)} (${answer.current.source === 'signature' ? 'the latest signature' : `after backfill #${answer.current.backfillId ?? '?'}`})`);
   return lines.join('\n');

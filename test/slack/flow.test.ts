@@ -31,6 +31,9 @@ describe('night 15 from /backfill start to the diff, through the signed Bolt rec
     const { status, reply } = await h.command('start orders 2026-11-15 currency parsed as text');
     expect(status).toBe(200);
     expect(reply).toMatch(/Backfill #1 created: 6 partitions, 05:00–10:00 on 2026-11-15, total before 1,284,310\.55\. Announced; it runs once <@U07SETTLE>, <@U07PAYOUTS> acknowledge\./);
+    // The name Slack sent with the command is kept, for the terminal and the incident package.
+    const { rows } = await h.engine.ctx.pool.query<{ name: string }>(`SELECT name FROM backfill.people WHERE slack_id = 'U07ONCALL'`);
+    expect(rows).toEqual([{ name: 'u07oncall' }]);
   });
 
   it('DMs each owner who must acknowledge, with the signed figure and the two buttons', async () => {
