@@ -6,10 +6,10 @@
 
 import type { Queue } from 'bullmq';
 import type { EngineContext } from '../src/core/context.js';
-import { approveCapacity, overrideGate } from '../src/core/gate.js';
-import { rollbackBackfill, stopBackfill } from '../src/core/recovery.js';
-import { startBackfill } from '../src/core/start.js';
-import { ACTIVE_STATES, type BackfillState } from '../src/core/stateMachine.js';
+import { approveCapacity, overrideGate } from '../src/core/announce/gate.js';
+import { rollbackBackfill, stopBackfill } from '../src/core/recovery/recovery.js';
+import { startBackfill } from '../src/core/announce/start.js';
+import { ACTIVE_STATES, type BackfillState } from '../src/core/engine/stateMachine.js';
 import { formatHour } from '../src/core/time.js';
 import type { Pool } from '../src/db/pool.js';
 import { DEMO_PIPELINE } from '../src/demo/constants.js';

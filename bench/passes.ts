@@ -2,11 +2,11 @@
 
 import type { Pipeline } from '../src/db/pipelines.js';
 import { withClient, withTransaction, type Pool } from '../src/db/pool.js';
-import { replacePartition } from '../src/core/partitionStep.js';
-import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSource } from '../src/core/reconcile.js';
-import { tableSource } from '../src/core/swap.js';
-import { rowStoreOf, type RowStore } from '../src/core/rowStore.js';
-import { preferHashJoins } from '../src/core/stagePublish.js';
+import { replacePartition } from '../src/core/recompute/partitionStep.js';
+import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSource } from '../src/core/recompute/reconcile.js';
+import { tableSource } from '../src/core/recompute/swap.js';
+import { rowStoreOf, type RowStore } from '../src/core/recompute/rowStore.js';
+import { preferHashJoins } from '../src/core/recompute/stagePublish.js';
 import { replaceWith } from './data.js';
 
 export interface Pass {

@@ -29,7 +29,7 @@ import { Redis } from 'ioredis';
 import { openBackends, queueBackendOf, type QueueBackend, type RunConfig } from '../src/backends.js';
 import { loadConfig } from '../src/config.js';
 import type { EngineContext } from '../src/core/context.js';
-import { readWatermark } from '../src/core/identify.js';
+import { readWatermark } from '../src/core/identify/identify.js';
 import { formatHour, formatHourRange } from '../src/core/time.js';
 import { migrate } from '../src/db/migrate.js';
 import { requirePipeline, type Pipeline } from '../src/db/pipelines.js';

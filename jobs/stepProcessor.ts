@@ -1,11 +1,11 @@
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
-import { executeStep, type StepContext, type StepOutcome } from '../src/core/steps.js';
+import { executeStep, type StepContext, type StepOutcome } from '../src/core/engine/steps.js';
 import { isBackfillError } from '../src/errors.js';
 import { dispatch } from '../src/queue/stepQueue.js';
 import { REMIND_JOB, remindPayloadSchema, RETENTION_JOB, retentionPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from './registry.js';
-import { tellStaleReader } from '../src/core/catchUps.js';
-import { sendReminder } from '../src/core/reminders.js';
-import { pruneStoredRows, RETENTION_ACTOR } from '../src/core/retention.js';
+import { tellStaleReader } from '../src/core/retrigger/catchUps.js';
+import { sendReminder } from '../src/core/announce/reminders.js';
+import { pruneStoredRows, RETENTION_ACTOR } from '../src/core/recovery/retention.js';
 
 /**
  * A thin shell over the core: parse, run the step, enqueue whatever became runnable. The core records a

@@ -128,7 +128,7 @@ CREATE TABLE backfill.signoffs (
 );
 CREATE INDEX signoffs_report_period ON backfill.signoffs (report, period, signed_at);
 
--- The backfill log. States and their transitions are spelled out in src/core/stateMachine.ts.
+-- The backfill log. States and their transitions are spelled out in src/core/engine/stateMachine.ts.
 CREATE TABLE backfill.backfills (
   id               bigserial PRIMARY KEY,
   pipeline         text NOT NULL REFERENCES backfill.pipelines (name),

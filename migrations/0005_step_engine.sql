@@ -2,7 +2,7 @@
 -- become facts, acceptance is per partition, every publish over a partition is a generation with lineage,
 -- a backfill that published anything holds its hours, and each message a step sends is an intent first.
 
--- Step states (spelled out in src/core/stepGraph.ts): blocked is what a pause does to a step that was running
+-- Step states (spelled out in src/core/engine/stepGraph.ts): blocked is what a pause does to a step that was running
 -- (a continue makes it pending again); skipped is what a stop, a cancel or a rollback does (for good);
 -- undeliverable is a message Slack will never take (user_not_found, …): final, and not a failure.
 ALTER TABLE backfill.backfill_steps DROP CONSTRAINT backfill_steps_status_check;

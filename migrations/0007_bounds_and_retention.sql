@@ -1,6 +1,6 @@
 -- Sized backfills and retention of their stored rows.
 
--- What the plan said a backfill would stage and keep (src/core/sizing.ts), recorded when it starts: the rows it
+-- What the plan said a backfill would stage and keep (src/core/identify/sizing.ts), recorded when it starts: the rows it
 -- writes (the preview's count) and replaces (the live rows of its partitions), and the bytes of the pipeline's
 -- store they take: staging (staged rows, baseline and expected keys, with their indexes), kept until retention
 -- drops them, and the saved prior rows a rollback restores.

@@ -1,7 +1,7 @@
 import type { Queue, Worker } from 'bullmq';
 import { createStepProcessor } from '../jobs/stepProcessor.js';
 import { RETENTION_JOB, STEP_QUEUE } from '../jobs/registry.js';
-import type { StepContext } from './core/steps.js';
+import type { StepContext } from './core/engine/steps.js';
 import { cancelRunningStatements } from './db/pool.js';
 import { queueBackendOf } from './backends.js';
 import { createWorker } from './queue/connection.js';
@@ -87,7 +87,7 @@ async function within(done: Promise<boolean>, ms: number): Promise<boolean> {
 
 /**
  * One retention job per interval for every worker of this queue (the scheduler's id is fixed, so each worker's
- * upsert is the same schedule): it drops the rows no rollback can need any more (src/core/retention.ts).
+ * upsert is the same schedule): it drops the rows no rollback can need any more (src/core/recovery/retention.ts).
  */
 async function scheduleRetention(queue: Queue, everyMs: number): Promise<void> {
   await queue.upsertJobScheduler(RETENTION_JOB, { every: everyMs }, {

@@ -5,9 +5,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { overrideGate } from '../src/core/gate.js';
-import { startBackfill } from '../src/core/start.js';
-import { loadBackfillReport } from '../src/core/status.js';
+import { overrideGate } from '../src/core/announce/gate.js';
+import { startBackfill } from '../src/core/announce/start.js';
+import { loadBackfillReport } from '../src/core/file/status.js';
 import { listEvents } from '../src/db/events.js';
 import { createTestEngine, type TestEngine } from './support/engine.js';
 import { startSlackEmulator, type SlackEmulator } from '../src/emulator/slackEmulator.js';

@@ -1,7 +1,7 @@
 import type { EngineContext } from '../core/context.js';
 import type { Messenger, OwnerMessage } from '../core/messenger.js';
-import { loadBackfillReport, type BackfillReport } from '../core/status.js';
-import { ACTIVE_STATES } from '../core/stateMachine.js';
+import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';
+import { ACTIVE_STATES } from '../core/engine/stateMachine.js';
 import { startWorkers } from '../worker.js';
 
 /** Without Slack, messages are printed; the timeline keeps that they were delivered. */

@@ -9,8 +9,8 @@ export { runActing, type Acting } from '../db/acting.js';
 //             signers and delegates. Slack: BACKFILL_OPERATORS or the operators user group; the CLI: the OS
 //             users in BACKFILL_CLI_OPERATORS, or, when that is empty, whoever holds the database's credentials.
 //   owner     acknowledge or hold: the consumer's owner or one of their delegates (checked against the
-//             consumers table inside the transaction, src/core/gate.ts)
-//   signer    sign a report's figure: someone on that report's signers list (src/core/signing.ts)
+//             consumers table inside the transaction, src/core/announce/gate.ts)
+//   signer    sign a report's figure: someone on that report's signers list (src/core/finance/signing.ts)
 // Acting on behalf of someone else (the CLI's --as) uses that person's rights for the owner, signer and
 // operator rules, and is refused unless the actor is an operator and gives a reason; every event of it names
 // both (backfill.events.actor, on_behalf_of, on_behalf_reason).

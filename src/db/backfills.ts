@@ -1,6 +1,6 @@
 import type { Pipeline } from './pipelines.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
-import type { BackfillState } from '../core/stateMachine.js';
+import type { BackfillState } from '../core/engine/stateMachine.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
 export interface BackfillRow {

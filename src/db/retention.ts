@@ -1,8 +1,8 @@
-import type { BackfillState } from '../core/stateMachine.js';
+import type { BackfillState } from '../core/engine/stateMachine.js';
 import type { Queryable } from './pool.js';
 
 // What retention dropped of each backfill's stored rows (backfill.row_retention: one row per kind dropped), and
-// what its rule needs to know about the backfills that still have rows (the rule: src/core/retention.ts).
+// what its rule needs to know about the backfills that still have rows (the rule: src/core/recovery/retention.ts).
 
 export interface RetentionCandidateRow {
   backfillId: number;

@@ -1,8 +1,8 @@
 import type { Queryable } from './pool.js';
 import {
   PHASE_EXITS, phaseStepsSql, runnableSql, STEP_KINDS, type StepKind, type StepRef, type StepStatus,
-} from '../core/stepGraph.js';
-import type { BackfillState } from '../core/stateMachine.js';
+} from '../core/engine/stepGraph.js';
+import type { BackfillState } from '../core/engine/stateMachine.js';
 
 // The steps of a backfill (backfill.backfill_steps), one row per kind and key. The step graph (stepGraph.ts)
 // builds the predicates over `s` (the step) and `b` (its backfill) that say which may run and which a phase

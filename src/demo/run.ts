@@ -5,7 +5,7 @@ import { startSlackEmulator, type SlackEmulator } from '../emulator/slackEmulato
 import { postBlockAction, postSlashCommand } from '../emulator/slackRequests.js';
 import { openBackends, type QueueBackend, type RunConfig } from '../backends.js';
 import { loadConfig } from '../config.js';
-import { loadBackfillReport } from '../core/status.js';
+import { loadBackfillReport } from '../core/file/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, poolBounds, recreateDatabase, type Pool } from '../db/pool.js';

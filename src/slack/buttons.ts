@@ -1,6 +1,6 @@
 import { rememberPeople } from '../db/people.js';
 import { z } from 'zod';
-import { acknowledge, hold, type GateResult } from '../core/gate.js';
+import { acknowledge, hold, type GateResult } from '../core/announce/gate.js';
 import { recordingRefusals } from '../core/refusals.js';
 import { formatTime } from '../core/time.js';
 import { listBackfillConsumers } from '../db/backfills.js';

@@ -5,8 +5,8 @@ import { recordEvent } from '../db/events.js';
 import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
 import { loadReconciliation } from '../db/reconciliations.js';
 import type { Landed, Messenger, OwnerMessage } from '../core/messenger.js';
-import { loadBackfillReport } from '../core/status.js';
-import { buildIncidentPackage, incidentPackageFiles } from '../core/incidentPackage.js';
+import { loadBackfillReport } from '../core/file/status.js';
+import { buildIncidentPackage, incidentPackageFiles } from '../core/file/incidentPackage.js';
 import { announcementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../views/blocks.js';
 import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
 

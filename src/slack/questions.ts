@@ -1,9 +1,9 @@
 import { listRecentBackfills } from '../db/backfills.js';
 import { listReportNamesLongestFirst } from '../db/consumers.js';
 import type { Queryable } from '../db/pool.js';
-import { answerPaidAgainst } from '../core/paidAgainst.js';
-import { loadBackfillReport } from '../core/status.js';
-import { ACTIVE_STATES } from '../core/stateMachine.js';
+import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
+import { loadBackfillReport } from '../core/file/status.js';
+import { ACTIVE_STATES } from '../core/engine/stateMachine.js';
 import { homeView, paidAgainstMessage, type Message } from '../views/blocks.js';
 import type { types } from '@slack/bolt';
 

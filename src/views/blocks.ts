@@ -1,12 +1,12 @@
 import type { types } from '@slack/bolt';
 import type { BackfillConsumerRow, BackfillRow } from '../db/backfills.js';
-import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
+import type { PaidAgainstAnswer } from '../core/finance/paidAgainst.js';
 import type { ReconciliationRow } from '../db/reconciliations.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
-import type { Plan } from '../core/plan.js';
-import { describeSecondApproval, describeSize } from '../core/sizing.js';
-import { describeState } from '../core/stateMachine.js';
-import { waitingOn, type BackfillReport } from '../core/status.js';
+import type { Plan } from '../core/identify/plan.js';
+import { describeSecondApproval, describeSize } from '../core/identify/sizing.js';
+import { describeState } from '../core/engine/stateMachine.js';
+import { waitingOn, type BackfillReport } from '../core/file/status.js';
 import { formatHour, formatHourRange, formatTime } from '../core/time.js';
 
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.

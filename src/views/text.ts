@@ -2,13 +2,13 @@ import type { BackfillRow } from '../db/backfills.js';
 import type { TimelineEvent } from '../db/events.js';
 import type { People } from '../db/people.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
-import type { Plan } from '../core/plan.js';
-import { sum, type PrunedBackfill, type RetentionReport, type StoredRows } from '../core/retention.js';
-import { describeSecondApproval, describeSize, formatBytes, formatCount } from '../core/sizing.js';
-import type { PaidAgainstAnswer } from '../core/paidAgainst.js';
-import { describeState } from '../core/stateMachine.js';
-import { waitingOn, type BackfillReport } from '../core/status.js';
-import type { TickResult } from '../core/tick.js';
+import type { Plan } from '../core/identify/plan.js';
+import { sum, type PrunedBackfill, type RetentionReport, type StoredRows } from '../core/recovery/retention.js';
+import { describeSecondApproval, describeSize, formatBytes, formatCount } from '../core/identify/sizing.js';
+import type { PaidAgainstAnswer } from '../core/finance/paidAgainst.js';
+import { describeState } from '../core/engine/stateMachine.js';
+import { waitingOn, type BackfillReport } from '../core/file/status.js';
+import type { TickResult } from '../core/engine/tick.js';
 import { formatHour, formatHourRange, formatTime } from '../core/time.js';
 
 // Plain-text views for the CLI and the demo. Pure: data in, text out. No Slack markup: people by the names

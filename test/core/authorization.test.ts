@@ -4,8 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMMANDS, findCommand } from '../../src/commands/table.js';
 import { authorize, principalOf, runActing, type Acting, type Rule } from '../../src/core/authorization.js';
-import { acknowledge } from '../../src/core/gate.js';
-import { startBackfill } from '../../src/core/start.js';
+import { acknowledge } from '../../src/core/announce/gate.js';
+import { startBackfill } from '../../src/core/announce/start.js';
 import { listEvents } from '../../src/db/events.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';

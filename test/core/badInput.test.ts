@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acknowledge, cancelBackfill, overrideGate } from '../../src/core/gate.js';
-import { planBackfill } from '../../src/core/plan.js';
+import { acknowledge, cancelBackfill, overrideGate } from '../../src/core/announce/gate.js';
+import { planBackfill } from '../../src/core/identify/plan.js';
 import { recordingRefusals } from '../../src/core/refusals.js';
-import { startBackfill } from '../../src/core/start.js';
+import { startBackfill } from '../../src/core/announce/start.js';
 import { ErrorCode, isBackfillError, type ErrorCode as Code } from '../../src/errors.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';

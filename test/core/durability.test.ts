@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { overrideGate } from '../../src/core/gate.js';
-import { startBackfill } from '../../src/core/start.js';
-import { executeStep } from '../../src/core/steps.js';
+import { overrideGate } from '../../src/core/announce/gate.js';
+import { startBackfill } from '../../src/core/announce/start.js';
+import { executeStep } from '../../src/core/engine/steps.js';
 import { createStepQueue, dispatch } from '../../src/queue/stepQueue.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acknowledge, overrideGate } from '../../src/core/gate.js';
+import { acknowledge, overrideGate } from '../../src/core/announce/gate.js';
 import {
   buildIncidentPackage, incidentPackageFiles, incidentPackageJson, incidentPackageMarkdown, type IncidentPackage,
-} from '../../src/core/incidentPackage.js';
+} from '../../src/core/file/incidentPackage.js';
 import { formatMoney, formatSignedMoney, toCents } from '../../src/core/money.js';
 import { recordingRefusals } from '../../src/core/refusals.js';
-import { startBackfill } from '../../src/core/start.js';
+import { startBackfill } from '../../src/core/announce/start.js';
 import { formatHour } from '../../src/core/time.js';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { NIGHT_15, OWNERS } from '../../src/demo/constants.js';

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acknowledge } from '../../src/core/gate.js';
-import { startBackfill } from '../../src/core/start.js';
+import { acknowledge } from '../../src/core/announce/gate.js';
+import { startBackfill } from '../../src/core/announce/start.js';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { listEvents } from '../../src/db/events.js';
 import { createTestEngine, countRows, type TestEngine } from '../support/engine.js';
 import { formatMoney, formatSignedMoney } from '../../src/core/money.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { createStepQueue } from '../../src/queue/stepQueue.js';
-import type { BackfillReport } from '../../src/core/status.js';
+import type { BackfillReport } from '../../src/core/file/status.js';
 
 const OPERATOR = 'U07ONCALL';
 
@@ -144,7 +144,7 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
   });
 
   it('re-advances the watermark on the next tick with the same step, and stops before silently moving another signed figure', async () => {
-    const { tick } = await import('../../src/core/tick.js');
+    const { tick } = await import('../../src/core/engine/tick.js');
     const totals = `SELECT sum(amount_base)::text AS t, count(*)::int AS n FROM warehouse.orders`;
     const before = await engine.ctx.pool.query(totals);
     const result = await tick(engine.ctx, { pipeline: 'orders', actor: 'scheduler' });
@@ -154,7 +154,7 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
     expect(result.stoppedBecause).toMatch(/2026-11-27 02:00 would change signed settlement_report 2026-11-27: start a backfill/);
     expect((await engine.ctx.pool.query(totals)).rows[0]).toEqual(before.rows[0]);
     // ...and that backfill is still possible past the watermark, because those hours were built.
-    const { planBackfill } = await import('../../src/core/plan.js');
+    const { planBackfill } = await import('../../src/core/identify/plan.js');
     const plan = await planBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-27', reason: 'late shard', actor: OPERATOR });
     expect(plan.identified.hours).toHaveLength(4);
   });

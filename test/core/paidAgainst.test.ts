@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { overrideGate, acknowledge } from '../../src/core/gate.js';
-import { answerPaidAgainst } from '../../src/core/paidAgainst.js';
-import { addSigner, signReport } from '../../src/core/signing.js';
-import { startBackfill } from '../../src/core/start.js';
-import { tick } from '../../src/core/tick.js';
+import { overrideGate, acknowledge } from '../../src/core/announce/gate.js';
+import { answerPaidAgainst } from '../../src/core/finance/paidAgainst.js';
+import { addSigner, signReport } from '../../src/core/finance/signing.js';
+import { startBackfill } from '../../src/core/announce/start.js';
+import { tick } from '../../src/core/engine/tick.js';
 import { listUntoldNotices } from '../../src/db/catchUps.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { deliverNight9Source } from '../../src/demo/seed.js';

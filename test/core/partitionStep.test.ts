@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { replacePartition, snapshotPartition } from '../../src/core/partitionStep.js';
+import { replacePartition, snapshotPartition } from '../../src/core/recompute/partitionStep.js';
 import { requirePipeline, type Pipeline } from '../../src/db/pipelines.js';
 import { createPool, withTransaction } from '../../src/db/pool.js';
 import { isBackfillError } from '../../src/errors.js';

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { overrideGate } from '../../src/core/gate.js';
-import { planBackfill } from '../../src/core/plan.js';
-import { startBackfill } from '../../src/core/start.js';
+import { overrideGate } from '../../src/core/announce/gate.js';
+import { planBackfill } from '../../src/core/identify/plan.js';
+import { startBackfill } from '../../src/core/announce/start.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { approveCapacity, overrideGate } from '../../src/core/gate.js';
-import { lockPartition, replacePartition, snapshotPartition } from '../../src/core/partitionStep.js';
-import { planBackfill } from '../../src/core/plan.js';
-import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery.js';
-import { startBackfill } from '../../src/core/start.js';
-import { executeStep } from '../../src/core/steps.js';
+import { approveCapacity, overrideGate } from '../../src/core/announce/gate.js';
+import { lockPartition, replacePartition, snapshotPartition } from '../../src/core/recompute/partitionStep.js';
+import { planBackfill } from '../../src/core/identify/plan.js';
+import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
+import { startBackfill } from '../../src/core/announce/start.js';
+import { executeStep } from '../../src/core/engine/steps.js';
 import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { withTransaction } from '../../src/db/pool.js';

@@ -2,11 +2,11 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { acknowledge, hold, overrideGate } from '../../src/core/gate.js';
-import { rollbackBackfill } from '../../src/core/recovery.js';
-import { verifyWebhookSignature } from '../../src/core/retrigger.js';
-import { startBackfill } from '../../src/core/start.js';
-import { tick } from '../../src/core/tick.js';
+import { acknowledge, hold, overrideGate } from '../../src/core/announce/gate.js';
+import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
+import { verifyWebhookSignature } from '../../src/core/retrigger/retrigger.js';
+import { startBackfill } from '../../src/core/announce/start.js';
+import { tick } from '../../src/core/engine/tick.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { isBackfillError, ErrorCode } from '../../src/errors.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
@@ -104,7 +104,7 @@ describe('delegates', () => {
   afterAll(async () => engine.close());
 
   it('a configured delegate may acknowledge for the owner; the row says who pressed it', async () => {
-    const { addDelegate } = await import('../../src/core/signing.js');
+    const { addDelegate } = await import('../../src/core/finance/signing.js');
     await addDelegate(engine.ctx, { owner: OWNERS.settlementLead, delegate: 'U07DEPUTY', actor: OPERATOR });
     const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
     const result = await acknowledge(engine.ctx, { backfillId: backfill.id, actor: 'U07DEPUTY' });

@@ -6,11 +6,11 @@
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { rollbackBackfill, stopBackfill } from '../../src/core/recovery.js';
-import { pruneStoredRows } from '../../src/core/retention.js';
-import { loadBackfillReport } from '../../src/core/status.js';
-import { executeStep } from '../../src/core/steps.js';
-import { hourPartitionOf } from '../../src/core/swap.js';
+import { rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
+import { pruneStoredRows } from '../../src/core/recovery/retention.js';
+import { loadBackfillReport } from '../../src/core/file/status.js';
+import { executeStep } from '../../src/core/engine/steps.js';
+import { hourPartitionOf } from '../../src/core/recompute/swap.js';
 import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';

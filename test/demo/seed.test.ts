@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { replacePartition, snapshotPartition, sourceShards, totalOverDays } from '../../src/core/partitionStep.js';
+import { replacePartition, snapshotPartition, sourceShards, totalOverDays } from '../../src/core/recompute/partitionStep.js';
 import { findPipeline, type Pipeline } from '../../src/db/pipelines.js';
 import type { Queryable } from '../../src/db/pool.js';
 import { CONSUMER_NAMES, DEMO_PIPELINE, FLAGGED_NIGHTS, flaggedNightHours, NIGHT_15, NIGHT_9, OWNERS, SCENARIO_WATERMARK } from '../../src/demo/constants.js';

@@ -1,9 +1,9 @@
 // What must hold: cheap checks after every command and every job, and the full ones once the run has settled.
 // A broken promise throws an InvariantViolation whose message says which promise and with what evidence.
 
-import { answerPaidAgainst } from '../../src/core/paidAgainst.js';
-import { readReportFigure } from '../../src/core/readers.js';
-import { ACTIVE_STATES, type BackfillState } from '../../src/core/stateMachine.js';
+import { answerPaidAgainst } from '../../src/core/finance/paidAgainst.js';
+import { readReportFigure } from '../../src/core/identify/readers.js';
+import { ACTIVE_STATES, type BackfillState } from '../../src/core/engine/stateMachine.js';
 import { BackfillError, describeError } from '../../src/errors.js';
 import { TRANSIENT_FAULT } from '../support/modelMessenger.js';
 import { DAY, dayRows, preservedRows, type ModelSystem, type RowMap } from '../support/modelSystem.js';

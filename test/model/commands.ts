@@ -5,11 +5,11 @@
 
 import pg from 'pg';
 import fc from 'fast-check';
-import { acknowledge, cancelBackfill, hold, overrideGate } from '../../src/core/gate.js';
-import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery.js';
-import { startBackfill } from '../../src/core/start.js';
+import { acknowledge, cancelBackfill, hold, overrideGate } from '../../src/core/announce/gate.js';
+import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
+import { startBackfill } from '../../src/core/announce/start.js';
 import { findOverlappingActive } from '../../src/db/backfills.js';
-import type { BackfillState } from '../../src/core/stateMachine.js';
+import type { BackfillState } from '../../src/core/engine/stateMachine.js';
 import { dispatch, removeQueuedJobs } from '../../src/queue/stepQueue.js';
 import { FAULTY_METHODS, type FaultKind, type FaultyMethod } from '../support/modelMessenger.js';
 import { insertLateRow, MODEL_HOURS, OPERATOR, partitionRows, type ModelSystem } from '../support/modelSystem.js';

@@ -3,8 +3,8 @@
 // run jobs until no backfill is in flight, within a bound. The dispatcher sweeps whenever nothing is ready,
 // dead workers' jobs come back through the stalled checker, and the loop waits out leases that still hold.
 
-import { acknowledge, gateStatus, overrideGate } from '../../src/core/gate.js';
-import { ACTIVE_STATES, type BackfillState } from '../../src/core/stateMachine.js';
+import { acknowledge, gateStatus, overrideGate } from '../../src/core/announce/gate.js';
+import { ACTIVE_STATES, type BackfillState } from '../../src/core/engine/stateMachine.js';
 import { dispatch } from '../../src/queue/stepQueue.js';
 import { OPERATOR, type ModelSystem } from '../support/modelSystem.js';
 import { asPerson, continueModelBackfill, stopModelBackfill } from './commands.js';

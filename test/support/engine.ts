@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import type { RunConfig } from '../../src/backends.js';
 import { loadConfig } from '../../src/config.js';
 import type { Messenger, OwnerMessage } from '../../src/core/messenger.js';
-import { startApproved } from '../../src/core/dispatch.js';
-import { overrideGate } from '../../src/core/gate.js';
-import { startBackfill } from '../../src/core/start.js';
-import { executeStep, type StepContext } from '../../src/core/steps.js';
+import { startApproved } from '../../src/core/engine/dispatch.js';
+import { overrideGate } from '../../src/core/announce/gate.js';
+import { startBackfill } from '../../src/core/announce/start.js';
+import { executeStep, type StepContext } from '../../src/core/engine/steps.js';
 import { createStepQueue } from '../../src/queue/stepQueue.js';
 import { createTestDatabase, testRedisUrl, type TestScenario } from './db.js';
 

@@ -1,10 +1,10 @@
-import { findFirstUnbuiltHour, listUnreconciledOfDay, type PartitionLogRow } from '../db/partitionLog.js';
-import type { Queryable } from '../db/pool.js';
-import type { Pipeline } from '../db/pipelines.js';
-import { findWatermark } from '../db/watermarks.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import { sourceShards } from './partitionStep.js';
-import { formatHour, formatHourRange, HOUR_MS, hoursBetween, type TargetSpec } from './time.js';
+import { findFirstUnbuiltHour, listUnreconciledOfDay, type PartitionLogRow } from '../../db/partitionLog.js';
+import type { Queryable } from '../../db/pool.js';
+import type { Pipeline } from '../../db/pipelines.js';
+import { findWatermark } from '../../db/watermarks.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import { sourceShards } from '../recompute/partitionStep.js';
+import { formatHour, formatHourRange, HOUR_MS, hoursBetween, type TargetSpec } from '../time.js';
 
 /** Why a flagged partition needs no rerun, or cannot have one yet. */
 export interface SkippedPartition {

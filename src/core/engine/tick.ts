@@ -1,13 +1,13 @@
-import { recordEvent } from '../db/events.js';
-import { findBuiltRowCount } from '../db/partitionLog.js';
-import { requirePipeline } from '../db/pipelines.js';
-import { withTransaction } from '../db/pool.js';
-import { listFirstReads, listSignedReadersOf, type StaleReader } from '../db/readLog.js';
-import { lockWatermark, updateWatermark } from '../db/watermarks.js';
-import type { EngineContext } from './context.js';
-import { replacePartition, snapshotPartition, sourceShards } from './partitionStep.js';
-import { recordCatchUp } from './catchUps.js';
-import { formatHour, HOUR_MS } from './time.js';
+import { recordEvent } from '../../db/events.js';
+import { findBuiltRowCount } from '../../db/partitionLog.js';
+import { requirePipeline } from '../../db/pipelines.js';
+import { withTransaction } from '../../db/pool.js';
+import { listFirstReads, listSignedReadersOf, type StaleReader } from '../../db/readLog.js';
+import { lockWatermark, updateWatermark } from '../../db/watermarks.js';
+import type { EngineContext } from '../context.js';
+import { replacePartition, snapshotPartition, sourceShards } from '../recompute/partitionStep.js';
+import { recordCatchUp } from '../retrigger/catchUps.js';
+import { formatHour, HOUR_MS } from '../time.js';
 
 export interface TickResult {
   processed: Date[];

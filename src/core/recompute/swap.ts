@@ -1,10 +1,10 @@
-import type { Pipeline } from '../db/pipelines.js';
-import { quoteIdent, quoteQualified, type PoolClient, type Queryable } from '../db/pool.js';
-import { BackfillError, ErrorCode } from '../errors.js';
+import type { Pipeline } from '../../db/pipelines.js';
+import { quoteIdent, quoteQualified, type PoolClient, type Queryable } from '../../db/pool.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
 import { snapshotPartition, type PartitionSnapshot } from './partitionStep.js';
 import { reconcileByKey, type Reconciliation, type RowSource } from './reconcile.js';
 import { keysEqual, stepRows, storeSchemaName, type RowStore } from './rowStore.js';
-import { formatHour, HOUR_MS } from './time.js';
+import { formatHour, HOUR_MS } from '../time.js';
 
 /*
  * Publish by swap, for a target declaratively partitioned by its partition column with one partition per hour.

@@ -1,14 +1,14 @@
-import { insertCatchUp, insertCatchUpNotice, listUntoldNotices, markNoticeTold, type CatchUpNotice } from '../db/catchUps.js';
-import { recordEvent } from '../db/events.js';
-import { withTransaction } from '../db/pool.js';
-import type { Pipeline } from '../db/pipelines.js';
-import { listReadersByDay } from '../db/readLog.js';
-import type { EngineContext } from './context.js';
-import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
-import { totalOverDays } from './partitionStep.js';
-import { readReportFigure } from './readers.js';
-import type { StepContext } from './steps.js';
-import { formatHourRange } from './time.js';
+import { insertCatchUp, insertCatchUpNotice, listUntoldNotices, markNoticeTold, type CatchUpNotice } from '../../db/catchUps.js';
+import { recordEvent } from '../../db/events.js';
+import { withTransaction } from '../../db/pool.js';
+import type { Pipeline } from '../../db/pipelines.js';
+import { listReadersByDay } from '../../db/readLog.js';
+import type { EngineContext } from '../context.js';
+import { formatMoney, formatSignedMoney, subtractMoney } from '../money.js';
+import { totalOverDays } from '../recompute/partitionStep.js';
+import { readReportFigure } from '../identify/readers.js';
+import type { StepContext } from '../engine/steps.js';
+import { formatHourRange } from '../time.js';
 
 /**
  * The normal run has just filled hours that readers read while they were missing (night 9). Records it like

@@ -1,7 +1,7 @@
-import { updateBackfillState } from '../db/backfills.js';
-import type { Queryable } from '../db/pool.js';
-import { recordEvent } from '../db/events.js';
-import { BackfillError, ErrorCode } from '../errors.js';
+import { updateBackfillState } from '../../db/backfills.js';
+import type { Queryable } from '../../db/pool.js';
+import { recordEvent } from '../../db/events.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
 
 /*
  * The life of a backfill.

@@ -1,13 +1,13 @@
-import { requireBackfill } from '../db/backfills.js';
-import { recordEvent } from '../db/events.js';
-import { quoteIdent, withTransaction, type Queryable } from '../db/pool.js';
-import { findUndoPruning, insertRowRetention, listRetentionCandidates } from '../db/retention.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import type { EngineContext } from './context.js';
-import { storeSchemaName } from './rowStore.js';
-import { detachedTablesOf } from './swap.js';
-import { ACTIVE_STATES, type BackfillState } from './stateMachine.js';
-import { formatTime } from './time.js';
+import { requireBackfill } from '../../db/backfills.js';
+import { recordEvent } from '../../db/events.js';
+import { quoteIdent, withTransaction, type Queryable } from '../../db/pool.js';
+import { findUndoPruning, insertRowRetention, listRetentionCandidates } from '../../db/retention.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import type { EngineContext } from '../context.js';
+import { storeSchemaName } from '../recompute/rowStore.js';
+import { detachedTablesOf } from '../recompute/swap.js';
+import { ACTIVE_STATES, type BackfillState } from '../engine/stateMachine.js';
+import { formatTime } from '../time.js';
 
 /*
  * Retention of the rows a backfill keeps in its pipeline's store (bf_<pipeline>), in two kinds by what needs them:

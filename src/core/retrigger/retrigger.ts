@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import type { PoolClient } from '../db/pool.js';
-import { BackfillError, ErrorCode } from '../errors.js';
+import type { PoolClient } from '../../db/pool.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
 
 /** How a consumer is re-run after its partitions changed: SQL in the warehouse, or an HTTP webhook. */
 export const retriggerSchema = z.discriminatedUnion('kind', [

@@ -1,11 +1,11 @@
-import { listAcknowledgements, listGateOverrides } from '../db/acknowledgements.js';
-import { findConsumerKind } from '../db/consumers.js';
-import type { Queryable } from '../db/pool.js';
+import { listAcknowledgements, listGateOverrides } from '../../db/acknowledgements.js';
+import { findConsumerKind } from '../../db/consumers.js';
+import type { Queryable } from '../../db/pool.js';
 import {
   listFigureCorrections, listReportsSignedOn, listSignatures, listSignedReports, type CorrectionRow, type Signature,
-} from '../db/signatures.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import { parseDate } from './time.js';
+} from '../../db/signatures.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import { parseDate } from '../time.js';
 
 export interface Correction extends CorrectionRow {
   acknowledgedBy: { owner: string; consumer: string; at: Date }[];

@@ -1,4 +1,4 @@
-import { quoteIdent, type Queryable } from '../db/pool.js';
+import { quoteIdent, type Queryable } from '../../db/pool.js';
 import { rowText, type RowStore } from './rowStore.js';
 
 /** Two sets of rows of one partition compared by the pipeline's stable key. */

@@ -1,4 +1,4 @@
-import { BackfillError, ErrorCode } from '../errors.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
 
 /**
  * A pipeline's step is one `INSERT INTO <target> (<columns>) <query>` for exactly one partition ($1 is the

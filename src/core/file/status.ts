@@ -1,9 +1,9 @@
 import {
   listBackfillConsumers, listBackfillSignoffs, listTargets, requireBackfill,
   type BackfillConsumerRow, type BackfillRow, type BackfillSignoffRow, type BackfillTargetRow,
-} from '../db/backfills.js';
-import type { Queryable } from '../db/pool.js';
-import { listSteps, type StepRow } from '../db/steps.js';
+} from '../../db/backfills.js';
+import type { Queryable } from '../../db/pool.js';
+import { listSteps, type StepRow } from '../../db/steps.js';
 
 /** Everything known about one backfill, read in one place for the CLI, the demo and (later) Slack views. */
 export interface BackfillReport {

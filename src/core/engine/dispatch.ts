@@ -1,8 +1,8 @@
-import { listAdvancingBackfillIds, listApprovedReady } from '../db/backfills.js';
-import { recordEvent } from '../db/events.js';
-import { withTransaction, type Queryable } from '../db/pool.js';
-import { listRunnableSteps } from '../db/steps.js';
-import type { EngineContext } from './context.js';
+import { listAdvancingBackfillIds, listApprovedReady } from '../../db/backfills.js';
+import { recordEvent } from '../../db/events.js';
+import { withTransaction, type Queryable } from '../../db/pool.js';
+import { listRunnableSteps } from '../../db/steps.js';
+import type { EngineContext } from '../context.js';
 import { advanceBackfill } from './stepClaims.js';
 import { SETTLED, type StepRef } from './stepGraph.js';
 import { transition } from './stateMachine.js';

@@ -1,17 +1,17 @@
-import type { BackfillRow } from '../db/backfills.js';
-import { recordEvent } from '../db/events.js';
-import { requirePipeline, type Pipeline } from '../db/pipelines.js';
-import type { PoolClient, Queryable } from '../db/pool.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import { toCents } from './money.js';
+import type { BackfillRow } from '../../db/backfills.js';
+import { recordEvent } from '../../db/events.js';
+import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
+import type { PoolClient, Queryable } from '../../db/pool.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import { toCents } from '../money.js';
 import { lockPartition, snapshotPartition, sourceShards, type PartitionSnapshot } from './partitionStep.js';
 import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSource } from './reconcile.js';
 import { keysEqual, rowStoreOf, runRows, stepRows, type RowStore } from './rowStore.js';
-import { checkClaim, moveSteps } from './stepClaims.js';
-import { BLOCKED_BY_PAUSE, type StepRef } from './stepGraph.js';
+import { checkClaim, moveSteps } from '../engine/stepClaims.js';
+import { BLOCKED_BY_PAUSE, type StepRef } from '../engine/stepGraph.js';
 import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, stageIntoTable, tableSource, type SwapHooks } from './swap.js';
-import { transition } from './stateMachine.js';
-import { formatHour } from './time.js';
+import { transition } from '../engine/stateMachine.js';
+import { formatHour } from '../time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
 //

@@ -1,11 +1,11 @@
-import { listBackfillConsumers, requireBackfill, type BackfillRow } from '../db/backfills.js';
-import { recordEvent } from '../db/events.js';
-import { withTransaction, type PoolClient, type Queryable } from '../db/pool.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import type { EngineContext } from './context.js';
-import { formatCount, recordedSize } from './sizing.js';
-import { moveSteps } from './stepClaims.js';
-import { transition, wrongState } from './stateMachine.js';
+import { listBackfillConsumers, requireBackfill, type BackfillRow } from '../../db/backfills.js';
+import { recordEvent } from '../../db/events.js';
+import { withTransaction, type PoolClient, type Queryable } from '../../db/pool.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import type { EngineContext } from '../context.js';
+import { formatCount, recordedSize } from '../identify/sizing.js';
+import { moveSteps } from '../engine/stepClaims.js';
+import { transition, wrongState } from '../engine/stateMachine.js';
 
 export interface GateResult {
   backfill: BackfillRow;

@@ -1,10 +1,10 @@
-import { listAcknowledgingOwners, listOverrideTimes } from '../db/acknowledgements.js';
-import { listEvents } from '../db/events.js';
-import type { Queryable } from '../db/pool.js';
-import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
-import type { BackfillState } from './stateMachine.js';
+import { listAcknowledgingOwners, listOverrideTimes } from '../../db/acknowledgements.js';
+import { listEvents } from '../../db/events.js';
+import type { Queryable } from '../../db/pool.js';
+import { formatMoney, formatSignedMoney, subtractMoney } from '../money.js';
+import type { BackfillState } from '../engine/stateMachine.js';
 import { loadBackfillReport } from './status.js';
-import { formatHour } from './time.js';
+import { formatHour } from '../time.js';
 
 // The incident package of one backfill: the record finance and the incident review keep, built from the
 // database and nothing else. The JSON is the record; the Markdown is the same record for people to read.

@@ -1,19 +1,19 @@
 import { createHash } from 'node:crypto';
-import type { Queryable } from '../db/pool.js';
-import { recordEvent } from '../db/events.js';
-import { requirePipeline, type Pipeline } from '../db/pipelines.js';
-import { findPlan, insertPlan } from '../db/plans.js';
-import { listReaders, type Reader } from '../db/readLog.js';
-import { listSignedFigures, type SignedFigure } from '../db/signatures.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import { announcementText } from './announcement.js';
-import type { EngineContext } from './context.js';
+import type { Queryable } from '../../db/pool.js';
+import { recordEvent } from '../../db/events.js';
+import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
+import { findPlan, insertPlan } from '../../db/plans.js';
+import { listReaders, type Reader } from '../../db/readLog.js';
+import { listSignedFigures, type SignedFigure } from '../../db/signatures.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import { announcementText } from '../announce/announcement.js';
+import type { EngineContext } from '../context.js';
 import { identifyTargets, type Identified } from './identify.js';
-import { directionOf, subtractMoney, type Direction } from './money.js';
-import { totalOverDays } from './partitionStep.js';
-import { rowStoreOf, stepRows, type RowStore } from './rowStore.js';
+import { directionOf, subtractMoney, type Direction } from '../money.js';
+import { totalOverDays } from '../recompute/partitionStep.js';
+import { rowStoreOf, stepRows, type RowStore } from '../recompute/rowStore.js';
 import { sizePlan, type SizeVerdict } from './sizing.js';
-import { distinctDays, parseTargetSpec, type TargetSpec } from './time.js';
+import { distinctDays, parseTargetSpec, type TargetSpec } from '../time.js';
 
 export interface BackfillRequest {
   pipeline: string;

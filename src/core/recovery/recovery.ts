@@ -1,22 +1,22 @@
-import { fenceBackfillRun, findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../db/backfills.js';
-import { recordEvent } from '../db/events.js';
-import { findRowsSaved, listLaterGenerations, markGenerationRolledBack } from '../db/lineage.js';
-import { requirePipeline, type Pipeline } from '../db/pipelines.js';
-import { withTransaction, type PoolClient } from '../db/pool.js';
-import { insertRollbackSteps } from '../db/steps.js';
-import { acceptTargets, markTargetRestored } from '../db/targets.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import type { EngineContext } from './context.js';
-import { lockPartition, rowsChecksum } from './partitionStep.js';
-import { liveSource, runSource, type RowSource } from './reconcile.js';
-import { keysEqual, rowStoreOf, runRows, type RowStore } from './rowStore.js';
+import { fenceBackfillRun, findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../../db/backfills.js';
+import { recordEvent } from '../../db/events.js';
+import { findRowsSaved, listLaterGenerations, markGenerationRolledBack } from '../../db/lineage.js';
+import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
+import { withTransaction, type PoolClient } from '../../db/pool.js';
+import { insertRollbackSteps } from '../../db/steps.js';
+import { acceptTargets, markTargetRestored } from '../../db/targets.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import type { EngineContext } from '../context.js';
+import { lockPartition, rowsChecksum } from '../recompute/partitionStep.js';
+import { liveSource, runSource, type RowSource } from '../recompute/reconcile.js';
+import { keysEqual, rowStoreOf, runRows, type RowStore } from '../recompute/rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
-import { preferHashJoins } from './stagePublish.js';
-import { moveSteps } from './stepClaims.js';
-import { lockForSwap, restoreBySwap, swappedPartition, writtenBySwap, type SwappedPartition } from './swap.js';
-import { ROLLBACK_SUFFIX } from './stepGraph.js';
-import { transition, wrongState } from './stateMachine.js';
-import { formatHour, formatHourRange } from './time.js';
+import { preferHashJoins } from '../recompute/stagePublish.js';
+import { moveSteps } from '../engine/stepClaims.js';
+import { lockForSwap, restoreBySwap, swappedPartition, writtenBySwap, type SwappedPartition } from '../recompute/swap.js';
+import { ROLLBACK_SUFFIX } from '../engine/stepGraph.js';
+import { transition, wrongState } from '../engine/stateMachine.js';
+import { formatHour, formatHourRange } from '../time.js';
 
 /**
  * Stops a backfill for good: fences its run (no write of it may commit any more, checked inside each write

@@ -1,17 +1,17 @@
-import { findOverlappingActive, insertBackfill, requireBackfill, setPreviewedBy, type BackfillRow } from '../db/backfills.js';
-import { insertBackfillConsumer } from '../db/backfillConsumers.js';
-import { recordEvent } from '../db/events.js';
-import { withTransaction, type PoolClient } from '../db/pool.js';
-import { insertBackfillSignoff } from '../db/signatures.js';
-import { insertAnnounceSteps } from '../db/steps.js';
-import { insertTargets } from '../db/targets.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import type { EngineContext } from './context.js';
+import { findOverlappingActive, insertBackfill, requireBackfill, setPreviewedBy, type BackfillRow } from '../../db/backfills.js';
+import { insertBackfillConsumer } from '../../db/backfillConsumers.js';
+import { recordEvent } from '../../db/events.js';
+import { withTransaction, type PoolClient } from '../../db/pool.js';
+import { insertBackfillSignoff } from '../../db/signatures.js';
+import { insertAnnounceSteps } from '../../db/steps.js';
+import { insertTargets } from '../../db/targets.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import type { EngineContext } from '../context.js';
 import { approveIfGateOpen } from './gate.js';
-import { ensureRowStore } from './rowStore.js';
-import { recordSize } from './sizing.js';
-import { announcementsFor, buildPlan, checkFrozenPlan, previewTotals, withPreview, type BackfillRequest, type Plan } from './plan.js';
-import { formatHourRange } from './time.js';
+import { ensureRowStore } from '../recompute/rowStore.js';
+import { recordSize } from '../identify/sizing.js';
+import { announcementsFor, buildPlan, checkFrozenPlan, previewTotals, withPreview, type BackfillRequest, type Plan } from '../identify/plan.js';
+import { formatHourRange } from '../time.js';
 
 export interface StartResult {
   backfill: BackfillRow;

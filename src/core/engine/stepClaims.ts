@@ -1,12 +1,12 @@
 import { hostname } from 'node:os';
-import { lockBackfillForShare, requireBackfill, type BackfillRow } from '../db/backfills.js';
-import { recordEvent } from '../db/events.js';
-import { withTransaction, type Pool, type PoolClient, type Queryable } from '../db/pool.js';
+import { lockBackfillForShare, requireBackfill, type BackfillRow } from '../../db/backfills.js';
+import { recordEvent } from '../../db/events.js';
+import { withTransaction, type Pool, type PoolClient, type Queryable } from '../../db/pool.js';
 import {
   claimStepRow, countOpenStepsByPhase, failStepClaim, lockStepClaim, lockStepForClaim, markStepFinished, moveStepStatuses,
   releaseStepClaim, renewStepLease,
-} from '../db/steps.js';
-import { BackfillError, describeError, ErrorCode } from '../errors.js';
+} from '../../db/steps.js';
+import { BackfillError, describeError, ErrorCode } from '../../errors.js';
 import { FINAL, PHASE_EXITS, specOf, stepStatusesMovableTo, type StepRef, type StepStatus } from './stepGraph.js';
 import { transition } from './stateMachine.js';
 

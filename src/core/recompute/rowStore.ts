@@ -1,6 +1,6 @@
-import type { Pipeline } from '../db/pipelines.js';
-import { quoteIdent, quoteQualified, type Queryable } from '../db/pool.js';
-import { BackfillError, ErrorCode } from '../errors.js';
+import type { Pipeline } from '../../db/pipelines.js';
+import { quoteIdent, quoteQualified, type Queryable } from '../../db/pool.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
 import { parseStepSql } from './stepSql.js';
 
 /*

@@ -1,7 +1,7 @@
-import { formatMoney, formatSignedMoney, subtractMoney, type Direction } from './money.js';
-import type { Reader } from '../db/readLog.js';
-import type { SignedFigure } from '../db/signatures.js';
-import { formatHourRange, formatTime } from './time.js';
+import { formatMoney, formatSignedMoney, subtractMoney, type Direction } from '../money.js';
+import type { Reader } from '../../db/readLog.js';
+import type { SignedFigure } from '../../db/signatures.js';
+import { formatHourRange, formatTime } from '../time.js';
 
 export interface AnnouncementInput {
   backfillId: number | null;

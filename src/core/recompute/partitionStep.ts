@@ -1,8 +1,8 @@
-import type { PoolClient, Queryable } from '../db/pool.js';
-import { quoteIdent, quoteQualified } from '../db/pool.js';
-import type { Pipeline } from '../db/pipelines.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import { formatHour } from './time.js';
+import type { PoolClient, Queryable } from '../../db/pool.js';
+import { quoteIdent, quoteQualified } from '../../db/pool.js';
+import type { Pipeline } from '../../db/pipelines.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import { formatHour } from '../time.js';
 
 /** What a partition holds: compared before and after every replace. */
 export interface PartitionSnapshot {

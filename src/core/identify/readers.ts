@@ -1,4 +1,4 @@
-import type { Queryable } from '../db/pool.js';
+import type { Queryable } from '../../db/pool.js';
 
 /**
  * What a report shows for a period, through its report_total_sql ($1 = the date), rounded to the cent and

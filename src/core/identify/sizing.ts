@@ -1,7 +1,7 @@
-import type { Config } from '../config.js';
-import { recordEvent } from '../db/events.js';
-import type { Pipeline } from '../db/pipelines.js';
-import { quoteIdent, quoteQualified, type Queryable } from '../db/pool.js';
+import type { Config } from '../../config.js';
+import { recordEvent } from '../../db/events.js';
+import type { Pipeline } from '../../db/pipelines.js';
+import { quoteIdent, quoteQualified, type Queryable } from '../../db/pool.js';
 
 /*
  * How big a backfill is, before it runs: the rows it writes (the preview's count per partition) and replaces

@@ -1,26 +1,26 @@
-import { listBackfillSignoffs, markPublishedAny, recordBackfillTotals, requireBackfill } from '../db/backfills.js';
-import { findBackfillConsumer, markConsumerUndeliverable, recordAnnouncementLanded } from '../db/backfillConsumers.js';
-import { findReportTotalSql, findRetrigger } from '../db/consumers.js';
-import { recordEvent } from '../db/events.js';
-import { requirePipeline } from '../db/pipelines.js';
-import { withTransaction, type PoolClient } from '../db/pool.js';
-import { recordReportAfter } from '../db/signatures.js';
-import { listTargetHours } from '../db/targets.js';
-import { lockWatermark, upsertWatermark } from '../db/watermarks.js';
-import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
-import type { EngineContext } from './context.js';
-import { intentKey, type Messenger } from './messenger.js';
-import { formatMoney, formatSignedMoney, subtractMoney } from './money.js';
-import { totalOverDays } from './partitionStep.js';
-import { readReportFigure } from './readers.js';
-import { callWebhook, parseRetrigger, runSqlRetrigger } from './retrigger.js';
+import { listBackfillSignoffs, markPublishedAny, recordBackfillTotals, requireBackfill } from '../../db/backfills.js';
+import { findBackfillConsumer, markConsumerUndeliverable, recordAnnouncementLanded } from '../../db/backfillConsumers.js';
+import { findReportTotalSql, findRetrigger } from '../../db/consumers.js';
+import { recordEvent } from '../../db/events.js';
+import { requirePipeline } from '../../db/pipelines.js';
+import { withTransaction, type PoolClient } from '../../db/pool.js';
+import { recordReportAfter } from '../../db/signatures.js';
+import { listTargetHours } from '../../db/targets.js';
+import { lockWatermark, upsertWatermark } from '../../db/watermarks.js';
+import { BackfillError, ErrorCode, isBackfillError } from '../../errors.js';
+import type { EngineContext } from '../context.js';
+import { intentKey, type Messenger } from '../messenger.js';
+import { formatMoney, formatSignedMoney, subtractMoney } from '../money.js';
+import { totalOverDays } from '../recompute/partitionStep.js';
+import { readReportFigure } from '../identify/readers.js';
+import { callWebhook, parseRetrigger, runSqlRetrigger } from '../retrigger/retrigger.js';
 import { claimStep, failClaimedStep, finishStep, keepClaim, releaseClaim, type ClaimOutcome } from './stepClaims.js';
 import { consumerOf, phaseOf, type StepRef } from './stepGraph.js';
-import { pauseForBreach, publishPartition, stagePartition, type PublishHooks } from './stagePublish.js';
+import { pauseForBreach, publishPartition, stagePartition, type PublishHooks } from '../recompute/stagePublish.js';
 import { transition } from './stateMachine.js';
-import { distinctDays, formatHour } from './time.js';
+import { distinctDays, formatHour } from '../time.js';
 
-export type { Messenger, OwnerMessage } from './messenger.js';
+export type { Messenger, OwnerMessage } from '../messenger.js';
 export { STEP_KINDS, type StepKind, type StepRef } from './stepGraph.js';
 
 export interface StepContext extends EngineContext {

@@ -1,8 +1,8 @@
-import { findBackfillConsumer } from '../db/backfillConsumers.js';
-import { recordEvent } from '../db/events.js';
-import { findDueReminders } from '../db/reminders.js';
-import { intentKey } from './messenger.js';
-import type { StepContext } from './steps.js';
+import { findBackfillConsumer } from '../../db/backfillConsumers.js';
+import { recordEvent } from '../../db/events.js';
+import { findDueReminders } from '../../db/reminders.js';
+import { intentKey } from '../messenger.js';
+import type { StepContext } from '../engine/steps.js';
 
 /** Re-sends one announcement if it is still unanswered; records that it did. */
 export async function sendReminder(ctx: StepContext, backfillId: number, consumer: string): Promise<boolean> {

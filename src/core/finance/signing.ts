@@ -1,9 +1,9 @@
-import { recordEvent } from '../db/events.js';
-import { withTransaction, type Queryable } from '../db/pool.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import type { EngineContext } from './context.js';
-import { readReportFigure } from './readers.js';
-import { parseDate } from './time.js';
+import { recordEvent } from '../../db/events.js';
+import { withTransaction, type Queryable } from '../../db/pool.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import type { EngineContext } from '../context.js';
+import { readReportFigure } from '../identify/readers.js';
+import { parseDate } from '../time.js';
 
 export interface SignedFigureRow {
   id: number;
