@@ -2,7 +2,7 @@ import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import { executeStep, type StepContext, type StepOutcome } from '../src/core/engine/steps.js';
 import { isBackfillError } from '../src/errors.js';
 import { dispatch } from '../src/queue/stepQueue.js';
-import { REMIND_JOB, remindPayloadSchema, RETENTION_JOB, retentionPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from './registry.js';
+import { REMIND_JOB, remindPayloadSchema, RETENTION_JOB, retentionPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from '../src/queue/registry.js';
 import { tellStaleReader } from '../src/core/retrigger/catchUps.js';
 import { sendReminder } from '../src/core/announce/reminders.js';
 import { pruneStoredRows, RETENTION_ACTOR } from '../src/core/recovery/retention.js';

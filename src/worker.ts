@@ -1,6 +1,6 @@
 import type { Queue, Worker } from 'bullmq';
 import { createStepProcessor } from '../jobs/stepProcessor.js';
-import { RETENTION_JOB, STEP_QUEUE } from '../jobs/registry.js';
+import { RETENTION_JOB, STEP_QUEUE } from './queue/registry.js';
 import type { StepContext } from './core/engine/steps.js';
 import { cancelRunningStatements } from './db/pool.js';
 import { queueBackendOf } from './backends.js';

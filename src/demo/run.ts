@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { LogLevel } from '@slack/bolt';
-import { STEP_QUEUE } from '../../jobs/registry.js';
+import { STEP_QUEUE } from '../queue/registry.js';
 import { startSlackEmulator, type SlackEmulator } from '../emulator/slackEmulator.js';
 import { postBlockAction, postSlashCommand } from '../emulator/slackRequests.js';
 import { openBackends, type QueueBackend, type RunConfig } from '../backends.js';

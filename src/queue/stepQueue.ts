@@ -4,7 +4,7 @@ import { createQueue } from './connection.js';
 import type { EngineContext } from '../core/context.js';
 import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/engine/dispatch.js';
 import type { StepRef } from '../core/engine/steps.js';
-import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from '../../jobs/registry.js';
+import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from './registry.js';
 import { listUntoldNotices } from '../db/catchUps.js';
 import { findDueReminders } from '../db/reminders.js';
 

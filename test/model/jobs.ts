@@ -3,7 +3,7 @@
 // takes a job and the step's claim, and never comes back; two workers may also run two jobs at once.
 
 import { UnrecoverableError, type Job } from 'bullmq';
-import { stepPayloadSchema } from '../../jobs/registry.js';
+import { stepPayloadSchema } from '../../src/queue/registry.js';
 import { claimStep } from '../../src/core/engine/stepClaims.js';
 import type { StepRef } from '../../src/core/engine/steps.js';
 import { BackfillError, describeError } from '../../src/errors.js';

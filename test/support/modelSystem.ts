@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { Worker, type Job, type Queue } from 'bullmq';
 import pg from 'pg';
-import { STEP_QUEUE } from '../../jobs/registry.js';
+import { STEP_QUEUE } from '../../src/queue/registry.js';
 import { createStepProcessor } from '../../jobs/stepProcessor.js';
 import type { StepContext } from '../../src/core/engine/steps.js';
 import { createStepQueue } from '../../src/queue/stepQueue.js';

@@ -1,0 +1,79 @@
+// The directions of imports ARCHITECTURE.md draws, checked on the source itself: a change that makes the core
+// reach for Slack, the data layer reach for the core, or anything in src reach into the tests fails here.
+
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+interface Import {
+  file: string;
+  /** Repository-relative path of what is imported, or the package name. */
+  target: string;
+  typeOnly: boolean;
+}
+
+function sourceFiles(folder: string): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync(path.join(ROOT, folder))) {
+    const relative = path.join(folder, entry);
+    if (statSync(path.join(ROOT, relative)).isDirectory()) found.push(...sourceFiles(relative));
+    else if (entry.endsWith('.ts')) found.push(relative);
+  }
+  return found;
+}
+
+function importsOf(file: string): Import[] {
+  const text = readFileSync(path.join(ROOT, file), 'utf8');
+  const found: Import[] = [];
+  for (const match of text.matchAll(/^import\s+(type\s+)?[^'"]*?from\s+'([^']+)'|import\('([^']+)'\)/gm)) {
+    const specifier = match[2] ?? match[3] ?? '';
+    const target = specifier.startsWith('.') ? path.normalize(path.join(path.dirname(file), specifier)).replace(/\.js$/, '.ts') : specifier;
+    found.push({ file, target, typeOnly: match[1] !== undefined });
+  }
+  return found;
+}
+
+function violations(folders: string[], forbidden: (target: string, typeOnly: boolean) => boolean): string[] {
+  return folders.flatMap(sourceFiles).flatMap(importsOf).filter((i) => forbidden(i.target, i.typeOnly)).map((i) => `${i.file} imports ${i.target}`);
+}
+
+const under = (target: string, ...folders: string[]) => folders.some((folder) => target.startsWith(`${folder}/`));
+
+describe('the direction of imports', () => {
+  it('nothing the product runs imports from the tests', () => {
+    // The reading of imports itself works: every file of src imports something, several hundred in all.
+    const all = sourceFiles('src').flatMap(importsOf);
+    expect(all.length).toBeGreaterThan(300);
+    expect(all.some((i) => i.file === 'src/worker.ts' && i.target === 'jobs/stepProcessor.ts')).toBe(true);
+    expect(violations(['src', 'handlers', 'jobs', 'bench'], (target) => under(target, 'test'))).toEqual([]);
+  });
+
+  it('the core knows no Slack, no queue and no views: it takes a Messenger and returns facts', () => {
+    expect(violations(['src/core'], (target, typeOnly) => !typeOnly && (['@slack/bolt', 'bullmq', 'ioredis'].includes(target) ||
+      under(target, 'src/slack', 'src/queue', 'src/views', 'src/cli', 'src/commands', 'handlers', 'jobs')))).toEqual([]);
+  });
+
+  it('the data layer calls no core logic, and nothing above it', () => {
+    // Types and the step graph's SQL fragments are the data layer's vocabulary; no core function runs from here.
+    const allowed = new Set(['src/core/engine/stepGraph.ts']);
+    expect(violations(['src/db'], (target, typeOnly) => !typeOnly && !allowed.has(target) &&
+      under(target, 'src/core', 'src/slack', 'src/queue', 'src/views', 'src/cli', 'handlers', 'jobs'))).toEqual([]);
+  });
+
+  it('views are pure: no database, no Slack client, no queue', () => {
+    expect(violations(['src/views'], (target, typeOnly) => !typeOnly && (['pg', 'bullmq', 'ioredis'].includes(target) ||
+      under(target, 'src/db', 'src/slack', 'src/queue')))).toEqual([]);
+  });
+
+  it('the queue plumbing never reaches up into the processors; only the worker wires them in', () => {
+    expect(violations(['src/queue', 'src/core', 'src/db', 'src/slack', 'src/views'], (target) => under(target, 'jobs'))).toEqual([]);
+    expect(sourceFiles('src').filter((file) => importsOf(file).some((i) => under(i.target, 'jobs')))).toEqual(['src/worker.ts']);
+  });
+
+  it('the Bolt listeners are a thin shell over src/slack', () => {
+    expect(violations(['handlers'], (target) => under(target, 'src/db', 'src/queue', 'src/core/engine', 'src/core/recompute'))).toEqual([]);
+  });
+});
