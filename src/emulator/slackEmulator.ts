@@ -4,7 +4,7 @@
 // serves the conversations' history (with message metadata), and renders what a person would have seen.
 // No vitest imports here: the demo runs this file under tsx.
 
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface RecordedCall {
@@ -330,45 +330,91 @@ function renderContent(content: Content): string[] {
 
 const indent = (lines: string[]): string[] => lines.map((line) => (line ? `  ${line}` : ''));
 
+/** What a call's params put on screen: its text, blocks and attachments. */
+function content(params: Rec): Content {
+  const result: Content = {};
+  const text = str(params.text);
+  if (text !== undefined) result.text = text;
+  if (params.blocks !== undefined) result.blocks = params.blocks;
+  if (params.attachments !== undefined) result.attachments = params.attachments;
+  return result;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
+// The emulator's state
 
-export async function startSlackEmulator(options: { botUserId?: string; teamId?: string } = {}): Promise<SlackEmulator> {
-  const botUserId = options.botUserId ?? 'UBOT';
-  const teamId = options.teamId ?? 'T0HARBOR';
+type MessageEntry = Extract<Entry, { kind: 'message' }>;
+type HomeEntry = Extract<Entry, { kind: 'home' }>;
 
-  const calls: RecordedCall[] = [];
-  const attempts: RecordedCall[] = [];
-  const responses: { path: string; body: unknown }[] = [];
-  const uploads = new Map<string, Buffer>();
-  const faults = new Map<string, { fault: Fault; remaining: number }[]>();
-  const usergroups = new Map<string, string[]>();
-  const pendingFiles = new Map<string, { filename: string; length: number }>();
-  let entries: Entry[] = [];
-  let messages = new Map<string, Extract<Entry, { kind: 'message' }>>();
+const messageKey = (channel: string, ts: string): string => `${channel}\u0000${ts}`;
+/** Posting to a user ID lands in the bot's DM with that user, as on Slack; the answer carries the D… id. */
+const conversationFor = (channel: string): string => (/^[UW][A-Z0-9]+$/.test(channel) ? `D${channel}` : channel);
+
+/** `limit` as Slack reads it: default 100, at most 999. */
+function pageLimit(value: unknown): number {
+  const limit = Number(str(value) ?? '100');
+  return Number.isInteger(limit) && limit > 0 ? Math.min(limit, 999) : 100;
+}
+
+/** Everything one emulator holds: what it recorded, what was posted, the failures it was told to fake. */
+class EmulatorState {
+  readonly botUserId: string;
+  readonly teamId: string;
+  /** http://127.0.0.1:PORT, set once the server listens (before any request can arrive). */
+  origin = '';
+  readonly calls: RecordedCall[] = [];
+  readonly attempts: RecordedCall[] = [];
+  readonly responses: { path: string; body: unknown }[] = [];
+  readonly uploads = new Map<string, Buffer>();
+  readonly faults = new Map<string, { fault: Fault; remaining: number }[]>();
+  readonly usergroups = new Map<string, string[]>();
+  readonly pendingFiles = new Map<string, { filename: string; length: number }>();
+  entries: Entry[] = [];
+  messages = new Map<string, MessageEntry>();
 
   // Counters survive reset(), so a ts or file id is never handed out twice by one emulator.
-  let tsCounter = 0;
-  let fileCounter = 0;
-  let viewCounter = 0;
-  let responseCounter = 0;
+  private tsCounter = 0;
+  private fileCounter = 0;
+  private viewCounter = 0;
+  private responseCounter = 0;
 
-  function nextTs(): string {
-    tsCounter += 1;
-    const micros = tsCounter * 100;
+  constructor(botUserId: string, teamId: string) {
+    this.botUserId = botUserId;
+    this.teamId = teamId;
+  }
+
+  nextTs(): string {
+    this.tsCounter += 1;
+    const micros = this.tsCounter * 100;
     const seconds = BASE_SECONDS + Math.floor(micros / 1_000_000);
     return `${seconds}.${String(micros % 1_000_000).padStart(6, '0')}`;
   }
 
-  function addFault(method: string, times: number, fault: Fault): void {
-    if (!Number.isInteger(times) || times < 0) throw new Error(`times must be a non-negative integer, got ${times}`);
-    if (times === 0) return;
-    const queue = faults.get(method) ?? [];
-    queue.push({ fault, remaining: times });
-    faults.set(method, queue);
+  nextFileId(): string {
+    this.fileCounter += 1;
+    return `F${String(this.fileCounter).padStart(10, '0')}`;
   }
 
-  function takeFault(method: string): Fault | undefined {
-    const queue = faults.get(method);
+  nextViewNumber(): number {
+    this.viewCounter += 1;
+    return this.viewCounter;
+  }
+
+  nextResponseId(): string {
+    this.responseCounter += 1;
+    return `r${this.responseCounter}`;
+  }
+
+  addFault(method: string, times: number, fault: Fault): void {
+    if (!Number.isInteger(times) || times < 0) throw new Error(`times must be a non-negative integer, got ${times}`);
+    if (times === 0) return;
+    const queue = this.faults.get(method) ?? [];
+    queue.push({ fault, remaining: times });
+    this.faults.set(method, queue);
+  }
+
+  takeFault(method: string): Fault | undefined {
+    const queue = this.faults.get(method);
     const head = queue?.[0];
     if (!queue || !head) return undefined;
     head.remaining -= 1;
@@ -376,28 +422,18 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
     return head.fault;
   }
 
-  const messageKey = (channel: string, ts: string): string => `${channel}\u0000${ts}`;
-  /** Posting to a user ID lands in the bot's DM with that user, as on Slack; the answer carries the D… id. */
-  const conversationFor = (channel: string): string => (/^[UW][A-Z0-9]+$/.test(channel) ? `D${channel}` : channel);
-
   /** The messages of a conversation that are still there, oldest first. */
-  function postedIn(channel: string): Extract<Entry, { kind: 'message' }>[] {
-    return entries.filter(
-      (entry): entry is Extract<Entry, { kind: 'message' }> => entry.kind === 'message' && entry.channel === channel && !entry.deleted,
+  postedIn(channel: string): MessageEntry[] {
+    return this.entries.filter(
+      (entry): entry is MessageEntry => entry.kind === 'message' && entry.channel === channel && !entry.deleted,
     );
   }
 
-  /** `limit` as Slack reads it: default 100, at most 999. */
-  function pageLimit(value: unknown): number {
-    const limit = Number(str(value) ?? '100');
-    return Number.isInteger(limit) && limit > 0 ? Math.min(limit, 999) : 100;
-  }
-
   /** A message as conversations.history shows it; its metadata only when include_all_metadata was asked. */
-  function historyMessage(entry: Extract<Entry, { kind: 'message' }>, withMetadata: boolean): Rec {
+  historyMessage(entry: MessageEntry, withMetadata: boolean): Rec {
     return {
       type: 'message',
-      user: botUserId,
+      user: this.botUserId,
       bot_id: BOT_ID,
       ts: entry.ts,
       ...(entry.threadTs ? { thread_ts: entry.threadTs } : {}),
@@ -408,345 +444,416 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
     };
   }
 
-  function content(params: Rec): Content {
-    const result: Content = {};
-    const text = str(params.text);
-    if (text !== undefined) result.text = text;
-    if (params.blocks !== undefined) result.blocks = params.blocks;
-    if (params.attachments !== undefined) result.attachments = params.attachments;
-    return result;
+  reset(): void {
+    this.calls.length = 0;
+    this.attempts.length = 0;
+    this.responses.length = 0;
+    this.uploads.clear();
+    this.faults.clear();
+    this.usergroups.clear();
+    this.pendingFiles.clear();
+    this.entries = [];
+    this.messages = new Map();
   }
+}
 
-  function handleMethod(method: string, params: Rec): Rec {
-    switch (method) {
-      case 'auth.test':
-        return {
-          ok: true,
-          url: 'https://harborlight.slack.com/',
-          team: TEAM_NAME,
-          user: 'backfill-bot',
-          team_id: teamId,
-          user_id: botUserId,
-          bot_id: BOT_ID,
-          is_enterprise_install: false,
-        };
+// ---------------------------------------------------------------------------------------------------------------
+// The Web API methods: one handler per method, grouped by family, dispatched by name from METHODS
 
-      case 'conversations.open': {
-        const users = (str(params.users) ?? '')
-          .split(',')
-          .map((user) => user.trim())
-          .filter(Boolean);
-        const existing = str(params.channel);
-        if (existing) return { ok: true, channel: { id: existing } };
-        if (users.length === 0) return { ok: false, error: 'users_list_not_supplied' };
-        const id = users.length === 1 ? `D${users[0] ?? ''}` : `G${[...users].sort().join('')}`;
-        return { ok: true, no_op: false, already_open: false, channel: { id } };
-      }
+type MethodHandler = (state: EmulatorState, params: Rec) => Rec;
 
-      case 'chat.postMessage': {
-        const requested = str(params.channel);
-        if (!requested) return { ok: false, error: 'channel_not_found' };
-        const body = content(params);
-        if (body.text === undefined && body.blocks === undefined && body.attachments === undefined) {
-          return { ok: false, error: 'no_text' };
-        }
-        const channel = conversationFor(requested);
-        const ts = nextTs();
-        const threadTs = str(params.thread_ts);
-        const metadata = isRec(params.metadata) ? params.metadata : undefined;
-        const entry: Extract<Entry, { kind: 'message' }> = {
-          kind: 'message',
-          channel,
-          ts,
-          edits: 0,
-          deleted: false,
-          ...body,
-          ...(threadTs ? { threadTs } : {}),
-          ...(metadata ? { metadata } : {}),
-        };
-        entries.push(entry);
-        messages.set(messageKey(channel, ts), entry);
-        return { ok: true, channel, ts, message: historyMessage(entry, true) };
-      }
+function authTest(state: EmulatorState): Rec {
+  return {
+    ok: true,
+    url: 'https://harborlight.slack.com/',
+    team: TEAM_NAME,
+    user: 'backfill-bot',
+    team_id: state.teamId,
+    user_id: state.botUserId,
+    bot_id: BOT_ID,
+    is_enterprise_install: false,
+  };
+}
 
-      case 'conversations.history': {
-        const requested = str(params.channel);
-        if (!requested) return { ok: false, error: 'channel_not_found' };
-        const channel = conversationFor(requested);
-        const latest = str(params.latest);
-        const oldest = str(params.oldest);
-        const inclusive = flag(params.inclusive);
-        const inWindow = (ts: string): boolean =>
-          (latest === undefined || (inclusive ? Number(ts) <= Number(latest) : Number(ts) < Number(latest))) &&
-          (oldest === undefined || (inclusive ? Number(ts) >= Number(oldest) : Number(ts) > Number(oldest)));
-        // The channel's own messages, newest first; replies stay in their threads (conversations.replies).
-        const found = postedIn(channel)
-          .filter((entry) => entry.threadTs === undefined && inWindow(entry.ts))
-          .reverse();
-        const limit = pageLimit(params.limit);
-        const withMetadata = flag(params.include_all_metadata);
-        return {
-          ok: true,
-          messages: found.slice(0, limit).map((entry) => historyMessage(entry, withMetadata)),
-          has_more: found.length > limit,
-          pin_count: 0,
-          response_metadata: { next_cursor: '' },
-        };
-      }
+function conversationsOpen(_state: EmulatorState, params: Rec): Rec {
+  const users = (str(params.users) ?? '')
+    .split(',')
+    .map((user) => user.trim())
+    .filter(Boolean);
+  const existing = str(params.channel);
+  if (existing) return { ok: true, channel: { id: existing } };
+  if (users.length === 0) return { ok: false, error: 'users_list_not_supplied' };
+  const id = users.length === 1 ? `D${users[0] ?? ''}` : `G${[...users].sort().join('')}`;
+  return { ok: true, no_op: false, already_open: false, channel: { id } };
+}
 
-      case 'conversations.replies': {
-        const requested = str(params.channel);
-        const parentTs = str(params.ts);
-        if (!requested) return { ok: false, error: 'channel_not_found' };
-        const channel = conversationFor(requested);
-        const parent = parentTs === undefined ? undefined : messages.get(messageKey(channel, parentTs));
-        if (!parent || parent.deleted) return { ok: false, error: 'thread_not_found' };
-        // The parent first, then its replies, oldest first.
-        const thread = [parent, ...postedIn(channel).filter((entry) => entry.threadTs === parentTs)];
-        const limit = pageLimit(params.limit);
-        const withMetadata = flag(params.include_all_metadata);
-        return {
-          ok: true,
-          messages: thread.slice(0, limit).map((entry) => historyMessage(entry, withMetadata)),
-          has_more: thread.length > limit,
-          response_metadata: { next_cursor: '' },
-        };
-      }
+function conversationsHistory(state: EmulatorState, params: Rec): Rec {
+  const requested = str(params.channel);
+  if (!requested) return { ok: false, error: 'channel_not_found' };
+  const channel = conversationFor(requested);
+  const latest = str(params.latest);
+  const oldest = str(params.oldest);
+  const inclusive = flag(params.inclusive);
+  const inWindow = (ts: string): boolean =>
+    (latest === undefined || (inclusive ? Number(ts) <= Number(latest) : Number(ts) < Number(latest))) &&
+    (oldest === undefined || (inclusive ? Number(ts) >= Number(oldest) : Number(ts) > Number(oldest)));
+  // The channel's own messages, newest first; replies stay in their threads (conversations.replies).
+  const found = state
+    .postedIn(channel)
+    .filter((entry) => entry.threadTs === undefined && inWindow(entry.ts))
+    .reverse();
+  const limit = pageLimit(params.limit);
+  const withMetadata = flag(params.include_all_metadata);
+  return {
+    ok: true,
+    messages: found.slice(0, limit).map((entry) => state.historyMessage(entry, withMetadata)),
+    has_more: found.length > limit,
+    pin_count: 0,
+    response_metadata: { next_cursor: '' },
+  };
+}
 
-      case 'chat.update': {
-        const channel = str(params.channel);
-        const ts = str(params.ts);
-        if (!channel) return { ok: false, error: 'channel_not_found' };
-        const entry = ts === undefined ? undefined : messages.get(messageKey(channel, ts));
-        if (!entry || entry.deleted || ts === undefined) return { ok: false, error: 'message_not_found' };
-        const next = content(params);
-        // As on Slack: new blocks replace the old; text sent without blocks removes them.
-        if (next.blocks !== undefined) entry.blocks = next.blocks;
-        else if (next.text !== undefined) delete entry.blocks;
-        if (next.text !== undefined) entry.text = next.text;
-        if (next.attachments !== undefined) entry.attachments = next.attachments;
-        entry.edits += 1;
-        return {
-          ok: true,
-          channel,
-          ts,
-          text: entry.text ?? '',
-          message: { type: 'message', user: botUserId, bot_id: BOT_ID, text: entry.text, blocks: entry.blocks },
-        };
-      }
+function conversationsReplies(state: EmulatorState, params: Rec): Rec {
+  const requested = str(params.channel);
+  const parentTs = str(params.ts);
+  if (!requested) return { ok: false, error: 'channel_not_found' };
+  const channel = conversationFor(requested);
+  const parent = parentTs === undefined ? undefined : state.messages.get(messageKey(channel, parentTs));
+  if (!parent || parent.deleted) return { ok: false, error: 'thread_not_found' };
+  // The parent first, then its replies, oldest first.
+  const thread = [parent, ...state.postedIn(channel).filter((entry) => entry.threadTs === parentTs)];
+  const limit = pageLimit(params.limit);
+  const withMetadata = flag(params.include_all_metadata);
+  return {
+    ok: true,
+    messages: thread.slice(0, limit).map((entry) => state.historyMessage(entry, withMetadata)),
+    has_more: thread.length > limit,
+    response_metadata: { next_cursor: '' },
+  };
+}
 
-      case 'chat.delete': {
-        const channel = str(params.channel) ?? '';
-        const ts = str(params.ts) ?? '';
-        const entry = messages.get(messageKey(channel, ts));
-        if (!entry || entry.deleted) return { ok: false, error: 'message_not_found' };
-        entry.deleted = true;
-        return { ok: true, channel, ts };
-      }
+const CONVERSATIONS_METHODS: Record<string, MethodHandler> = {
+  'conversations.open': conversationsOpen,
+  'conversations.history': conversationsHistory,
+  'conversations.replies': conversationsReplies,
+};
 
-      case 'chat.postEphemeral': {
-        const channel = str(params.channel);
-        const user = str(params.user);
-        if (!channel) return { ok: false, error: 'channel_not_found' };
-        if (!user) return { ok: false, error: 'user_not_found' };
-        const ts = nextTs();
-        const threadTs = str(params.thread_ts);
-        entries.push({ kind: 'ephemeral', channel, user, ts, ...content(params), ...(threadTs ? { threadTs } : {}) });
-        return { ok: true, message_ts: ts };
-      }
-
-      case 'views.publish': {
-        const user = str(params.user_id);
-        if (!user) return { ok: false, error: 'invalid_arguments' };
-        if (!isRec(params.view)) return { ok: false, error: 'invalid_arguments' };
-        const existing = entries.find(
-          (entry): entry is Extract<Entry, { kind: 'home' }> => entry.kind === 'home' && entry.user === user,
-        );
-        if (existing) {
-          existing.view = params.view;
-          existing.publishes += 1;
-        } else {
-          entries.push({ kind: 'home', user, view: params.view, publishes: 1 });
-        }
-        viewCounter += 1;
-        return {
-          ok: true,
-          view: { ...params.view, id: `VHOME${user}`, team_id: teamId, hash: `${Date.now()}.${viewCounter}` },
-        };
-      }
-
-      case 'views.open':
-      case 'views.push':
-      case 'views.update': {
-        if (!isRec(params.view)) return { ok: false, error: 'invalid_arguments' };
-        viewCounter += 1;
-        const id = str(params.view_id) ?? `V${String(viewCounter).padStart(8, '0')}`;
-        return { ok: true, view: { ...params.view, id, team_id: teamId, hash: `${Date.now()}.${viewCounter}` } };
-      }
-
-      case 'files.getUploadURLExternal': {
-        const filename = str(params.filename);
-        const length = Number(str(params.length));
-        if (!filename || !Number.isFinite(length)) return { ok: false, error: 'invalid_arguments' };
-        fileCounter += 1;
-        const fileId = `F${String(fileCounter).padStart(10, '0')}`;
-        pendingFiles.set(fileId, { filename, length });
-        return { ok: true, upload_url: `${origin}/upload/${fileId}`, file_id: fileId };
-      }
-
-      case 'files.completeUploadExternal': {
-        const requested = list(params.files);
-        if (requested.length === 0) return { ok: false, error: 'invalid_arguments' };
-        const files: { id: string; title: string; name: string; size: number }[] = [];
-        for (const item of requested) {
-          const id = isRec(item) ? str(item.id) : undefined;
-          const pending = id === undefined ? undefined : pendingFiles.get(id);
-          if (!id || !pending) return { ok: false, error: 'file_not_found' };
-          const title = (isRec(item) ? str(item.title) : undefined) ?? pending.filename;
-          files.push({ id, title, name: pending.filename, size: uploads.get(id)?.length ?? 0 });
-        }
-        const channel = str(params.channel_id) ?? str(params.channels)?.split(',')[0];
-        if (channel) {
-          const threadTs = str(params.thread_ts);
-          const comment = str(params.initial_comment);
-          entries.push({
-            kind: 'file',
-            channel: conversationFor(channel),
-            files: files.map(({ id, title }) => ({ id, title })),
-            ...(threadTs ? { threadTs } : {}),
-            ...(comment ? { comment } : {}),
-          });
-        }
-        return { ok: true, files };
-      }
-
-      case 'usergroups.users.list':
-        return { ok: true, users: [...(usergroups.get(str(params.usergroup) ?? '') ?? [])] };
-
-      default:
-        return { ok: true };
-    }
+function chatPostMessage(state: EmulatorState, params: Rec): Rec {
+  const requested = str(params.channel);
+  if (!requested) return { ok: false, error: 'channel_not_found' };
+  const body = content(params);
+  if (body.text === undefined && body.blocks === undefined && body.attachments === undefined) {
+    return { ok: false, error: 'no_text' };
   }
+  const channel = conversationFor(requested);
+  const ts = state.nextTs();
+  const threadTs = str(params.thread_ts);
+  const metadata = isRec(params.metadata) ? params.metadata : undefined;
+  const entry: MessageEntry = {
+    kind: 'message',
+    channel,
+    ts,
+    edits: 0,
+    deleted: false,
+    ...body,
+    ...(threadTs ? { threadTs } : {}),
+    ...(metadata ? { metadata } : {}),
+  };
+  state.entries.push(entry);
+  state.messages.set(messageKey(channel, ts), entry);
+  return { ok: true, channel, ts, message: state.historyMessage(entry, true) };
+}
 
-  function send(res: ServerResponse, status: number, body: Rec, headers: Record<string, string> = {}): void {
-    const payload = JSON.stringify(body);
-    res.writeHead(status, {
-      'content-type': 'application/json; charset=utf-8',
-      'content-length': Buffer.byteLength(payload),
-      ...headers,
+function chatUpdate(state: EmulatorState, params: Rec): Rec {
+  const channel = str(params.channel);
+  const ts = str(params.ts);
+  if (!channel) return { ok: false, error: 'channel_not_found' };
+  const entry = ts === undefined ? undefined : state.messages.get(messageKey(channel, ts));
+  if (!entry || entry.deleted || ts === undefined) return { ok: false, error: 'message_not_found' };
+  const next = content(params);
+  // As on Slack: new blocks replace the old; text sent without blocks removes them.
+  if (next.blocks !== undefined) entry.blocks = next.blocks;
+  else if (next.text !== undefined) delete entry.blocks;
+  if (next.text !== undefined) entry.text = next.text;
+  if (next.attachments !== undefined) entry.attachments = next.attachments;
+  entry.edits += 1;
+  return {
+    ok: true,
+    channel,
+    ts,
+    text: entry.text ?? '',
+    message: { type: 'message', user: state.botUserId, bot_id: BOT_ID, text: entry.text, blocks: entry.blocks },
+  };
+}
+
+function chatDelete(state: EmulatorState, params: Rec): Rec {
+  const channel = str(params.channel) ?? '';
+  const ts = str(params.ts) ?? '';
+  const entry = state.messages.get(messageKey(channel, ts));
+  if (!entry || entry.deleted) return { ok: false, error: 'message_not_found' };
+  entry.deleted = true;
+  return { ok: true, channel, ts };
+}
+
+function chatPostEphemeral(state: EmulatorState, params: Rec): Rec {
+  const channel = str(params.channel);
+  const user = str(params.user);
+  if (!channel) return { ok: false, error: 'channel_not_found' };
+  if (!user) return { ok: false, error: 'user_not_found' };
+  const ts = state.nextTs();
+  const threadTs = str(params.thread_ts);
+  state.entries.push({ kind: 'ephemeral', channel, user, ts, ...content(params), ...(threadTs ? { threadTs } : {}) });
+  return { ok: true, message_ts: ts };
+}
+
+const CHAT_METHODS: Record<string, MethodHandler> = {
+  'chat.postMessage': chatPostMessage,
+  'chat.update': chatUpdate,
+  'chat.delete': chatDelete,
+  'chat.postEphemeral': chatPostEphemeral,
+};
+
+function viewsPublish(state: EmulatorState, params: Rec): Rec {
+  const user = str(params.user_id);
+  if (!user) return { ok: false, error: 'invalid_arguments' };
+  if (!isRec(params.view)) return { ok: false, error: 'invalid_arguments' };
+  const existing = state.entries.find((entry): entry is HomeEntry => entry.kind === 'home' && entry.user === user);
+  if (existing) {
+    existing.view = params.view;
+    existing.publishes += 1;
+  } else {
+    state.entries.push({ kind: 'home', user, view: params.view, publishes: 1 });
+  }
+  const viewNumber = state.nextViewNumber();
+  return {
+    ok: true,
+    view: { ...params.view, id: `VHOME${user}`, team_id: state.teamId, hash: `${Date.now()}.${viewNumber}` },
+  };
+}
+
+/** views.open, views.push and views.update: nothing is shown, the view comes back with an id and a hash. */
+function viewsShow(state: EmulatorState, params: Rec): Rec {
+  if (!isRec(params.view)) return { ok: false, error: 'invalid_arguments' };
+  const viewNumber = state.nextViewNumber();
+  const id = str(params.view_id) ?? `V${String(viewNumber).padStart(8, '0')}`;
+  return { ok: true, view: { ...params.view, id, team_id: state.teamId, hash: `${Date.now()}.${viewNumber}` } };
+}
+
+const VIEWS_METHODS: Record<string, MethodHandler> = {
+  'views.publish': viewsPublish,
+  'views.open': viewsShow,
+  'views.push': viewsShow,
+  'views.update': viewsShow,
+};
+
+function filesGetUploadUrlExternal(state: EmulatorState, params: Rec): Rec {
+  const filename = str(params.filename);
+  const length = Number(str(params.length));
+  if (!filename || !Number.isFinite(length)) return { ok: false, error: 'invalid_arguments' };
+  const fileId = state.nextFileId();
+  state.pendingFiles.set(fileId, { filename, length });
+  return { ok: true, upload_url: `${state.origin}/upload/${fileId}`, file_id: fileId };
+}
+
+function filesCompleteUploadExternal(state: EmulatorState, params: Rec): Rec {
+  const requested = list(params.files);
+  if (requested.length === 0) return { ok: false, error: 'invalid_arguments' };
+  const files: { id: string; title: string; name: string; size: number }[] = [];
+  for (const item of requested) {
+    const id = isRec(item) ? str(item.id) : undefined;
+    const pending = id === undefined ? undefined : state.pendingFiles.get(id);
+    if (!id || !pending) return { ok: false, error: 'file_not_found' };
+    const title = (isRec(item) ? str(item.title) : undefined) ?? pending.filename;
+    files.push({ id, title, name: pending.filename, size: state.uploads.get(id)?.length ?? 0 });
+  }
+  const channel = str(params.channel_id) ?? str(params.channels)?.split(',')[0];
+  if (channel) {
+    const threadTs = str(params.thread_ts);
+    const comment = str(params.initial_comment);
+    state.entries.push({
+      kind: 'file',
+      channel: conversationFor(channel),
+      files: files.map(({ id, title }) => ({ id, title })),
+      ...(threadTs ? { threadTs } : {}),
+      ...(comment ? { comment } : {}),
     });
-    res.end(payload);
   }
+  return { ok: true, files };
+}
 
-  function authorised(req: IncomingMessage, params: Rec): boolean {
-    const header = req.headers.authorization ?? '';
-    if (/^Bearer xoxb-\S+$/.test(header)) return true;
-    const token = str(params.token);
-    return token !== undefined && token.startsWith('xoxb-');
-  }
+const FILES_METHODS: Record<string, MethodHandler> = {
+  'files.getUploadURLExternal': filesGetUploadUrlExternal,
+  'files.completeUploadExternal': filesCompleteUploadExternal,
+};
 
-  async function handleApi(req: IncomingMessage, res: ServerResponse, method: string, query: URLSearchParams) {
-    const at = Date.now();
-    const raw = await readBody(req);
-    const parsed = await parseBody(req.headers['content-type'] ?? '', raw);
-    const params: Rec = {};
-    for (const [key, value] of query) params[key] = value;
-    Object.assign(params, parsed.fields);
-    parseJsonFields(params);
+function usergroupsUsersList(state: EmulatorState, params: Rec): Rec {
+  return { ok: true, users: [...(state.usergroups.get(str(params.usergroup) ?? '') ?? [])] };
+}
 
-    const record = (status: number, response: Rec): RecordedCall => {
-      const call: RecordedCall = { method, params, at, status, response };
-      attempts.push(call);
-      if (status === 200) calls.push(call);
-      return call;
-    };
+/** By method name; a Map, so a name like 'constructor' finds nothing. Any method not here answers { ok: true }. */
+const METHODS = new Map<string, MethodHandler>(
+  Object.entries({
+    'auth.test': authTest,
+    ...CONVERSATIONS_METHODS,
+    ...CHAT_METHODS,
+    ...VIEWS_METHODS,
+    ...FILES_METHODS,
+    'usergroups.users.list': usergroupsUsersList,
+  }),
+);
 
-    if (parsed.invalid) {
-      const json = (req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json');
-      const body = { ok: false, error: json ? 'invalid_json' : 'invalid_form_data' };
-      record(200, body);
-      send(res, 200, body);
-      return;
-    }
-    if (!authorised(req, params)) {
-      const body = { ok: false, error: 'not_authed' };
-      record(200, body);
-      send(res, 200, body);
-      return;
-    }
-    const fault = takeFault(method);
-    if (fault?.kind === 'rate') {
-      const body = { ok: false, error: 'ratelimited' };
-      record(429, body);
-      send(res, 429, body, { 'retry-after': String(fault.retryAfterSeconds) });
-      return;
-    }
-    if (fault?.kind === 'http') {
-      const body = { ok: false, error: `http_${fault.status}` };
-      record(fault.status, body);
-      send(res, fault.status, body);
-      return;
-    }
-    const body = fault?.kind === 'error' ? { ok: false, error: fault.error } : handleMethod(method, params);
-    if (fault?.kind === 'drop') {
-      // The work is done (a message posted); only the answer is lost.
-      if (fault.answer === 'hangup') {
-        record(0, body);
-        res.socket?.destroy();
-        return;
-      }
-      const lost = { ok: false, error: `http_${fault.answer}` };
-      record(fault.answer, lost);
-      send(res, fault.answer, lost);
-      return;
-    }
+function handleMethod(state: EmulatorState, method: string, params: Rec): Rec {
+  const handler = METHODS.get(method);
+  return handler ? handler(state, params) : { ok: true };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// HTTP: the Web API, the upload URLs and the response_url targets
+
+function send(res: ServerResponse, status: number, body: Rec, headers: Record<string, string> = {}): void {
+  const payload = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(payload),
+    ...headers,
+  });
+  res.end(payload);
+}
+
+function authorised(req: IncomingMessage, params: Rec): boolean {
+  const header = req.headers.authorization ?? '';
+  if (/^Bearer xoxb-\S+$/.test(header)) return true;
+  const token = str(params.token);
+  return token !== undefined && token.startsWith('xoxb-');
+}
+
+/** Records one attempt (and, when answered 200, one call) with the status and body it was answered with. */
+type Recorder = (status: number, response: Rec) => RecordedCall;
+
+async function handleApi(
+  state: EmulatorState,
+  req: IncomingMessage,
+  res: ServerResponse,
+  method: string,
+  query: URLSearchParams,
+): Promise<void> {
+  const at = Date.now();
+  const raw = await readBody(req);
+  const parsed = await parseBody(req.headers['content-type'] ?? '', raw);
+  const params: Rec = {};
+  for (const [key, value] of query) params[key] = value;
+  Object.assign(params, parsed.fields);
+  parseJsonFields(params);
+
+  const record: Recorder = (status, response) => {
+    const call: RecordedCall = { method, params, at, status, response };
+    state.attempts.push(call);
+    if (status === 200) state.calls.push(call);
+    return call;
+  };
+
+  if (parsed.invalid) {
+    const json = (req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json');
+    const body = { ok: false, error: json ? 'invalid_json' : 'invalid_form_data' };
     record(200, body);
     send(res, 200, body);
+    return;
   }
+  if (!authorised(req, params)) {
+    const body = { ok: false, error: 'not_authed' };
+    record(200, body);
+    send(res, 200, body);
+    return;
+  }
+  answerApi(state, res, method, params, record);
+}
 
-  async function handleUpload(req: IncomingMessage, res: ServerResponse, fileId: string) {
-    const raw = await readBody(req);
-    if (!pendingFiles.has(fileId)) {
-      res.writeHead(404, { 'content-type': 'text/plain' });
-      res.end('file not found');
+/** Answers a well-formed, authenticated call: as the next pending fault for its method says, or by doing it. */
+function answerApi(state: EmulatorState, res: ServerResponse, method: string, params: Rec, record: Recorder): void {
+  const fault = state.takeFault(method);
+  if (fault?.kind === 'rate') {
+    const body = { ok: false, error: 'ratelimited' };
+    record(429, body);
+    send(res, 429, body, { 'retry-after': String(fault.retryAfterSeconds) });
+    return;
+  }
+  if (fault?.kind === 'http') {
+    const body = { ok: false, error: `http_${fault.status}` };
+    record(fault.status, body);
+    send(res, fault.status, body);
+    return;
+  }
+  const body = fault?.kind === 'error' ? { ok: false, error: fault.error } : handleMethod(state, method, params);
+  if (fault?.kind === 'drop') {
+    // The work is done (a message posted); only the answer is lost.
+    if (fault.answer === 'hangup') {
+      record(0, body);
+      res.socket?.destroy();
       return;
     }
-    const contentType = req.headers['content-type'] ?? '';
-    let bytes = raw;
-    if (contentType.toLowerCase().startsWith('multipart/form-data')) {
-      const parsed = await parseBody(contentType, raw);
-      // web-api sends one multipart field, `body`, holding the bytes.
-      const field = parsed.fields.body;
-      bytes = Buffer.isBuffer(field) ? field : (parsed.files[0] ?? Buffer.from(str(field) ?? ''));
-    }
-    uploads.set(fileId, bytes);
-    res.writeHead(200, { 'content-type': 'text/plain' });
-    res.end(`OK - ${bytes.length}`);
+    const lost = { ok: false, error: `http_${fault.answer}` };
+    record(fault.answer, lost);
+    send(res, fault.answer, lost);
+    return;
   }
+  record(200, body);
+  send(res, 200, body);
+}
 
-  async function handleResponseUrl(req: IncomingMessage, res: ServerResponse, path: string) {
-    const raw = (await readBody(req)).toString('utf8');
-    let body: unknown = raw;
-    try {
-      body = JSON.parse(raw) as unknown;
-    } catch {
-      // not JSON: kept as the raw string
-    }
-    responses.push({ path, body });
-    entries.push({ kind: 'response', id: decodeURIComponent(path.slice('/response/'.length)), body });
-    send(res, 200, { ok: true });
+async function handleUpload(
+  state: EmulatorState,
+  req: IncomingMessage,
+  res: ServerResponse,
+  fileId: string,
+): Promise<void> {
+  const raw = await readBody(req);
+  if (!state.pendingFiles.has(fileId)) {
+    res.writeHead(404, { 'content-type': 'text/plain' });
+    res.end('file not found');
+    return;
   }
+  const contentType = req.headers['content-type'] ?? '';
+  let bytes = raw;
+  if (contentType.toLowerCase().startsWith('multipart/form-data')) {
+    const parsed = await parseBody(contentType, raw);
+    // web-api sends one multipart field, `body`, holding the bytes.
+    const field = parsed.fields.body;
+    bytes = Buffer.isBuffer(field) ? field : (parsed.files[0] ?? Buffer.from(str(field) ?? ''));
+  }
+  state.uploads.set(fileId, bytes);
+  res.writeHead(200, { 'content-type': 'text/plain' });
+  res.end(`OK - ${bytes.length}`);
+}
 
-  const server = createServer((req, res) => {
+async function handleResponseUrl(
+  state: EmulatorState,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+): Promise<void> {
+  const raw = (await readBody(req)).toString('utf8');
+  let body: unknown = raw;
+  try {
+    body = JSON.parse(raw) as unknown;
+  } catch {
+    // not JSON: kept as the raw string
+  }
+  state.responses.push({ path, body });
+  state.entries.push({ kind: 'response', id: decodeURIComponent(path.slice('/response/'.length)), body });
+  send(res, 200, { ok: true });
+}
+
+function createEmulatorServer(state: EmulatorState): Server {
+  return createServer((req, res) => {
     const requestUrl = new URL(req.url ?? '/', 'http://127.0.0.1');
     const path = requestUrl.pathname;
     let work: Promise<void>;
     if (path.startsWith('/api/') && (req.method === 'POST' || req.method === 'GET')) {
-      work = handleApi(req, res, decodeURIComponent(path.slice('/api/'.length)), requestUrl.searchParams);
+      work = handleApi(state, req, res, decodeURIComponent(path.slice('/api/'.length)), requestUrl.searchParams);
     } else if (path.startsWith('/upload/') && req.method === 'POST') {
-      work = handleUpload(req, res, decodeURIComponent(path.slice('/upload/'.length)));
+      work = handleUpload(state, req, res, decodeURIComponent(path.slice('/upload/'.length)));
     } else if (path.startsWith('/response/') && req.method === 'POST') {
-      work = handleResponseUrl(req, res, path);
+      work = handleResponseUrl(state, req, res, path);
     } else {
       req.resume();
       send(res, 404, { ok: false, error: 'not_found' });
@@ -757,7 +864,10 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
       else res.destroy();
     });
   });
+}
 
+/** Listens on an ephemeral port of 127.0.0.1; resolves with the port. */
+async function listen(server: Server): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
@@ -765,104 +875,127 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
       resolve();
     });
   });
-  const { port } = server.address() as AddressInfo;
-  const origin = `http://127.0.0.1:${port}`;
+  return (server.address() as AddressInfo).port;
+}
 
-  function renderTranscript(): string {
-    const sections = new Map<string, string[]>();
-    const section = (title: string): string[] => {
-      let lines = sections.get(title);
-      if (!lines) {
-        lines = [];
-        sections.set(title, lines);
-      }
-      return lines;
-    };
-    const threadNote = (threadTs: string | undefined): string => (threadTs ? `, in thread ${threadTs}` : '');
+// ---------------------------------------------------------------------------------------------------------------
+// The transcript: one section per channel, response_url and App Home, in order of first appearance
 
-    for (const entry of entries) {
-      switch (entry.kind) {
-        case 'message': {
-          const lines = section(entry.channel);
-          const notes = [entry.edits > 0 ? `edited ×${entry.edits}` : '', entry.threadTs ? `in thread ${entry.threadTs}` : '']
-            .filter(Boolean)
-            .join(', ');
-          if (entry.deleted) {
-            lines.push(`-- ${entry.ts} (deleted)`);
-            break;
-          }
-          lines.push(`-- ${entry.ts}${notes ? ` (${notes})` : ''}`, ...indent(renderContent(entry)));
-          break;
-        }
-        case 'ephemeral':
-          section(entry.channel).push(
-            `-- ${entry.ts} (ephemeral, only ${entry.user} sees it${threadNote(entry.threadTs)})`,
-            ...indent(renderContent(entry)),
-          );
-          break;
-        case 'file': {
-          const lines = section(entry.channel);
-          lines.push(`-- file${entry.files.length > 1 ? 's' : ''} shared${entry.threadTs ? ` (in thread ${entry.threadTs})` : ''}`);
-          if (entry.comment) lines.push(...indent(entry.comment.split('\n')));
-          lines.push(...indent(entry.files.map((file) => `[file: ${file.title} (${file.id})]`)));
-          break;
-        }
-        case 'response': {
-          const lines = section(`response_url ${entry.id}`);
-          const body = isRec(entry.body) ? entry.body : { text: str(entry.body) ?? '' };
-          const flags = [
-            str(body.response_type) ?? 'ephemeral',
-            body.replace_original === true || body.replace_original === 'true' ? 'replace_original' : '',
-            body.delete_original === true || body.delete_original === 'true' ? 'delete_original' : '',
-          ]
-            .filter(Boolean)
-            .join(', ');
-          lines.push(`-- reply (${flags})`, ...indent(renderContent(content(body))));
-          break;
-        }
-        case 'home': {
-          const lines = section(`App Home of ${entry.user}`);
-          const view = isRec(entry.view) ? entry.view : {};
-          lines.push(`-- home view (published ×${entry.publishes})`, ...indent(renderContent({ blocks: view.blocks })));
-          break;
-        }
-      }
-    }
-    const out: string[] = [];
-    for (const [title, lines] of sections) out.push(`=== ${title} ===`, ...lines, '');
-    return out.join('\n');
+const threadNote = (threadTs: string | undefined): string => (threadTs ? `, in thread ${threadTs}` : '');
+
+function renderMessageEntry(entry: MessageEntry): string[] {
+  const notes = [entry.edits > 0 ? `edited ×${entry.edits}` : '', entry.threadTs ? `in thread ${entry.threadTs}` : '']
+    .filter(Boolean)
+    .join(', ');
+  if (entry.deleted) return [`-- ${entry.ts} (deleted)`];
+  return [`-- ${entry.ts}${notes ? ` (${notes})` : ''}`, ...indent(renderContent(entry))];
+}
+
+function renderEphemeralEntry(entry: Extract<Entry, { kind: 'ephemeral' }>): string[] {
+  return [
+    `-- ${entry.ts} (ephemeral, only ${entry.user} sees it${threadNote(entry.threadTs)})`,
+    ...indent(renderContent(entry)),
+  ];
+}
+
+function renderFileEntry(entry: Extract<Entry, { kind: 'file' }>): string[] {
+  const where = entry.threadTs ? ` (in thread ${entry.threadTs})` : '';
+  const lines = [`-- file${entry.files.length > 1 ? 's' : ''} shared${where}`];
+  if (entry.comment) lines.push(...indent(entry.comment.split('\n')));
+  lines.push(...indent(entry.files.map((file) => `[file: ${file.title} (${file.id})]`)));
+  return lines;
+}
+
+function renderResponseEntry(entry: Extract<Entry, { kind: 'response' }>): string[] {
+  const body = isRec(entry.body) ? entry.body : { text: str(entry.body) ?? '' };
+  const flags = [
+    str(body.response_type) ?? 'ephemeral',
+    body.replace_original === true || body.replace_original === 'true' ? 'replace_original' : '',
+    body.delete_original === true || body.delete_original === 'true' ? 'delete_original' : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+  return [`-- reply (${flags})`, ...indent(renderContent(content(body)))];
+}
+
+function renderHomeEntry(entry: HomeEntry): string[] {
+  const view = isRec(entry.view) ? entry.view : {};
+  return [`-- home view (published ×${entry.publishes})`, ...indent(renderContent({ blocks: view.blocks }))];
+}
+
+/** The title of the section an entry belongs in, and its lines there. */
+function renderEntry(entry: Entry): { title: string; lines: string[] } {
+  switch (entry.kind) {
+    case 'message':
+      return { title: entry.channel, lines: renderMessageEntry(entry) };
+    case 'ephemeral':
+      return { title: entry.channel, lines: renderEphemeralEntry(entry) };
+    case 'file':
+      return { title: entry.channel, lines: renderFileEntry(entry) };
+    case 'response':
+      return { title: `response_url ${entry.id}`, lines: renderResponseEntry(entry) };
+    case 'home':
+      return { title: `App Home of ${entry.user}`, lines: renderHomeEntry(entry) };
   }
+}
 
+function renderTranscript(entries: Entry[]): string {
+  const sections = new Map<string, string[]>();
+  for (const entry of entries) {
+    const { title, lines } = renderEntry(entry);
+    const section = sections.get(title);
+    if (section) section.push(...lines);
+    else sections.set(title, lines);
+  }
+  const out: string[] = [];
+  for (const [title, lines] of sections) out.push(`=== ${title} ===`, ...lines, '');
+  return out.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The SlackEmulator handed to tests and the demo: plain closures over the state, so its methods can be passed
+// around or destructured
+
+/** "chat.postMessage ×2, auth.test ×1", or "none". */
+function tally(from: RecordedCall[]): string {
+  const counts = new Map<string, number>();
+  for (const call of from) counts.set(call.method, (counts.get(call.method) ?? 0) + 1);
+  return counts.size === 0 ? 'none' : [...counts].map(([name, n]) => `${name} ×${n}`).join(', ');
+}
+
+function callControls(
+  state: EmulatorState,
+): Pick<SlackEmulator, 'responseUrl' | 'callsTo' | 'rateLimit' | 'failHttp' | 'failWith' | 'dropAnswer'> {
   return {
-    url: `${origin}/api/`,
-    origin,
-    botUserId,
-    teamId,
-    calls,
-    attempts,
-    responses,
-    uploads,
     responseUrl(id?: string): string {
-      responseCounter += 1;
-      return `${origin}/response/${encodeURIComponent(id ?? `r${responseCounter}`)}`;
+      // The counter moves on every call, even when an id is given.
+      const generated = state.nextResponseId();
+      return `${state.origin}/response/${encodeURIComponent(id ?? generated)}`;
     },
     callsTo(method: string): RecordedCall[] {
-      return calls.filter((call) => call.method === method);
+      return state.calls.filter((call) => call.method === method);
     },
     rateLimit(method: string, times: number, retryAfterSeconds: number): void {
-      addFault(method, times, { kind: 'rate', retryAfterSeconds });
+      state.addFault(method, times, { kind: 'rate', retryAfterSeconds });
     },
     failHttp(method: string, times: number, status: number): void {
-      addFault(method, times, { kind: 'http', status });
+      state.addFault(method, times, { kind: 'http', status });
     },
     failWith(method: string, times: number, error: string): void {
-      addFault(method, times, { kind: 'error', error });
+      state.addFault(method, times, { kind: 'error', error });
     },
     dropAnswer(method: string, times: number, answer: number | 'hangup' = 500): void {
-      addFault(method, times, { kind: 'drop', answer });
+      state.addFault(method, times, { kind: 'drop', answer });
     },
+  };
+}
+
+function stateViews(
+  state: EmulatorState,
+): Pick<SlackEmulator, 'messagesIn' | 'setUsergroup' | 'waitFor' | 'transcript' | 'reset'> {
+  return {
     messagesIn(channel: string): PostedMessage[] {
-      return postedIn(conversationFor(channel)).map((entry) => ({
+      return state.postedIn(conversationFor(channel)).map((entry) => ({
         channel: entry.channel,
         ts: entry.ts,
         ...(entry.threadTs ? { threadTs: entry.threadTs } : {}),
@@ -871,40 +1004,47 @@ export async function startSlackEmulator(options: { botUserId?: string; teamId?:
       }));
     },
     setUsergroup(id: string, users: string[]): void {
-      usergroups.set(id, [...users]);
+      state.usergroups.set(id, [...users]);
     },
     async waitFor(method: string, count = 1, timeoutMs = 10_000): Promise<RecordedCall[]> {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const matching = calls.filter((call) => call.method === method);
+        const matching = state.calls.filter((call) => call.method === method);
         if (matching.length >= count) return matching;
         if (Date.now() >= deadline) {
-          const tally = (from: RecordedCall[]): string => {
-            const counts = new Map<string, number>();
-            for (const call of from) counts.set(call.method, (counts.get(call.method) ?? 0) + 1);
-            return counts.size === 0 ? 'none' : [...counts].map(([name, n]) => `${name} ×${n}`).join(', ');
-          };
-          const failed = attempts.filter((call) => call.status !== 200);
+          const failed = state.attempts.filter((call) => call.status !== 200);
           throw new Error(
             `waitFor('${method}', ${count}) timed out after ${timeoutMs} ms with ${matching.length}. ` +
-              `Calls seen: ${tally(calls)}. Attempts answered 429/5xx: ${tally(failed)}.`,
+              `Calls seen: ${tally(state.calls)}. Attempts answered 429/5xx: ${tally(failed)}.`,
           );
         }
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
     },
-    transcript: renderTranscript,
-    reset(): void {
-      calls.length = 0;
-      attempts.length = 0;
-      responses.length = 0;
-      uploads.clear();
-      faults.clear();
-      usergroups.clear();
-      pendingFiles.clear();
-      entries = [];
-      messages = new Map();
+    transcript(): string {
+      return renderTranscript(state.entries);
     },
+    reset(): void {
+      state.reset();
+    },
+  };
+}
+
+export async function startSlackEmulator(options: { botUserId?: string; teamId?: string } = {}): Promise<SlackEmulator> {
+  const state = new EmulatorState(options.botUserId ?? 'UBOT', options.teamId ?? 'T0HARBOR');
+  const server = createEmulatorServer(state);
+  state.origin = `http://127.0.0.1:${await listen(server)}`;
+  return {
+    url: `${state.origin}/api/`,
+    origin: state.origin,
+    botUserId: state.botUserId,
+    teamId: state.teamId,
+    calls: state.calls,
+    attempts: state.attempts,
+    responses: state.responses,
+    uploads: state.uploads,
+    ...callControls(state),
+    ...stateViews(state),
     async close(): Promise<void> {
       if (!server.listening) return;
       await new Promise<void>((resolve, reject) => {
