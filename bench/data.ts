@@ -10,7 +10,7 @@
 import type { Pipeline } from '../src/db/pipelines.js';
 import { quoteIdent, quoteQualified, type Pool, type PoolClient, type Queryable } from '../src/db/pool.js';
 import { DEMO_MONTH, STEP_SQL_V1 } from '../src/demo/constants.js';
-import { storeSchemaName } from '../src/core/recompute/rowStore.js';
+import { storeSchemaName } from '../src/db/rowStore.js';
 import { HOUR_MS } from '../src/core/time.js';
 
 /** The first benchmarked hour: a clean day of the month-end seed (no flagged night), as the bench always used. */

@@ -3,10 +3,9 @@
 import type { Pipeline } from '../src/db/pipelines.js';
 import { withClient, withTransaction, type Pool } from '../src/db/pool.js';
 import { replacePartition } from '../src/core/recompute/partitionStep.js';
-import { liveSource, reconcileByKey, runSource, type Reconciliation, type RowSource } from '../src/core/recompute/reconcile.js';
-import { tableSource } from '../src/core/recompute/swap.js';
-import { rowStoreOf, type RowStore } from '../src/core/recompute/rowStore.js';
-import { preferHashJoins } from '../src/core/recompute/stagePublish.js';
+import { reconcileByKey, type Reconciliation } from '../src/db/reconcile.js';
+import { liveSource, preferHashJoins, runSource, tableSource, type RowSource, type RowStore } from '../src/db/rowStore.js';
+import { rowStoreOf } from '../src/core/recompute/rowStore.js';
 import { replaceWith } from './data.js';
 
 export interface Pass {

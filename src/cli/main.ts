@@ -3,7 +3,7 @@ import { hostname, userInfo } from 'node:os';
 import { buildIncidentPackage, incidentPackageJson, incidentPackageMarkdown } from '../core/file/incidentPackage.js';
 import { formatMoney } from '../core/money.js';
 import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
-import { addDelegate, addSigner, listSigners, removeDelegate, removeSigner, signReport } from '../core/finance/signing.js';
+import { addDelegate, addSigner, removeDelegate, removeSigner, signReport } from '../core/finance/signing.js';
 import { parseArgs } from 'node:util';
 import { checkQueue, openBackends, queueBackendOf, type RunConfig } from '../backends.js';
 import { cliUsage, commandNames, findCommand, usageOf } from '../commands/table.js';
@@ -22,10 +22,12 @@ import { loadBackfillReport } from '../core/file/status.js';
 import { tick } from '../core/engine/tick.js';
 import { formatHour, leadingHours, parseHour } from '../core/time.js';
 import { listRecentBackfills } from '../db/backfills.js';
+import { listDelegates } from '../db/delegates.js';
 import { listEvents } from '../db/events.js';
 import { loadPeople } from '../db/people.js';
 import { migrate } from '../db/migrate.js';
 import { createPool, explainCancellation, poolBounds } from '../db/pool.js';
+import { listReportSigners, listSigners } from '../db/signers.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { person, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
@@ -258,8 +260,7 @@ const HANDLERS: Record<string, CliHandler> = {
     const { actor } = options;
     const [action = '', report, user] = need(args, 1, 'signer');
     if (action === 'list') {
-      const { rows } = await ctx.pool.query<{ report: string; signer: string }>(
-        'SELECT report, signer FROM backfill.signers WHERE $1::text IS NULL OR report = $1::text ORDER BY report, signer', [report ?? null]);
+      const rows = await listReportSigners(ctx.pool, report ?? null);
       console.log(rows.map((r) => `${r.report}: ${person(r.signer, options.style)}`).join('\n') || 'No signers configured.');
       return 0;
     }
@@ -273,7 +274,7 @@ const HANDLERS: Record<string, CliHandler> = {
     const { actor } = options;
     const [action = '', owner, user] = need(args, 1, 'delegate');
     if (action === 'list') {
-      const { rows } = await ctx.pool.query<{ owner: string; delegate: string }>('SELECT owner, delegate FROM backfill.delegates ORDER BY owner, delegate');
+      const rows = await listDelegates(ctx.pool);
       console.log(rows.map((r) => `${person(r.owner, options.style)}: ${person(r.delegate, options.style)}`).join('\n') || 'No delegates configured.');
       return 0;
     }

@@ -279,3 +279,18 @@ export async function insertBackfill(tx: Queryable, pipeline: Pipeline, row: New
       row.incidentChannel, row.planId, row.needsSecondApproval]);
   return rows[0]?.id;
 }
+
+/** The backfill's size as estimated at start, and whether it waits for a second operator's approval. */
+export async function recordPlannedSize(tx: Queryable, backfillId: number, size: { rows: number; replacedRows: number; stageBytes: number; keepBytes: number }, needsSecondApproval: boolean): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfills SET planned_rows = $2::bigint, planned_replaced_rows = $3::bigint, planned_stage_bytes = $4::bigint,
+            planned_keep_bytes = $5::bigint, needs_second_approval = $6::boolean
+     WHERE id = $1::bigint`, [backfillId, size.rows, size.replacedRows, size.stageBytes, size.keepBytes, needsSecondApproval]);
+}
+
+/** The rows it writes and replaces, as recorded at start (null for a backfill started before sizes were kept). */
+export async function findPlannedSize(db: Queryable, backfillId: number): Promise<{ rows: number | null; replacedRows: number | null } | undefined> {
+  const { rows } = await db.query<{ rows: number | null; replacedRows: number | null }>(
+    'SELECT planned_rows AS rows, planned_replaced_rows AS "replacedRows" FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
+  return rows[0];
+}

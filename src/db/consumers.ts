@@ -25,3 +25,15 @@ export async function listReportNamesLongestFirst(db: Queryable): Promise<string
   const { rows } = await db.query<{ name: string }>(`SELECT name FROM backfill.consumers WHERE kind = 'report' ORDER BY length(name) DESC`);
   return rows.map((row) => row.name);
 }
+
+/** The consumer's kind and (a report's) query that reads its figure, when it is registered. */
+export async function findReportDefinition(db: Queryable, name: string): Promise<{ sql: string | null; kind: string } | undefined> {
+  const { rows } = await db.query<{ sql: string | null; kind: string }>('SELECT report_total_sql AS sql, kind FROM backfill.consumers WHERE name = $1::text', [name]);
+  return rows[0];
+}
+
+/** The reports that have a query reading their figure, by name: the ones that can be signed. */
+export async function listSignableReports(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(`SELECT name FROM backfill.consumers WHERE kind = 'report' AND report_total_sql IS NOT NULL ORDER BY name`);
+  return rows.map((row) => row.name);
+}

@@ -42,3 +42,17 @@ export async function listEvents(db: Queryable, backfillId: number): Promise<Tim
      WHERE backfill_id = $1::bigint ORDER BY id`, [backfillId]);
   return rows;
 }
+
+/** Who holds the backfill: the actor of its latest hold. */
+export async function findLastHolder(db: Queryable, backfillId: number): Promise<string | undefined> {
+  const { rows } = await db.query<{ actor: string }>(
+    // The person whose hold it is: the one acted for, when an operator held it on their behalf.
+    `SELECT coalesce(on_behalf_of, actor) AS actor FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'held' ORDER BY id DESC LIMIT 1`, [backfillId]);
+  return rows[0]?.actor;
+}
+
+/** How many times the backfill was paused (its timeline's 'paused' events). */
+export async function countPauses(db: Queryable, backfillId: number): Promise<number | undefined> {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'paused'`, [backfillId]);
+  return rows[0]?.n;
+}

@@ -40,3 +40,21 @@ export async function findFirstUnbuiltHour(db: Queryable, pipeline: string, from
      ORDER BY h LIMIT 1`, [pipeline, from, to]);
   return rows[0]?.hour;
 }
+
+/** The partition as the write path just built it: landed (once), its shards and rows. */
+export async function recordPartitionBuilt(tx: Queryable, built: { pipeline: string; hour: Date; shardsExpected: number; shardsLanded: number; rows: number }): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.partition_log (pipeline, partition_hour, landed_at, shards_expected, shards_landed, row_count)
+     VALUES ($1::text, $2::timestamptz, now(), $3::int, $4::int, $5::bigint)
+     ON CONFLICT (pipeline, partition_hour) DO UPDATE
+       SET shards_landed = EXCLUDED.shards_landed, row_count = EXCLUDED.row_count,
+           landed_at = coalesce(backfill.partition_log.landed_at, EXCLUDED.landed_at)`,
+    [built.pipeline, built.hour, built.shardsExpected, built.shardsLanded, built.rows]);
+}
+
+/** A backfill published the partition, with this many rows. */
+export async function markPartitionBackfilled(tx: Queryable, pipeline: string, hour: Date, rows: number): Promise<void> {
+  // reconciled stays false: the month's record is what readers saw that morning.
+  await tx.query('UPDATE backfill.partition_log SET backfilled_at = now(), row_count = $3::bigint WHERE pipeline = $1::text AND partition_hour = $2::timestamptz',
+    [pipeline, hour, rows]);
+}

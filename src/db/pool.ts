@@ -145,6 +145,17 @@ export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolCl
   }
 }
 
+/** A savepoint of the caller's transaction (the tick's per-hour one), and a rollback to it. */
+export type SavepointName = 'tick_hour';
+
+export async function setSavepoint(tx: Queryable, name: SavepointName): Promise<void> {
+  await tx.query(`SAVEPOINT ${name}`);
+}
+
+export async function rollbackToSavepoint(tx: Queryable, name: SavepointName): Promise<void> {
+  await tx.query(`ROLLBACK TO SAVEPOINT ${name}`);
+}
+
 /** Runs `work` on a connection to the "postgres" database of the server in the URL; gives it the URL's database name. */
 async function withServerAdmin<T>(databaseUrl: string, work: (admin: pg.Client, name: string) => Promise<T>): Promise<T> {
   const url = new URL(databaseUrl);

@@ -1,4 +1,5 @@
 import type { Queryable } from './pool.js';
+import type { Reconciliation as ReconciliationCounts } from './reconcile.js';
 
 // Per partition and phase, how a backfill's staged or published rows differ from what was there
 // (backfill.reconciliations, written by the publish path).
@@ -29,4 +30,26 @@ export async function loadReconciliation(db: Queryable, backfillId: number): Pro
      WHERE t.backfill_id = $1::bigint
      ORDER BY t.partition_hour, r.phase DESC`, [backfillId]);
   return rows;
+}
+
+/** The staged phase's reconciliation of the run's partition, with its late rows. */
+export async function findStagedReconciliation(db: Queryable, backfillId: number, generation: number, hour: Date): Promise<(ReconciliationCounts & { lateRows: number }) | undefined> {
+  const { rows } = await db.query<ReconciliationCounts & { lateRows: number }>(
+    `SELECT keys_missing AS "keysMissing", keys_added AS "keysAdded", keys_duplicated AS "keysDuplicated", keys_changed AS "keysChanged",
+            total_before::text AS "totalBefore", total_after::text AS "totalAfter", late_rows AS "lateRows"
+     FROM backfill.reconciliations WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz AND phase = 'staged'`,
+    [backfillId, generation, hour]);
+  return rows[0];
+}
+
+/** The reconciliation of a phase of the run's partition; a re-run of the phase replaces it. */
+export async function saveReconciliation(tx: Queryable, backfillId: number, generation: number, hour: Date, phase: 'staged' | 'published', r: ReconciliationCounts, lateRows: number): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.reconciliations (backfill_id, generation, partition_hour, phase, keys_missing, keys_added, keys_duplicated, keys_changed, late_rows, total_before, total_after)
+     VALUES ($1::bigint, $2::int, $3::timestamptz, $4::text, $5::int, $6::int, $7::int, $8::int, $9::int, $10::numeric, $11::numeric)
+     ON CONFLICT (backfill_id, generation, partition_hour, phase) DO UPDATE SET
+       keys_missing = EXCLUDED.keys_missing, keys_added = EXCLUDED.keys_added, keys_duplicated = EXCLUDED.keys_duplicated,
+       keys_changed = EXCLUDED.keys_changed, late_rows = EXCLUDED.late_rows, total_before = EXCLUDED.total_before,
+       total_after = EXCLUDED.total_after, at = now()`,
+    [backfillId, generation, hour, phase, r.keysMissing, r.keysAdded, r.keysDuplicated, r.keysChanged, lateRows, r.totalBefore, r.totalAfter]);
 }

@@ -99,3 +99,24 @@ export async function listFigureCorrections(db: Queryable, report: string, perio
      ORDER BY b.finished_at, b.id`, [report, period]);
   return rows;
 }
+
+export interface SignedFigureRow {
+  id: number;
+  report: string;
+  period: string;
+  total: string;
+  signedBy: string;
+  signedAt: Date;
+  /** How many signatures this report and period now has (a re-signature is kept, not overwritten). */
+  signatureNumber: number;
+}
+
+/** A new signature of the report's total for the day (signing is a history: an earlier one is kept). */
+export async function insertSignoff(tx: Queryable, signoff: { report: string; period: string; total: string; signedBy: string }): Promise<SignedFigureRow | undefined> {
+  const { rows } = await tx.query<SignedFigureRow>(
+    `INSERT INTO backfill.signoffs (report, period, total, signed_by, signed_at) VALUES ($1::text, $2::date, $3::numeric, $4::text, now())
+     RETURNING id, report, to_char(period, 'YYYY-MM-DD') AS period, total::text AS total, signed_by AS "signedBy", signed_at AS "signedAt",
+               (SELECT count(*)::int + 1 FROM backfill.signoffs WHERE report = $1::text AND period = $2::date) AS "signatureNumber"`,
+    [signoff.report, signoff.period, signoff.total, signoff.signedBy]);
+  return rows[0];
+}

@@ -152,3 +152,20 @@ export async function listSteps(db: Queryable, backfillId: number): Promise<Step
     [backfillId]);
   return rows;
 }
+
+/**
+ * The steps of an approved backfill: stage and publish per target, one watermark move, replay per consumer, one
+ * compare, notify per "after" owner, the diff post.
+ */
+export async function insertRunSteps(tx: Queryable, backfillId: number): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
+     SELECT $1::bigint, kind, to_char(partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
+       FROM backfill.backfill_targets CROSS JOIN (VALUES ('stage'), ('publish')) AS k(kind) WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'watermark', 'reset'
+     UNION ALL SELECT $1::bigint, 'replay', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'compare', 'totals'
+     UNION ALL SELECT $1::bigint, 'notify', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'after'
+     UNION ALL SELECT $1::bigint, 'report', 'diff'
+     ON CONFLICT DO NOTHING`, [backfillId]);
+}

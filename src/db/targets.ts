@@ -36,3 +36,56 @@ export async function acceptTargets(tx: Queryable, backfillId: number, hours: Da
 export async function markTargetRestored(tx: Queryable, backfillId: number, hour: Date): Promise<void> {
   await tx.query(`UPDATE backfill.backfill_targets SET status = 'restored' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
 }
+
+/** Waves by partition order: the first target is the canary (wave 0), the rest go in waves of waveSize. */
+export async function assignWaves(tx: Queryable, backfillId: number, waveSize: number): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfill_targets t SET wave = CASE WHEN o.n = 1 THEN 0 ELSE 1 + (o.n - 2) / $2::int END
+     FROM (SELECT partition_hour, row_number() OVER (ORDER BY partition_hour) AS n FROM backfill.backfill_targets WHERE backfill_id = $1::bigint) o
+     WHERE t.backfill_id = $1::bigint AND t.partition_hour = o.partition_hour`, [backfillId, waveSize]);
+}
+
+/** No source, no corrected history: the partition is left as it is. */
+export async function markTargetUnavailable(tx: Queryable, backfillId: number, hour: Date): Promise<void> {
+  await tx.query(`UPDATE backfill.backfill_targets SET status = 'unavailable' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
+}
+
+/** Staged, into the store's shared table (stagedTable null) or a table of its own for a swap (its qualified name). */
+export async function markTargetStaged(tx: Queryable, backfillId: number, hour: Date, stagedTable: string | null): Promise<void> {
+  await tx.query(`UPDATE backfill.backfill_targets SET status = 'staged', staged_relid = to_regclass($3::text)::oid WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+    [backfillId, hour, stagedTable]);
+}
+
+/** Published as this generation of the partition, with what it holds now. */
+export async function markTargetPublished(tx: Queryable, backfillId: number, hour: Date, snapshot: { rows: number; total: string; checksum: string }, generation: number): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text,
+            published_checksum = $5::text, recomputed_at = now(), status = 'published', published_generation = $6::int
+     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+    [backfillId, hour, snapshot.rows, snapshot.total, snapshot.checksum, generation]);
+}
+
+/** The partition is outside its envelope, and why. */
+export async function setTargetBreach(tx: Queryable, backfillId: number, hour: Date, reason: string): Promise<void> {
+  await tx.query('UPDATE backfill.backfill_targets SET breach = $3::text WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz',
+    [backfillId, hour, reason]);
+}
+
+/** What a publish decides on: the target's status, its figures before and expected, who accepted it, the table it was staged into. */
+export interface PublishTargetRow {
+  status: string;
+  rowsBefore: number;
+  totalBefore: string;
+  expectedRows: string | null;
+  expectedTotal: string | null;
+  acceptedBy: string | null;
+  stagedTable: string | null;
+}
+
+export async function findPublishTarget(db: Queryable, backfillId: number, hour: Date): Promise<PublishTargetRow | undefined> {
+  const { rows } = await db.query<PublishTargetRow>(
+    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy",
+            staged_relid::regclass::text AS "stagedTable"
+     FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
+  return rows[0];
+}

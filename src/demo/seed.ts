@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { replacePartition } from '../core/recompute/partitionStep.js';
-import { storeSchemaName } from '../core/recompute/rowStore.js';
+import { storeSchemaName } from '../db/rowStore.js';
 import { migrate } from '../db/migrate.js';
 import { insertPipeline, type Pipeline } from '../db/pipelines.js';
 import { rememberPeople } from '../db/people.js';

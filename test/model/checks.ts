@@ -2,7 +2,7 @@
 // A broken promise throws an InvariantViolation whose message says which promise and with what evidence.
 
 import { answerPaidAgainst } from '../../src/core/finance/paidAgainst.js';
-import { readReportFigure } from '../../src/core/identify/readers.js';
+import { readReportFigure } from '../../src/db/pipelineSql.js';
 import { ACTIVE_STATES, type BackfillState } from '../../src/core/engine/stateMachine.js';
 import { BackfillError, describeError } from '../../src/errors.js';
 import { TRANSIENT_FAULT } from '../support/modelMessenger.js';

@@ -1,6 +1,12 @@
 import { listBackfillConsumers, requireBackfill, type BackfillRow } from '../../db/backfills.js';
-import { recordEvent } from '../../db/events.js';
+import {
+  countAcknowledged, deleteAcknowledgements, hasCapacityApproval, insertAcknowledgement, insertCapacityApproval, insertGateOverride,
+} from '../../db/acknowledgements.js';
+import { listOwnersDelegatingTo } from '../../db/delegates.js';
+import { findLastHolder, recordEvent } from '../../db/events.js';
 import { withTransaction, type PoolClient, type Queryable } from '../../db/pool.js';
+import { insertRunSteps } from '../../db/steps.js';
+import { assignWaves } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { formatCount, recordedSize } from '../identify/sizing.js';
@@ -34,15 +40,12 @@ export async function acknowledge(ctx: EngineContext, input: { backfillId: numbe
     let changed = false;
     for (const consumer of owned) {
       // owner records who pressed the button: the owner, or the delegate acting for them.
-      const inserted = await tx.query(
-        `INSERT INTO backfill.acknowledgements (backfill_id, consumer, owner) VALUES ($1::bigint, $2::text, $3::text)
-         ON CONFLICT (backfill_id, consumer) DO NOTHING`, [backfill.id, consumer, input.actor]);
-      if (inserted.rowCount === 1) {
+      if (await insertAcknowledgement(tx, backfill.id, consumer, input.actor)) {
         changed = true;
         await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'acknowledged', detail: { consumer } });
       }
     }
-    if (backfill.state === 'held' && await heldBy(tx, backfill.id) === input.actor) {
+    if (backfill.state === 'held' && await findLastHolder(tx, backfill.id) === input.actor) {
       await transition(tx, { backfillId: backfill.id, to: 'announced', actor: input.actor, detail: { released: true } });
       await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'released', detail: {} });
       changed = true;
@@ -60,7 +63,7 @@ export async function hold(ctx: EngineContext, input: { backfillId: number; acto
     if (backfill.state === 'held') return { ...(await gateStatus(tx, backfill.id)), approved: false, changed: false };
     if (backfill.state !== 'announced') throw wrongState(backfill.id, backfill.state, 'it can be held only before it runs');
     // An owner who had acknowledged and now holds takes the acknowledgement back: the hold is the newer word.
-    await tx.query('DELETE FROM backfill.acknowledgements WHERE backfill_id = $1::bigint AND consumer = ANY ($2::text[])', [backfill.id, owned]);
+    await deleteAcknowledgements(tx, backfill.id, owned);
     await transition(tx, { backfillId: backfill.id, to: 'held', actor: input.actor, detail: { consumers: owned } });
     await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'held', detail: { consumers: owned, reason: input.reason ?? null } });
     return { ...(await gateStatus(tx, backfill.id)), approved: false, changed: true };
@@ -78,14 +81,12 @@ export async function overrideGate(ctx: EngineContext, input: { backfillId: numb
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (backfill.state === 'held') {
-      throw wrongState(backfill.id, backfill.state, `<@${await heldBy(tx, backfill.id) ?? 'an owner'}> asked to wait: ask them to acknowledge, or cancel it`);
+      throw wrongState(backfill.id, backfill.state, `<@${await findLastHolder(tx, backfill.id) ?? 'an owner'}> asked to wait: ask them to acknowledge, or cancel it`);
     }
     if (backfill.state !== 'announced') throw wrongState(backfill.id, backfill.state, 'there is no acknowledgement left to override');
     const { waitingFor } = await gateStatus(tx, backfill.id);
     for (const missing of waitingFor.filter((w) => w.consumer !== CAPACITY_GATE)) {
-      await tx.query(
-        `INSERT INTO backfill.gate_overrides (backfill_id, consumer, operator, reason) VALUES ($1::bigint, $2::text, $3::text, $4::text)
-         ON CONFLICT DO NOTHING`, [backfill.id, missing.consumer, input.actor, input.reason.trim()]);
+      await insertGateOverride(tx, { backfillId: backfill.id, consumer: missing.consumer, operator: input.actor, reason: input.reason.trim() });
       await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'overridden', detail: { consumer: missing.consumer, owner: missing.owner, reason: input.reason.trim() } });
     }
     const approved = await approveIfGateOpen(tx, backfill.id, input.actor, ctx.config.WAVE_SIZE);
@@ -113,10 +114,10 @@ export async function approveCapacity(ctx: EngineContext, input: { backfillId: n
       throw new BackfillError(ErrorCode.NotAllowed, `<@${input.actor}> asked for backfill #${backfill.id}, so cannot also be its second approval: another operator must approve it.`);
     }
     if (backfill.state !== 'announced' && backfill.state !== 'held') throw wrongState(backfill.id, backfill.state, 'approvals are taken only before it runs');
-    const inserted = await tx.query('INSERT INTO backfill.capacity_approvals (backfill_id, operator) VALUES ($1::bigint, $2::text) ON CONFLICT DO NOTHING', [backfill.id, input.actor]);
-    if (inserted.rowCount === 1) await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'capacity_approved', detail: { partitions: backfill.partitionCount, limit: ctx.config.CAPACITY_LIMIT, rows: size, rowsLimit: ctx.config.CAPACITY_ROWS_LIMIT } });
+    const inserted = await insertCapacityApproval(tx, backfill.id, input.actor);
+    if (inserted) await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'capacity_approved', detail: { partitions: backfill.partitionCount, limit: ctx.config.CAPACITY_LIMIT, rows: size, rowsLimit: ctx.config.CAPACITY_ROWS_LIMIT } });
     const approved = await approveIfGateOpen(tx, backfill.id, input.actor, ctx.config.WAVE_SIZE);
-    return { ...(await gateStatus(tx, backfill.id)), approved, changed: inserted.rowCount === 1 };
+    return { ...(await gateStatus(tx, backfill.id)), approved, changed: inserted };
   });
 }
 
@@ -152,20 +153,8 @@ export async function approveIfGateOpen(tx: PoolClient, backfillId: number, acto
  * one watermark move, replay per consumer, one compare, notify per "after" owner, the diff post.
  */
 async function createSteps(tx: PoolClient, backfillId: number, waveSize: number): Promise<void> {
-  await tx.query(
-    `UPDATE backfill.backfill_targets t SET wave = CASE WHEN o.n = 1 THEN 0 ELSE 1 + (o.n - 2) / $2::int END
-     FROM (SELECT partition_hour, row_number() OVER (ORDER BY partition_hour) AS n FROM backfill.backfill_targets WHERE backfill_id = $1::bigint) o
-     WHERE t.backfill_id = $1::bigint AND t.partition_hour = o.partition_hour`, [backfillId, waveSize]);
-  await tx.query(
-    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
-     SELECT $1::bigint, kind, to_char(partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
-       FROM backfill.backfill_targets CROSS JOIN (VALUES ('stage'), ('publish')) AS k(kind) WHERE backfill_id = $1::bigint
-     UNION ALL SELECT $1::bigint, 'watermark', 'reset'
-     UNION ALL SELECT $1::bigint, 'replay', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
-     UNION ALL SELECT $1::bigint, 'compare', 'totals'
-     UNION ALL SELECT $1::bigint, 'notify', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'after'
-     UNION ALL SELECT $1::bigint, 'report', 'diff'
-     ON CONFLICT DO NOTHING`, [backfillId]);
+  await assignWaves(tx, backfillId, waveSize);
+  await insertRunSteps(tx, backfillId);
 }
 
 export async function gateStatus(db: Queryable, backfillId: number): Promise<{ backfill: BackfillRow; waitingFor: { consumer: string; owner: string }[] }> {
@@ -175,8 +164,7 @@ export async function gateStatus(db: Queryable, backfillId: number): Promise<{ b
     .filter((c) => c.notifyRule === 'before' && !c.ackedAt && !c.overriddenBy)
     .map((c) => ({ consumer: c.consumer, owner: c.owner }));
   if (backfill.needsSecondApproval) {
-    const { rows } = await db.query('SELECT 1 FROM backfill.capacity_approvals WHERE backfill_id = $1::bigint', [backfillId]);
-    if (rows.length === 0) waitingFor.push({ consumer: CAPACITY_GATE, owner: 'a second operator' });
+    if (!(await hasCapacityApproval(db, backfillId))) waitingFor.push({ consumer: CAPACITY_GATE, owner: 'a second operator' });
   }
   return { backfill, waitingFor };
 }
@@ -184,8 +172,7 @@ export async function gateStatus(db: Queryable, backfillId: number): Promise<{ b
 async function ownedGateConsumers(tx: PoolClient, backfill: BackfillRow, actor: string, consumer: string | undefined, action: string): Promise<string[]> {
   const consumers = await listBackfillConsumers(tx, backfill.id);
   // An owner may name delegates (backfill.delegates) who can acknowledge or hold in their place.
-  const { rows } = await tx.query<{ owner: string }>('SELECT owner FROM backfill.delegates WHERE delegate = $1::text', [actor]);
-  const actsFor = new Set([actor, ...rows.map((row) => row.owner)]);
+  const actsFor = new Set([actor, ...(await listOwnersDelegatingTo(tx, actor))]);
   const owned = consumers.filter((c) => actsFor.has(c.owner) && (consumer === undefined || c.consumer === consumer));
   if (owned.length > 0) return owned.map((c) => c.consumer);
   const owners = consumers.filter((c) => consumer === undefined || c.consumer === consumer).map((c) => `${c.consumer} (<@${c.owner}>)`);
@@ -196,14 +183,5 @@ async function ownedGateConsumers(tx: PoolClient, backfill: BackfillRow, actor: 
 }
 
 async function isFullyAcknowledged(db: Queryable, backfillId: number, consumers: string[]): Promise<boolean> {
-  const { rows } = await db.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM backfill.acknowledgements WHERE backfill_id = $1::bigint AND consumer = ANY ($2::text[])', [backfillId, consumers]);
-  return rows[0]?.n === consumers.length;
-}
-
-async function heldBy(db: Queryable, backfillId: number): Promise<string | undefined> {
-  const { rows } = await db.query<{ actor: string }>(
-    // The person whose hold it is: the one acted for, when an operator held it on their behalf.
-    `SELECT coalesce(on_behalf_of, actor) AS actor FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'held' ORDER BY id DESC LIMIT 1`, [backfillId]);
-  return rows[0]?.actor;
+  return (await countAcknowledged(db, backfillId, consumers)) === consumers.length;
 }

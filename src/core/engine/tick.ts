@@ -1,11 +1,12 @@
 import { recordEvent } from '../../db/events.js';
 import { findBuiltRowCount } from '../../db/partitionLog.js';
 import { requirePipeline } from '../../db/pipelines.js';
-import { withTransaction } from '../../db/pool.js';
+import { rollbackToSavepoint, setSavepoint, withTransaction } from '../../db/pool.js';
 import { listFirstReads, listSignedReadersOf, type StaleReader } from '../../db/readLog.js';
 import { lockWatermark, updateWatermark } from '../../db/watermarks.js';
 import type { EngineContext } from '../context.js';
-import { replacePartition, snapshotPartition, sourceShards } from '../recompute/partitionStep.js';
+import { snapshotPartition } from '../../db/partitions.js';
+import { replacePartition, sourceShards } from '../recompute/partitionStep.js';
 import { recordCatchUp } from '../retrigger/catchUps.js';
 import { formatHour, HOUR_MS } from '../time.js';
 
@@ -39,7 +40,7 @@ export async function tick(ctx: EngineContext, input: { pipeline: string; actor:
       const next = new Date(current.getTime() + HOUR_MS);
       if (input.until && next > input.until) return { stop: `reached ${formatHour(input.until)}`, watermark: current };
       const shards = await sourceShards(tx, pipeline, next);
-      await tx.query('SAVEPOINT tick_hour');
+      await setSavepoint(tx, 'tick_hour');
       if (shards < pipeline.shardsExpected) {
         return { stop: `the source for ${formatHour(next)} has ${shards} of ${pipeline.shardsExpected} shards`, watermark: current };
       }
@@ -51,7 +52,7 @@ export async function tick(ctx: EngineContext, input: { pipeline: string; actor:
         const signed = await listSignedReadersOf(tx, pipeline.name, next);
         if (signed.length > 0) {
           // A rerun that moves a signed figure is a backfill, announced first; the normal run never does it silently.
-          await tx.query('ROLLBACK TO SAVEPOINT tick_hour');
+          await rollbackToSavepoint(tx, 'tick_hour');
           return { stop: `${formatHour(next)} would change signed ${signed.join(', ')}: start a backfill so its readers are told first`, watermark: current };
         }
       }

@@ -10,8 +10,9 @@ import { announcementText } from '../announce/announcement.js';
 import type { EngineContext } from '../context.js';
 import { identifyTargets, type Identified } from './identify.js';
 import { directionOf, subtractMoney, type Direction } from '../money.js';
-import { totalOverDays } from '../recompute/partitionStep.js';
-import { rowStoreOf, stepRows, type RowStore } from '../recompute/rowStore.js';
+import { totalOverDays } from '../../db/partitions.js';
+import { previewPartition, totalAfterReplacing } from '../../db/preview.js';
+import { rowStoreOf } from '../recompute/rowStore.js';
 import { sizePlan, type SizeVerdict } from './sizing.js';
 import { distinctDays, parseTargetSpec, type TargetSpec } from '../time.js';
 
@@ -162,25 +163,9 @@ export async function previewTotals(db: Queryable, pipeline: Pipeline, hours: Da
   const before = await totalOverDays(db, pipeline, days);
   const expected: Plan['expected'] = [];
   for (const hour of hours) {
-    const { rows } = await db.query<{ rows: number; total: string }>(previewSql(store, pipeline, keepFor !== undefined),
-      keepFor && !pipeline.estimateSql ? [hour, keepFor.backfillId] : [hour]);
-    expected.push({ hour, rows: Number(rows[0]?.rows ?? 0), total: rows[0]?.total ?? '0.00' });
+    const row = await previewPartition(db, store, pipeline, hour, keepFor);
+    expected.push({ hour, rows: Number(row?.rows ?? 0), total: row?.total ?? '0.00' });
   }
-  const { rows } = await db.query<{ after: string }>(
-    `SELECT ($1::numeric - coalesce(sum(t.${store.measure}), 0) + (SELECT coalesce(sum(x), 0) FROM unnest($3::numeric[]) x))::numeric(18,2)::text AS after
-     FROM ${store.target} t WHERE t.${store.partition} = ANY ($2::timestamptz[])`, [before, hours, expected.map((e) => e.total)]);
-  return { before, after: rows[0]?.after ?? before, expected, previewedBy: pipeline.estimateSql ? 'estimate' : 'step' };
-}
-
-function previewSql(store: RowStore, pipeline: Pipeline, keep: boolean): string {
-  if (pipeline.estimateSql) {
-    return `SELECT e.rows::bigint AS rows, coalesce(e.total, 0)::numeric(18,2)::text AS total FROM (${pipeline.estimateSql}\n) AS e`;
-  }
-  if (!keep) return `SELECT count(*)::int AS rows, coalesce(sum(q.${store.measure}), 0)::numeric(18,2)::text AS total FROM ${stepRows(store)}`;
-  const columns = [store.partition, ...store.keys];
-  return `WITH kept AS (
-      INSERT INTO ${store.expected} (bf_backfill, ${columns.join(', ')}, bf_measure)
-      SELECT $2::bigint, ${columns.map((column) => `q.${column}`).join(', ')}, q.${store.measure} FROM ${stepRows(store)}
-      RETURNING bf_measure)
-    SELECT count(*)::int AS rows, coalesce(sum(bf_measure), 0)::numeric(18,2)::text AS total FROM kept`;
+  const after = await totalAfterReplacing(db, store, before, hours, expected.map((e) => e.total));
+  return { before, after: after ?? before, expected, previewedBy: pipeline.estimateSql ? 'estimate' : 'step' };
 }

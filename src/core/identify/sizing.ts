@@ -1,7 +1,9 @@
 import type { Config } from '../../config.js';
+import { findPlannedSize, recordPlannedSize } from '../../db/backfills.js';
 import { recordEvent } from '../../db/events.js';
 import type { Pipeline } from '../../db/pipelines.js';
-import { quoteIdent, quoteQualified, type Queryable } from '../../db/pool.js';
+import type { Queryable } from '../../db/pool.js';
+import { countLiveRows, sampleWidths } from '../../db/sizing.js';
 
 /*
  * How big a backfill is, before it runs: the rows it writes (the preview's count per partition) and replaces
@@ -36,11 +38,8 @@ const SAMPLE_ROWS = 1000;
 const STORE_OVERHEAD = 8 + 4 + 4;
 
 export async function estimateSize(db: Queryable, pipeline: Pipeline, hours: Date[], expected: { rows: number }[]): Promise<PlanSize> {
-  const target = quoteQualified(pipeline.targetTable);
-  const partition = quoteIdent(pipeline.partitionColumn);
-  const { rows: live } = await db.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM ${target} WHERE ${partition} = ANY ($1::timestamptz[])`, [hours]);
-  const replacedRows = live[0]?.n ?? 0;
-  const widths = await sampleWidths(db, pipeline, replacedRows > 0 ? hours : undefined);
+  const replacedRows = await countLiveRows(db, pipeline, hours);
+  const widths = await sampleWidths(db, pipeline, replacedRows > 0 ? hours : undefined, SAMPLE_ROWS);
   const rows = expected.reduce((sum, e) => sum + e.rows, 0);
   const row = widths.row + STORE_OVERHEAD;
   const key = widths.key + STORE_OVERHEAD;
@@ -48,17 +47,6 @@ export async function estimateSize(db: Queryable, pipeline: Pipeline, hours: Dat
   const stageBytes = rows * (row + key) + rows * 2 * key + replacedRows * 2 * key;
   const keepBytes = replacedRows * (row + key);
   return { rows, replacedRows, rowWidth: widths.row, keyWidth: widths.key, stageBytes: Math.round(stageBytes), keepBytes: Math.round(keepBytes) };
-}
-
-async function sampleWidths(db: Queryable, pipeline: Pipeline, hours: Date[] | undefined): Promise<{ row: number; key: number }> {
-  const keyRow = [pipeline.partitionColumn, ...pipeline.keyColumns].map((column) => `s.${quoteIdent(column)}`).join(', ');
-  // Two shapes rather than "$1 IS NULL OR …", so the targeted hours' sample can use the partition index.
-  const where = hours ? `WHERE t.${quoteIdent(pipeline.partitionColumn)} = ANY ($2::timestamptz[])` : '';
-  const { rows } = await db.query<{ row: number | null; key: number | null }>(
-    `SELECT round(avg(pg_column_size(s.*)))::int AS row, round(avg(pg_column_size(ROW(${keyRow}))))::int AS key
-     FROM (SELECT * FROM ${quoteQualified(pipeline.targetTable)} t ${where} LIMIT $1::int) s`,
-    hours ? [SAMPLE_ROWS, hours] : [SAMPLE_ROWS]);
-  return { row: rows[0]?.row ?? 0, key: rows[0]?.key ?? 0 };
 }
 
 /** Why a backfill of this size needs a second operator's approval (empty: it does not). */
@@ -92,19 +80,14 @@ export async function sizePlan(db: Queryable, plan: SizedInputs, config: Pick<Co
  */
 export async function recordSize(tx: Queryable, backfillId: number, plan: SizedInputs, config: Pick<Config, 'CAPACITY_LIMIT' | 'CAPACITY_ROWS_LIMIT'>): Promise<SizeVerdict> {
   const size = await sizePlan(tx, plan, config);
-  await tx.query(
-    `UPDATE backfill.backfills SET planned_rows = $2::bigint, planned_replaced_rows = $3::bigint, planned_stage_bytes = $4::bigint,
-            planned_keep_bytes = $5::bigint, needs_second_approval = $6::boolean
-     WHERE id = $1::bigint`, [backfillId, size.rows, size.replacedRows, size.stageBytes, size.keepBytes, size.needsSecondApproval.length > 0]);
+  await recordPlannedSize(tx, backfillId, size, size.needsSecondApproval.length > 0);
   await recordEvent(tx, { backfillId, actor: 'backfill-bot', kind: 'sized', detail: { ...size, limits: { partitions: config.CAPACITY_LIMIT, rows: config.CAPACITY_ROWS_LIMIT } } });
   return size;
 }
 
 /** The size recorded at start (null for a backfill started before sizes were kept). */
 export async function recordedSize(db: Queryable, backfillId: number): Promise<Pick<PlanSize, 'rows' | 'replacedRows'> | null> {
-  const { rows } = await db.query<{ rows: number | null; replacedRows: number | null }>(
-    'SELECT planned_rows AS rows, planned_replaced_rows AS "replacedRows" FROM backfill.backfills WHERE id = $1::bigint', [backfillId]);
-  const row = rows[0];
+  const row = await findPlannedSize(db, backfillId);
   return !row || row.rows === null || row.replacedRows === null ? null : { rows: row.rows, replacedRows: row.replacedRows };
 }
 

@@ -7,13 +7,14 @@ import { insertRollbackSteps } from '../../db/steps.js';
 import { acceptTargets, markTargetRestored } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
-import { lockPartition, rowsChecksum } from '../recompute/partitionStep.js';
-import { liveSource, runSource, type RowSource } from '../recompute/reconcile.js';
-import { keysEqual, rowStoreOf, runRows, type RowStore } from '../recompute/rowStore.js';
+import { lockPartition, rowsChecksum } from '../../db/partitions.js';
+import { checksumRows, deleteRows, insertRunRowsIntoTarget, writtenByPublish } from '../../db/rewrite.js';
+import { preferHashJoins, type RowSource, type RowStore } from '../../db/rowStore.js';
+import { rowStoreOf } from '../recompute/rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
-import { preferHashJoins } from '../recompute/stagePublish.js';
 import { moveSteps } from '../engine/stepClaims.js';
-import { lockForSwap, restoreBySwap, swappedPartition, writtenBySwap, type SwappedPartition } from '../recompute/swap.js';
+import { lockForSwap, writtenBySwap } from '../../db/swap.js';
+import { restoreBySwap, swappedPartition, type SwappedPartition } from '../recompute/swap.js';
 import { ROLLBACK_SUFFIX } from '../engine/stepGraph.js';
 import { transition, wrongState } from '../engine/stateMachine.js';
 import { formatHour, formatHourRange } from '../time.js';
@@ -182,22 +183,14 @@ async function refuseIfOthersInFlight(tx: PoolClient, backfill: BackfillRow): Pr
     'Wait for it to finish, or cancel or stop it first; nothing was changed.', { details: { inFlight: other.id } });
 }
 
-/** Live rows of the partition whose key the backfill's publish wrote (staged rows, and late rows it carried). */
-function writtenByPublish(store: RowStore): string {
-  return `${liveSource(store)}
-    AND (EXISTS (SELECT 1 FROM ${runSource(store, store.staged, 's')} AND ${keysEqual(store, 's', 't')})
-      OR EXISTS (SELECT 1 FROM ${runSource(store, store.saved, 'p')} AND ${keysEqual(store, 'p', 't')}))`;
-}
-
 /**
  * Another writer changed or removed a row the publish wrote: restoring would lose that write. Rows with keys
  * the publish did not write are late rows and do not count.
  */
 async function writtenSincePublish(tx: PoolClient, pipeline: Pipeline, written: RowSource, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
-  const { rows } = await tx.query<{ checksum: string; rows: number }>(
-    `SELECT ${rowsChecksum(pipeline.keyColumns)} AS checksum, count(*)::int AS rows FROM ${written}`, [backfill.id, backfill.generation, target.partitionHour]);
-  if (rows[0]?.checksum === target.publishedChecksum) return undefined;
-  return `${formatHour(target.partitionHour)}: written since the publish by another writer (rows the publish wrote were changed or removed; ${rows[0]?.rows ?? 0} of ${target.rowsAfter ?? '?'} remain), and restoring would lose those writes`;
+  const row = await checksumRows(tx, rowsChecksum(pipeline.keyColumns), written, [backfill.id, backfill.generation, target.partitionHour]);
+  if (row?.checksum === target.publishedChecksum) return undefined;
+  return `${formatHour(target.partitionHour)}: written since the publish by another writer (rows the publish wrote were changed or removed; ${row?.rows ?? 0} of ${target.rowsAfter ?? '?'} remain), and restoring would lose those writes`;
 }
 
 /**
@@ -214,11 +207,10 @@ async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store:
 }
 
 async function restoreByRewrite(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<void> {
-  await tx.query(`DELETE FROM ${writtenByPublish(store)}`, run);
-  const inserted = await tx.query(
-    `INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, store.saved)}`, run);
+  await deleteRows(tx, writtenByPublish(store), run);
+  const inserted = await insertRunRowsIntoTarget(tx, store, store.saved, run);
   const saved = await findRowsSaved(tx, run[0], run[2]);
-  if (inserted.rowCount !== saved) {
-    throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(run[2])} put back ${inserted.rowCount ?? 0} rows, not the ${saved ?? '?'} saved; nothing was changed`);
+  if (inserted !== saved) {
+    throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(run[2])} put back ${inserted ?? 0} rows, not the ${saved ?? '?'} saved; nothing was changed`);
   }
 }

@@ -1,11 +1,13 @@
 import { requireBackfill } from '../../db/backfills.js';
 import { recordEvent } from '../../db/events.js';
-import { quoteIdent, withTransaction, type Queryable } from '../../db/pool.js';
+import { withTransaction, type Queryable } from '../../db/pool.js';
 import { findUndoPruning, insertRowRetention, listRetentionCandidates } from '../../db/retention.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
-import { storeSchemaName } from '../recompute/rowStore.js';
-import { detachedTablesOf } from '../recompute/swap.js';
+import {
+  deleteStoredRows, dropStoreTable, measureStoredRows, measureTable, storeTableExists, type StoreTable,
+} from '../../db/rowStore.js';
+import { detachedTablesOf } from '../../db/swap.js';
 import { ACTIVE_STATES, type BackfillState } from '../engine/stateMachine.js';
 import { formatTime } from '../time.js';
 
@@ -31,7 +33,6 @@ import { formatTime } from '../time.js';
 export const RETENTION_ACTOR = 'retention';
 
 export type RowsKind = 'scratch' | 'undo';
-export type StoreTable = 'staged' | 'saved' | 'baseline' | 'expected';
 export const STORE_TABLES: Record<RowsKind, readonly StoreTable[]> = { scratch: ['baseline', 'expected'], undo: ['staged', 'saved'] };
 
 export interface RetentionCandidate {
@@ -93,16 +94,6 @@ export interface StoredRows {
   bytes: number;
 }
 
-function storeTable(pipeline: string, table: StoreTable): string {
-  return `${quoteIdent(storeSchemaName(pipeline))}.${table}`;
-}
-
-/** A pipeline whose store was never created (no backfill of it since the typed store) has nothing stored. */
-async function storeTableExists(db: Queryable, pipeline: string, table: StoreTable): Promise<boolean> {
-  const { rows } = await db.query<{ present: boolean }>('SELECT to_regclass($1::text) IS NOT NULL AS present', [storeTable(pipeline, table)]);
-  return rows[0]?.present ?? false;
-}
-
 /** The rows of that kind the backfill has in its store, and their bytes (the rows' own size, without index). */
 export async function measureRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
   const measured: StoredRows[] = [];
@@ -111,18 +102,10 @@ export async function measureRows(db: Queryable, pipeline: string, backfillId: n
       measured.push({ table, rows: 0, bytes: 0 });
       continue;
     }
-    const { rows } = await db.query<{ rows: number; bytes: number }>(
-      `SELECT count(*)::bigint AS rows, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS bytes FROM ${storeTable(pipeline, table)} t WHERE t.bf_backfill = $1::bigint`, [backfillId]);
-    measured.push({ table, rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 });
+    measured.push({ table, ...(await measureStoredRows(db, pipeline, table, backfillId)) });
   }
-  for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) measured.push({ table, ...(await tableSize(db, table)) });
+  for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) measured.push({ table, ...(await measureTable(db, table)) });
   return measured;
-}
-
-/** The rows of a table of its own and their bytes, counted as for the shared tables. */
-async function tableSize(db: Queryable, table: string): Promise<{ rows: number; bytes: number }> {
-  const { rows } = await db.query<{ rows: number; bytes: number }>(`SELECT count(*)::bigint AS rows, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS bytes FROM ${table} t`);
-  return { rows: Number(rows[0]?.rows ?? 0), bytes: Number(rows[0]?.bytes ?? 0) };
 }
 
 async function dropRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
@@ -133,15 +116,12 @@ async function dropRows(db: Queryable, pipeline: string, backfillId: number, kin
       continue;
     }
     // One statement deletes the rows and says how many bytes they were.
-    const { rows } = await db.query<{ rows: number; bytes: number }>(
-      `WITH gone AS (DELETE FROM ${storeTable(pipeline, table)} t WHERE t.bf_backfill = $1::bigint RETURNING pg_column_size(t.*) AS size)
-       SELECT count(*)::bigint AS rows, coalesce(sum(size), 0)::bigint AS bytes FROM gone`, [backfillId]);
-    dropped.push({ table, rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 });
+    dropped.push({ table, ...(await deleteStoredRows(db, pipeline, table, backfillId)) });
   }
   // The tables of its swaps that are not attached (detachedTablesOf never lists a live partition).
   for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) {
-    dropped.push({ table, ...(await tableSize(db, table)) });
-    await db.query(`DROP TABLE ${table}`);
+    dropped.push({ table, ...(await measureTable(db, table)) });
+    await dropStoreTable(db, table);
   }
   return dropped;
 }

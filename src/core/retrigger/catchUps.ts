@@ -5,8 +5,8 @@ import type { Pipeline } from '../../db/pipelines.js';
 import { listReadersByDay } from '../../db/readLog.js';
 import type { EngineContext } from '../context.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../money.js';
-import { totalOverDays } from '../recompute/partitionStep.js';
-import { readReportFigure } from '../identify/readers.js';
+import { totalOverDays } from '../../db/partitions.js';
+import { readReportFigure } from '../../db/pipelineSql.js';
 import type { StepContext } from '../engine/steps.js';
 import { formatHourRange } from '../time.js';
 

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { runPipelineSql } from '../../db/pipelineSql.js';
 import type { PoolClient } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 
@@ -23,7 +24,7 @@ export function parseRetrigger(consumer: string, value: unknown): Retrigger {
 export async function runSqlRetrigger(tx: PoolClient, retrigger: Extract<Retrigger, { kind: 'sql' }>, hours: Date[]): Promise<{ statements: number; rows: number }> {
   let rows = 0;
   for (const statement of retrigger.statements) {
-    const result = await tx.query(statement, [hours]);
+    const result = await runPipelineSql(tx, statement, [hours]);
     rows += result.rowCount ?? 0;
   }
   return { statements: retrigger.statements.length, rows };

@@ -1,0 +1,55 @@
+import type { Pipeline } from './pipelines.js';
+import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
+
+// One partition (hour) of a pipeline's target table: its lock, its rows deleted, and what it holds (rows, total,
+// checksum). Identifiers come from the pipeline's catalog row, quoted once.
+
+/** What a partition holds: compared before and after every replace. */
+export interface PartitionSnapshot {
+  rows: number;
+  /** sum(measure) as a numeric string, never a float. */
+  total: string;
+  /** md5 over every row in key order: two runs of the step must give the same one. */
+  checksum: string;
+}
+
+/** Serializes every writer of one partition until the end of the caller's transaction. */
+export async function lockPartition(tx: Queryable, pipelineName: string, hour: Date): Promise<void> {
+  await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('partition:' || $1::text || ':' || $2::timestamptz::text, 0))`,
+    [pipelineName, hour]);
+}
+
+/** Deletes the hour's rows of the target (the write path runs the step right after, in the same transaction). */
+export async function deletePartitionRows(tx: Queryable, pipeline: Pipeline, hour: Date): Promise<void> {
+  await tx.query(`DELETE FROM ${quoteQualified(pipeline.targetTable)} WHERE ${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
+}
+
+/**
+ * The checksum of a set of rows `t` of the target's shape: md5 over every row's text in key order. One
+ * expression for every snapshot and for the rollback's check against the published one, so they compare.
+ */
+export function rowsChecksum(keyColumns: readonly string[]): string {
+  return `md5(coalesce(string_agg(t::text, '|' ORDER BY ${keyColumns.map((key) => `t.${quoteIdent(key)}`).join(', ')}), ''))`;
+}
+
+/** The hour's rows of the target, or of `table` (a table of the target's shape about to become that partition). */
+export async function snapshotPartition(db: Queryable, pipeline: Pipeline, hour: Date, table = quoteQualified(pipeline.targetTable)): Promise<PartitionSnapshot> {
+  const { rows } = await db.query<{ rows: number; total: string; checksum: string }>(
+    `SELECT count(*)::bigint AS rows,
+            coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total,
+            ${rowsChecksum(pipeline.keyColumns)} AS checksum
+     FROM ${table} t
+     WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
+  const row = rows[0];
+  if (!row) throw new Error('snapshot query returned no row');
+  return row;
+}
+
+/** sum(measure) over whole UTC days: what a daily report over those partitions shows. */
+export async function totalOverDays(db: Queryable, pipeline: Pipeline, days: string[]): Promise<string> {
+  const { rows } = await db.query<{ total: string }>(
+    `SELECT coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total
+     FROM ${quoteQualified(pipeline.targetTable)}
+     WHERE (${quoteIdent(pipeline.partitionColumn)} AT TIME ZONE 'UTC')::date = ANY ($1::date[])`, [days]);
+  return rows[0]?.total ?? '0.00';
+}

@@ -1,0 +1,154 @@
+import { quoteIdent, type Queryable } from './pool.js';
+
+/*
+ * A backfill's rows, kept in tables shaped like the pipeline's target, in a schema of the bot's own per
+ * pipeline (bf_<pipeline>): rows are staged, saved, compared and restored by statements inside PostgreSQL on
+ * typed key columns, never as JSON and never through Node.
+ *
+ *   staged    the step's output per partition, before it is published (bf_backfill, bf_generation, <target>)
+ *   saved     exactly the rows a publish deleted: what a rollback restores (same shape)
+ *   baseline  the live keys when the partition was staged: a live key not there arrived later (a late row)
+ *   expected  the keys and measure the preview showed: the announced envelope
+ *
+ * A publish by swap keeps its staged rows and keys in tables of their own instead (src/core/recompute/swap.ts). The store's names
+ * and columns are built once (rowStoreOf, src/core/recompute/rowStore.ts), quoted, from the pipeline's catalog row.
+ */
+export interface RowStore {
+  schema: string;
+  staged: string;
+  saved: string;
+  baseline: string;
+  expected: string;
+  target: string;
+  /** The target's columns, quoted, in table order. */
+  columns: string[];
+  /** Key columns and the partition column, quoted. */
+  keys: string[];
+  partition: string;
+  measure: string;
+  /** The step's query ($1 = the hour) and the quoted columns it yields, in order. */
+  stepQuery: string;
+  stepColumns: string[];
+}
+
+export function storeSchemaName(pipeline: string): string {
+  return `bf_${pipeline}`;
+}
+
+/** The table's columns (unquoted), in table order. */
+export async function listTableColumns(db: Queryable, table: string): Promise<string[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT attname AS name FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+    [table]);
+  return rows.map((row) => row.name);
+}
+
+/** Serializes the store's DDL for the pipeline until the end of the caller's transaction. */
+export async function lockRowStoreDdl(tx: Queryable, pipeline: string): Promise<void> {
+  await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('row-store:' || $1::text, 0))`, [pipeline]);
+}
+
+/**
+ * The store's schema and tables, where missing. Its tables are built from the target's own definition (LIKE),
+ * with the columns the bot needs in front, and indexed on (backfill, generation, partition, key) for the joins
+ * of reconciliation, publish and rollback.
+ */
+export async function createRowStoreTables(tx: Queryable, store: RowStore): Promise<void> {
+  const index = [store.partition, ...store.keys].join(', ');
+  const keyList = [store.partition, ...store.keys].map((column) => `t.${column}`).join(', ');
+  await tx.query(`CREATE SCHEMA IF NOT EXISTS ${store.schema}`);
+  for (const table of [store.staged, store.saved]) {
+    await tx.query(`CREATE TABLE IF NOT EXISTS ${table} (bf_backfill bigint NOT NULL, bf_generation integer NOT NULL, LIKE ${store.target})`);
+    await tx.query(`CREATE INDEX IF NOT EXISTS ${table.split('.')[1] ?? 'rows'}_by_key ON ${table} (bf_backfill, bf_generation, ${index})`);
+  }
+  await tx.query(`CREATE TABLE IF NOT EXISTS ${store.baseline} AS SELECT 0::bigint AS bf_backfill, 0::integer AS bf_generation, ${keyList} FROM ${store.target} t WITH NO DATA`);
+  await tx.query(`CREATE INDEX IF NOT EXISTS baseline_by_key ON ${store.baseline} (bf_backfill, bf_generation, ${index})`);
+  await tx.query(
+    `CREATE TABLE IF NOT EXISTS ${store.expected} AS SELECT 0::bigint AS bf_backfill, ${keyList}, 0::numeric(18, 2) AS bf_measure FROM ${store.target} t WITH NO DATA`);
+  await tx.query(`CREATE INDEX IF NOT EXISTS expected_by_key ON ${store.expected} (bf_backfill, ${index})`);
+}
+
+/** `a.k1 = b.k1 AND a.k2 = b.k2 …` over the key columns (the partition is filtered on both sides already). */
+export function keysEqual(store: RowStore, a: string, b: string): string {
+  return store.keys.map((key) => `${a}.${key} = ${b}.${key}`).join(' AND ');
+}
+
+/** The rows of one table of the store for a backfill's run and partition: $1 backfill, $2 generation, $3 hour. */
+export function runRows(store: RowStore, table: string): string {
+  return `${table} WHERE bf_backfill = $1::bigint AND bf_generation = $2::int AND ${store.partition} = $3::timestamptz`;
+}
+
+/** The text of a row of the target's shape, for comparing rows and for checksums. */
+export function rowText(store: RowStore, alias: string): string {
+  return `ROW(${store.columns.map((column) => `${alias}.${column}`).join(', ')})::text`;
+}
+
+/** The step's query as a row source `q` whose columns carry the names the step inserts into ($1 = the hour). */
+export function stepRows(store: RowStore): string {
+  // The newline ends a trailing -- comment of the step before the closing parenthesis.
+  return `(${store.stepQuery}\n) AS q(${store.stepColumns.join(', ')})`;
+}
+
+/**
+ * Rows of the target's shape, as `FROM … WHERE …` over an alias (t unless given), with the parameters of a run:
+ * $1 backfill, $2 generation, $3 partition hour.
+ */
+export type RowSource = string;
+
+export const liveSource = (store: RowStore, alias = 't'): RowSource => `${store.target} ${alias} WHERE ${alias}.${store.partition} = $3::timestamptz`;
+export const runSource = (store: RowStore, table: string, alias = 't'): RowSource =>
+  `${table} ${alias} WHERE ${alias}.bf_backfill = $1::bigint AND ${alias}.bf_generation = $2::int AND ${alias}.${store.partition} = $3::timestamptz`;
+
+/** The rows of a standalone table of the target's shape as a RowSource (the run's parameters kept typed). */
+export function tableSource(store: RowStore, table: string, alias = 't'): RowSource {
+  return `${table} ${alias} WHERE $1::bigint IS NOT NULL AND $2::int IS NOT NULL AND ${alias}.${store.partition} = $3::timestamptz`;
+}
+
+/**
+ * PERF: the store's tables are filled and joined inside one transaction, before any statistics exist for the
+ * new rows (autovacuum may be off, and ANALYZE per partition would serialize the workers). With a nested loop
+ * the planner's guess of one row turns a key join quadratic; a hash join is linear whatever the guess. Local to
+ * the step's transaction: the dispatcher's queries keep the planner's full choice.
+ */
+export async function preferHashJoins(tx: Queryable): Promise<void> {
+  await tx.query('SET LOCAL enable_nestloop = off');
+}
+
+/** One of the store's shared tables, by kind (retention measures and drops a backfill's rows in them). */
+export type StoreTable = 'staged' | 'saved' | 'baseline' | 'expected';
+
+function storeTable(pipeline: string, table: StoreTable): string {
+  return `${quoteIdent(storeSchemaName(pipeline))}.${table}`;
+}
+
+/** A pipeline whose store was never created (no backfill of it since the typed store) has nothing stored. */
+export async function storeTableExists(db: Queryable, pipeline: string, table: StoreTable): Promise<boolean> {
+  const { rows } = await db.query<{ present: boolean }>('SELECT to_regclass($1::text) IS NOT NULL AS present', [storeTable(pipeline, table)]);
+  return rows[0]?.present ?? false;
+}
+
+/** The backfill's rows in a shared table of the store, and their bytes (the rows' own size, without index). */
+export async function measureStoredRows(db: Queryable, pipeline: string, table: StoreTable, backfillId: number): Promise<{ rows: number; bytes: number }> {
+  const { rows } = await db.query<{ rows: number; bytes: number }>(
+    `SELECT count(*)::bigint AS rows, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS bytes FROM ${storeTable(pipeline, table)} t WHERE t.bf_backfill = $1::bigint`, [backfillId]);
+  return { rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 };
+}
+
+/** Deletes the backfill's rows of a shared table of the store; one statement deletes them and says how many bytes they were. */
+export async function deleteStoredRows(db: Queryable, pipeline: string, table: StoreTable, backfillId: number): Promise<{ rows: number; bytes: number }> {
+  const { rows } = await db.query<{ rows: number; bytes: number }>(
+    `WITH gone AS (DELETE FROM ${storeTable(pipeline, table)} t WHERE t.bf_backfill = $1::bigint RETURNING pg_column_size(t.*) AS size)
+     SELECT count(*)::bigint AS rows, coalesce(sum(size), 0)::bigint AS bytes FROM gone`, [backfillId]);
+  return { rows: rows[0]?.rows ?? 0, bytes: rows[0]?.bytes ?? 0 };
+}
+
+/** The rows of a table of its own (qualified, quoted) and their bytes, counted as for the shared tables. */
+export async function measureTable(db: Queryable, table: string): Promise<{ rows: number; bytes: number }> {
+  const { rows } = await db.query<{ rows: number; bytes: number }>(`SELECT count(*)::bigint AS rows, coalesce(sum(pg_column_size(t.*)), 0)::bigint AS bytes FROM ${table} t`);
+  return { rows: Number(rows[0]?.rows ?? 0), bytes: Number(rows[0]?.bytes ?? 0) };
+}
+
+/** Drops a table of the store (qualified, quoted). */
+export async function dropStoreTable(db: Queryable, table: string): Promise<void> {
+  await db.query(`DROP TABLE ${table}`);
+}

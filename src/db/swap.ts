@@ -1,0 +1,208 @@
+import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
+import { runPipelineSql } from './pipelineSql.js';
+import { keysEqual, stepRows, tableSource, type RowSource, type RowStore } from './rowStore.js';
+import type { Pipeline } from './pipelines.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+
+// The statements of a publish by swap (src/core/recompute/swap.ts describes it): the lookup of the target's
+// partition of exactly one hour, the store's tables of one run (keys, staged rows) and their indexes, and the
+// catalog changes that detach, move, rename and attach partitions.
+
+/** The planner's enable_nestloop in this session ('on' or 'off'). */
+export async function readNestloopSetting(db: Queryable): Promise<string | undefined> {
+  const { rows } = await db.query<{ nestloop: string }>(`SELECT current_setting('enable_nestloop') AS nestloop`);
+  return rows[0]?.nestloop;
+}
+
+export async function setLocalNestloop(db: Queryable, on: boolean): Promise<void> {
+  await db.query(on ? 'SET LOCAL enable_nestloop = on' : 'SET LOCAL enable_nestloop = off');
+}
+
+/** The candidate partition (qualified, quoted), when its bound is exactly [hour, hour + 1 h) of the target partitioned on the partition column alone. */
+export async function findExactHourBound(db: Queryable, pipeline: Pipeline, hour: Date, candidate: string): Promise<{ schema: string; name: string } | undefined> {
+  // The bound is compared as PostgreSQL prints it, formatted in the same session: no parsing of its text. The
+  // one candidate is deparsed first (a CTE is computed once), so no other partition's bound is.
+  const { rows } = await db.query<{ schema: string; name: string }>(
+    `WITH candidate AS MATERIALIZED (
+       SELECT c.oid, n.nspname, c.relname, pg_get_expr(c.relpartbound, c.oid) AS bound
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($4::text) AND c.relkind = 'r' AND c.relispartition)
+     SELECT k.nspname AS schema, k.relname AS name
+     FROM candidate k
+     JOIN pg_inherits i ON i.inhrelid = k.oid
+     JOIN pg_partitioned_table p ON p.partrelid = i.inhparent
+     JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
+     WHERE p.partrelid = to_regclass($1::text) AND p.partstrat = 'r' AND p.partnatts = 1 AND a.attname = $2::name
+       AND k.bound = format('FOR VALUES FROM (%L) TO (%L)', $3::timestamptz, $3::timestamptz + interval '1 hour')`,
+    [quoteQualified(pipeline.targetTable), pipeline.partitionColumn, hour, candidate]);
+  return rows[0];
+}
+
+export async function isPartitionedTable(db: Queryable, pipeline: Pipeline): Promise<boolean | undefined> {
+  const { rows } = await db.query<{ partitioned: boolean }>(`SELECT relkind = 'p' AS partitioned FROM pg_class WHERE oid = to_regclass($1::text)`, [quoteQualified(pipeline.targetTable)]);
+  return rows[0]?.partitioned;
+}
+
+export interface PlanNode {
+  'Relation Name'?: string;
+  Schema?: string;
+  Plans?: PlanNode[];
+}
+
+export const hourLiteral = (hour: Date) => `'${hour.toISOString()}'::timestamptz`;
+
+/** The plan of a query of the target's hour (EXPLAIN, not run): which partitions the planner prunes to. */
+export async function explainHourQuery(db: Queryable, pipeline: Pipeline, hour: Date): Promise<PlanNode | undefined> {
+  const { rows } = await db.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+    `EXPLAIN (VERBOSE, FORMAT JSON) SELECT 1 FROM ${quoteQualified(pipeline.targetTable)} WHERE ${quoteIdent(pipeline.partitionColumn)} = ${hourLiteral(hour)}`);
+  return rows[0]?.['QUERY PLAN'][0].Plan;
+}
+
+/** Keeps the keys of `source` (a RowSource with the run's parameters) in the table `table` (qualified, quoted), made anew. */
+export async function keepKeysIn(tx: Queryable, store: RowStore, table: string, source: RowSource, run: [number, number, Date]): Promise<void> {
+  const keys = [store.partition, ...store.keys].map((key) => `t.${key}`).join(', ');
+  await tx.query(`DROP TABLE IF EXISTS ${table}`);
+  await tx.query(`CREATE TABLE ${table} AS SELECT ${keys} FROM ${store.target} t WITH NO DATA`);
+  // Every source takes the run's three parameters, whether it reads them all or not.
+  await tx.query(`INSERT INTO ${table} SELECT ${keys} FROM ${source} AND $1::bigint IS NOT NULL AND $2::int IS NOT NULL`, run);
+}
+
+/** A new table (qualified, quoted) shaped like the target, with the CHECK `constraint` holding exactly the hour; one of that name is dropped first. */
+export async function createStagedTable(tx: Queryable, store: RowStore, table: string, constraint: string, hour: Date, next: Date): Promise<void> {
+  await tx.query(`DROP TABLE IF EXISTS ${table}`);
+  const p = store.partition;
+  await tx.query(
+    `CREATE TABLE ${table} (LIKE ${store.target} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED INCLUDING STORAGE,
+       CONSTRAINT ${constraint} CHECK (${p} IS NOT NULL AND ${p} >= ${hourLiteral(hour)} AND ${p} < ${hourLiteral(next)}))`);
+}
+
+export async function isAttachedPartition(db: Queryable, table: string): Promise<boolean | undefined> {
+  const { rows } = await db.query<{ attached: boolean }>('SELECT relispartition AS attached FROM pg_class WHERE oid = to_regclass($1::text)', [table]);
+  return rows[0]?.attached;
+}
+
+/** The target's indexes (the parent's partitioned indexes), by name, with the constraint each backs ('p' or 'u'). */
+export async function listTargetIndexes(tx: Queryable, store: RowStore): Promise<{ def: string; name: string; constraint: 'p' | 'u' | null }[]> {
+  const { rows } = await tx.query<{ def: string; name: string; constraint: 'p' | 'u' | null }>(
+    `SELECT pg_get_indexdef(i.indexrelid) AS def, c.relname AS name,
+            (SELECT con.contype::text FROM pg_constraint con WHERE con.conindid = i.indexrelid AND con.contype IN ('p', 'u')) AS constraint
+     FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+     WHERE i.indrelid = to_regclass($1::text) ORDER BY c.relname`, [store.target]);
+  return rows;
+}
+
+/** Runs a CREATE INDEX built from one of the target's own definitions (pg_get_indexdef), renamed for the staged table. */
+export async function createMirroredIndex(tx: Queryable, definition: string): Promise<void> {
+  await tx.query(definition);
+}
+
+/** `name` (quoted) becomes the table's primary key or unique constraint, using the index of that name. */
+export async function addConstraintUsingIndex(tx: Queryable, table: string, name: string, constraint: 'p' | 'u'): Promise<void> {
+  await tx.query(`ALTER TABLE ${table} ADD CONSTRAINT ${name} ${constraint === 'p' ? 'PRIMARY KEY' : 'UNIQUE'} USING INDEX ${name}`);
+}
+
+export async function analyzeTable(tx: Queryable, table: string): Promise<void> {
+  await tx.query(`ANALYZE ${table}`);
+}
+
+/**
+ * Writers of the target wait from here to the commit (their rows would otherwise land in a partition being
+ * replaced); readers wait only for the DETACH … ATTACH window. Taken before the transaction reads the target
+ * at all: a swap that held a reader's lock while it queued for this one would deadlock with the next swap, each
+ * waiting for the other's read lock to go before it can DETACH.
+ */
+export async function lockForSwap(tx: Queryable, store: RowStore): Promise<void> {
+  await tx.query(`LOCK TABLE ${store.target} IN EXCLUSIVE MODE`);
+}
+
+/** A partition of the target holding exactly one hour: schema and name unquoted, `qualified` quoted. */
+export interface HourPartition {
+  schema: string;
+  name: string;
+  qualified: string;
+}
+
+/**
+ * The catalog changes of a swap, in one transaction: detach `out`, move it to `outTo`, give `inTable` its
+ * schema and name, attach it for the hour. ATTACH skips its scan when the table's CHECK holds the hour.
+ */
+export async function swapTables(tx: Queryable, store: RowStore, move: { out: HourPartition; outTo: { schema: string; name: string }; inTable: string; hour: Date; next: Date }): Promise<void> {
+  const { out, outTo, inTable, hour, next } = move;
+  await tx.query(`ALTER TABLE ${store.target} DETACH PARTITION ${out.qualified}`);
+  if (outTo.schema !== out.schema) await tx.query(`ALTER TABLE ${out.qualified} SET SCHEMA ${quoteIdent(outTo.schema)}`);
+  await tx.query(`ALTER TABLE ${quoteIdent(outTo.schema)}.${quoteIdent(out.name)} RENAME TO ${quoteIdent(outTo.name)}`);
+  const inName = await relationName(tx, inTable);
+  if (inName.schema !== out.schema) await tx.query(`ALTER TABLE ${inTable} SET SCHEMA ${quoteIdent(out.schema)}`);
+  await tx.query(`ALTER TABLE ${quoteIdent(out.schema)}.${quoteIdent(inName.name)} RENAME TO ${quoteIdent(out.name)}`);
+  await tx.query(`ALTER TABLE ${store.target} ATTACH PARTITION ${out.qualified} FOR VALUES FROM (${hourLiteral(hour)}) TO (${hourLiteral(next)})`);
+}
+
+async function relationName(db: Queryable, table: string): Promise<{ schema: string; name: string }> {
+  const { rows } = await db.query<{ schema: string; name: string }>(
+    'SELECT n.nspname AS schema, c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1::text)', [table]);
+  const row = rows[0];
+  if (!row) throw new BackfillError(ErrorCode.StepFailed, `${table} does not exist: it was dropped since it was staged. Nothing was changed.`);
+  return row;
+}
+
+/**
+ * Rows of the live partition that were neither there when it was staged (the baseline keys, `baseline`) nor
+ * produced by the step: written since by normal ingestion. They go into the staged table, so the published
+ * generation keeps them. Returns how many.
+ */
+export async function carryLateRowsIntoStaged(tx: Queryable, store: RowStore, run: [number, number, Date], tables: { live: string; staged: string; baseline: string }): Promise<number> {
+  const { live, staged, baseline } = tables;
+  const late = await tx.query(
+    `INSERT INTO ${staged} (${store.columns.join(', ')})
+     SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${tableSource(store, live, 'p')}
+       AND NOT EXISTS (SELECT 1 FROM ${baseline} b WHERE ${keysEqual(store, 'b', 'p')})
+       AND NOT EXISTS (SELECT 1 FROM ${staged} s WHERE ${keysEqual(store, 's', 'p')})`, run);
+  return late.rowCount ?? 0;
+}
+
+/**
+ * Rows of the live partition written after a publish by swap (neither written by it nor replaced by it): carried
+ * into the saved partition before it is swapped back in, so they stay live. Returns how many.
+ */
+export async function carryLateRowsIntoSaved(tx: Queryable, store: RowStore, run: [number, number, Date], tables: { live: string; saved: string; written: string }): Promise<number> {
+  const { live, saved, written } = tables;
+  const late = await tx.query(
+    `INSERT INTO ${saved} (${store.columns.join(', ')})
+     SELECT ${store.columns.map((column) => `t.${column}`).join(', ')} FROM ${tableSource(store, live)}
+       AND NOT EXISTS (SELECT 1 FROM ${written} w WHERE ${keysEqual(store, 'w', 't')})
+       AND NOT EXISTS (SELECT 1 FROM ${saved} p WHERE ${keysEqual(store, 'p', 't')})`, run);
+  return late.rowCount ?? 0;
+}
+
+export async function countRows(db: Queryable, table: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  return rows[0]?.n ?? 0;
+}
+
+/**
+ * Tables of this backfill's swaps still in the store and not attached: what retention drops with its rows of
+ * that kind (scratch: the staged live keys; undo: the staged, saved and swapped-out tables and the written keys).
+ */
+export async function detachedTablesOf(db: Queryable, pipeline: string, backfillId: number, kind: 'scratch' | 'undo'): Promise<string[]> {
+  const suffix = kind === 'scratch' ? 'g[0-9]+_baseline' : '(g[0-9]+|saved|rolledback|written)';
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT format('%I.%I', n.nspname, c.relname) AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1::text AND c.relkind = 'r' AND NOT c.relispartition AND c.relname ~ ('^p[0-9]{10}_b' || $2::bigint || '_' || $3::text || '$')
+     ORDER BY c.relname`, [`bf_${pipeline}`, backfillId, suffix]);
+  return rows.map((row) => row.name);
+}
+
+/**
+ * Live rows of the partition whose key a publish by swap wrote (the keys it recorded, `written`) or replaced
+ * (the saved partition's): what a rollback compares against the published checksum and swaps out. Run
+ * parameters as usual.
+ */
+export function writtenBySwap(store: RowStore, swapped: { savedTable: string; writtenTable: string }): RowSource {
+  return `${store.target} t WHERE t.${store.partition} = $3::timestamptz AND $1::bigint IS NOT NULL AND $2::int IS NOT NULL
+    AND (EXISTS (SELECT 1 FROM ${swapped.writtenTable} w WHERE ${keysEqual(store, 'w', 't')})
+      OR EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE ${keysEqual(store, 'p', 't')}))`;
+}
+
+/** The step's rows for the hour into a table of its own: the pipeline's step query, through the one door for catalog SQL. */
+export async function insertStepRowsInto(tx: Queryable, store: RowStore, table: string, hour: Date): Promise<void> {
+  await runPipelineSql(tx, `INSERT INTO ${table} (${store.stepColumns.join(', ')}) SELECT q.* FROM ${stepRows(store)}`, [hour]);
+}
