@@ -70,6 +70,8 @@ describe('the backfill CLI', () => {
     expect(acks.map((a) => a.acknowledged_by)).toEqual(['U07PAYOUTS', 'U07SETTLE']);
     const log = await cli('log', '1');
     expect(log.out).toContain(`${me} on behalf of Settlement lead (Dana is on a plane; she agreed by phone)`);
+    const exported = await cli('export', '1', '--format', 'md');
+    expect(exported.out).toContain(`| ${me} on behalf of Settlement lead (U07SETTLE): Dana is on a plane; she agreed by phone | acknowledged |`);
   });
 
   it('refuses to act for someone else without a reason, or for a user who is not an operator, and changes nothing', async () => {

@@ -1,6 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { hostname, userInfo } from 'node:os';
-import { buildIncidentPackage, incidentPackageJson, incidentPackageMarkdown } from '../core/file/incidentPackage.js';
+import { buildIncidentPackage } from '../core/file/incidentPackage.js';
+import { incidentPackageJson, incidentPackageMarkdown } from '../views/incidentPackage.js';
 import { formatMoney } from '../core/money.js';
 import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
 import { addDelegate, addSigner, removeDelegate, removeSigner, signReport } from '../core/finance/signing.js';

@@ -6,7 +6,8 @@ import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, record
 import { loadReconciliation } from '../db/reconciliations.js';
 import type { Landed, Messenger, OwnerMessage } from '../core/messenger.js';
 import { loadBackfillReport } from '../core/file/status.js';
-import { buildIncidentPackage, incidentPackageFiles } from '../core/file/incidentPackage.js';
+import { buildIncidentPackage } from '../core/file/incidentPackage.js';
+import { incidentPackageFiles } from '../views/incidentPackage.js';
 import { announcementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../views/blocks.js';
 import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
 

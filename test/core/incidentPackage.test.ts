@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acknowledge, overrideGate } from '../../src/core/announce/gate.js';
-import {
-  buildIncidentPackage, incidentPackageFiles, incidentPackageJson, incidentPackageMarkdown, type IncidentPackage,
-} from '../../src/core/file/incidentPackage.js';
+import { buildIncidentPackage, type IncidentPackage } from '../../src/core/file/incidentPackage.js';
+import { incidentPackageFiles, incidentPackageJson, incidentPackageMarkdown } from '../../src/views/incidentPackage.js';
 import { formatMoney, formatSignedMoney, toCents } from '../../src/core/money.js';
 import { recordingRefusals } from '../../src/core/refusals.js';
 import { startBackfill } from '../../src/core/announce/start.js';
@@ -109,7 +108,11 @@ function expectMarkdownSaysWhatJsonSays(markdown: string, json: string): void {
   expect(timeline, 'one timeline row per event').toHaveLength(p.timeline.length);
   p.timeline.forEach((event, i) => {
     const row = timeline[i];
-    expect(row?.slice(0, 4), `timeline row ${i + 1}`).toEqual([String(event.id), instant(event.at), event.actor, event.kind]);
+    expect([row?.[0], row?.[1], row?.[3]], `timeline row ${i + 1}`).toEqual([String(event.id), instant(event.at), event.kind]);
+    // The actor by id, with the name the bot knows them by, and the person acted for and why when there was one.
+    const named = (id: string) => (p.people[id] === undefined ? id : `${p.people[id]} (${id})`);
+    const actor = event.onBehalfOf === null ? named(event.actor) : `${named(event.actor)} on behalf of ${named(event.onBehalfOf)}: ${event.onBehalfReason ?? ''}`;
+    expect(row?.[2], `timeline row ${i + 1} actor`).toBe(actor);
     expectRowHolds(row?.slice(4), detailFacts(event.detail as Json), `timeline row ${i + 1} (${event.kind}) detail`);
   });
 }
@@ -219,7 +222,7 @@ describe('the incident package of the night-15 backfill', () => {
     expect(markdown).toContain('| Total before | 1,284,310.55 |');
     expect(markdown).toContain('| Total after | 1,271,902.10 |');
     expect(markdown).toContain('| Difference | −12,408.45 |');
-    expect(markdown).toMatch(/\| settlement_report \| 2026-11-15 \| 1,284,310\.55 \| U07SETTLE \| 2026-11-16 07:00:00 UTC \| 1,284,310\.55 \| 1,271,902\.10 \| −12,408\.45 \|/);
+    expect(markdown).toMatch(/\| settlement_report \| 2026-11-15 \| 1,284,310\.55 \| Settlement lead \(U07SETTLE\) \| 2026-11-16 07:00:00 UTC \| 1,284,310\.55 \| 1,271,902\.10 \| −12,408\.45 \|/);
     expect(markdown).toContain('| 2026-11-15 05:00 |');
     // jsonb keeps its own key order; the pairs are what matters.
     expect(markdown).toMatch(/\| watermark_moved \| (from: 2026-11-30 23:00; to: 2026-11-15 04:00|to: 2026-11-15 04:00; from: 2026-11-30 23:00) \|/);

@@ -1,0 +1,161 @@
+import type { IncidentEvent, IncidentPackage, JsonValue } from '../core/file/incidentPackage.js';
+import { INCIDENT_PACKAGE_FORMAT } from '../core/file/incidentPackage.js';
+import { formatMoney, formatSignedMoney } from '../core/money.js';
+import { formatHour } from '../core/time.js';
+
+// The incident package rendered: JSON, the record itself, and Markdown, the same record for people to read
+// (GitHub-flavoured tables; people by name and id; times to the second, UTC).
+
+/** The package as pretty JSON; `format` comes first so a reader knows what it holds before reading on. */
+export function incidentPackageJson(p: IncidentPackage): string {
+  const { format: _format, ...rest } = p;
+  return `${JSON.stringify({ format: INCIDENT_PACKAGE_FORMAT, ...rest }, null, 2)}\n`;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Markdown
+
+const NONE = '—';
+
+/** An instant to the second: 2026-11-16 07:00:00 UTC. */
+export function formatInstant(isoTime: string): string {
+  const at = new Date(isoTime);
+  return `${at.toISOString().slice(0, 10)} ${at.toISOString().slice(11, 19)} UTC`;
+}
+
+/** A partition hour: 2026-11-15 05:00. */
+export function formatPartitionHour(isoTime: string): string {
+  return formatHour(new Date(isoTime));
+}
+
+/** A table cell: `|` escaped, line breaks kept as <br>, empty shown as a dash. */
+export function markdownCell(text: string): string {
+  const escaped = text.replaceAll('|', '\\|').replace(/\r?\n/g, '<br>').trim();
+  return escaped === '' ? NONE : escaped;
+}
+
+/** An event's detail on one line: `key: value; key: value`, nested objects as `{key: value, …}`. */
+export function formatDetail(detail: { [key: string]: JsonValue }): string {
+  const entries = Object.entries(detail);
+  if (entries.length === 0) return NONE;
+  return entries.map(([key, value]) => `${key}: ${formatJsonValue(value)}`).join('; ');
+}
+
+function formatJsonValue(value: JsonValue): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `[${value.map(formatJsonValue).join(', ')}]`;
+  if (typeof value === 'object') return `{${Object.entries(value).map(([k, v]) => `${k}: ${formatJsonValue(v)}`).join(', ')}}`;
+  return String(value);
+}
+
+const money = (amount: string | null): string => (amount === null ? NONE : formatMoney(amount));
+const signedMoney = (amount: string | null): string => (amount === null ? NONE : formatSignedMoney(amount));
+const instant = (at: string | null): string => (at === null ? NONE : formatInstant(at));
+const text = (value: string | number | null): string => (value === null ? NONE : String(value));
+
+/** A GFM table; columns whose index is in `right` (amounts, counts) are right-aligned. */
+function table(header: string[], rows: string[][], right: number[] = []): string[] {
+  return [
+    `| ${header.join(' | ')} |`,
+    `| ${header.map((_, i) => (right.includes(i) ? '---:' : '---')).join(' | ')} |`,
+    ...rows.map((row) => `| ${row.map(markdownCell).join(' | ')} |`),
+  ];
+}
+
+/** A person as the record names them: "Settlement lead (U07SETTLE)" when the bot knows the name, else the id. */
+function who(p: IncidentPackage, id: string | null): string {
+  if (id === null) return NONE;
+  const name = p.people[id];
+  return name === undefined ? id : `${name} (${id})`;
+}
+
+/** The timeline's actor: who did it and, when they used someone else's rights, for whom and why. */
+export function eventActor(p: IncidentPackage, e: IncidentEvent): string {
+  return e.onBehalfOf === null ? who(p, e.actor) : `${who(p, e.actor)} on behalf of ${who(p, e.onBehalfOf)}: ${e.onBehalfReason ?? ''}`;
+}
+
+export function incidentPackageMarkdown(p: IncidentPackage): string {
+  const b = p.backfill;
+  return [
+    `# Backfill #${b.id} incident package: ${b.pipeline}, ${formatPartitionHour(b.partitions.firstHour)} – ${formatPartitionHour(b.partitions.lastHour)}`,
+    '',
+    `Generated ${formatInstant(p.generatedAt)} from the backfill log and its timeline (${p.format}). All times UTC; ` +
+      `money in the pipeline's base currency. The JSON file alongside holds the same record.`,
+    '',
+    ...logRowSection(p),
+    ...signedSection(p),
+    ...partitionsSection(p),
+    ...consumersSection(p),
+    ...stepsSection(p),
+    ...timelineSection(p),
+  ].join('\n');
+}
+
+function logRowSection(p: IncidentPackage): string[] {
+  const b = p.backfill;
+  return ['## Log row', '', ...table(['Field', 'Value'], [
+    ['Backfill', `#${b.id}`],
+    ['Pipeline', b.pipeline],
+    ['Reason', b.reason],
+    ['Requested by', who(p, b.requestedBy)],
+    ['First partition', formatPartitionHour(b.partitions.firstHour)],
+    ['Last partition', formatPartitionHour(b.partitions.lastHour)],
+    ['Partitions', String(b.partitions.count)],
+    ['Watermark before', b.watermarkBefore === null ? NONE : formatPartitionHour(b.watermarkBefore)],
+    ['Watermark reset to', formatPartitionHour(b.watermarkResetTo)],
+    ['Total before', money(b.totalBefore)],
+    ['Total after', money(b.totalAfter)],
+    ['Difference', signedMoney(b.diff)],
+    ['Announced at', instant(b.announcedAt)],
+    ['Ran at', instant(b.ranAt)],
+    ['Ran by', who(p, b.ranBy)],
+    ['Finished at', instant(b.finishedAt)],
+    ['State', b.state],
+    ['Failure', text(b.failure)],
+    ['Limit override', text(b.limitOverride)],
+  ]), ''];
+}
+
+function signedSection(p: IncidentPackage): string[] {
+  if (p.signedFigures.length === 0) return ['## Signed figures touched', '', 'No signed figure covers these partitions.', ''];
+  return ['## Signed figures touched', '', ...table(
+    ['Report', 'Period', 'Signed total', 'Signed by', 'Signed at', 'Table total before', 'Report after', 'Difference'],
+    p.signedFigures.map((s) => [s.report, s.period, money(s.signedTotal), who(p, s.signedBy), instant(s.signedAt),
+      money(s.tableTotalBefore), money(s.reportAfter), signedMoney(s.diff)]), [2, 5, 6, 7]), ''];
+}
+
+function partitionsSection(p: IncidentPackage): string[] {
+  return ['## Partitions', '', ...table(
+    ['Hour', 'Rows before', 'Rows after', 'Total before', 'Total after', 'Difference', 'Checksum before', 'Checksum after', 'Recomputed at'],
+    p.partitions.map((t) => [formatPartitionHour(t.hour), String(t.rowsBefore), text(t.rowsAfter), money(t.totalBefore), money(t.totalAfter),
+      signedMoney(t.diff), t.checksumBefore, text(t.checksumAfter), instant(t.recomputedAt)]), [1, 2, 3, 4, 5]), ''];
+}
+
+function consumersSection(p: IncidentPackage): string[] {
+  return ['## Consumers, in dependency order', '', ...table(
+    ['Rank', 'Consumer', 'Kind', 'Owner', 'Rule', 'Depends on', 'Read directly', 'Partitions read', 'Gate', 'Acknowledged at', 'Acknowledged by',
+      'Overridden by', 'Overridden at', 'Override reason'],
+    p.consumers.map((c) => [String(c.dependencyRank), c.name, c.kind, who(p, c.owner), c.rule, c.dependsOn.join(', '), c.readDirectly ? 'yes' : 'no',
+      String(c.partitionsRead), c.gate, instant(c.acknowledgedAt), who(p, c.acknowledgedBy), who(p, c.overriddenBy), instant(c.overriddenAt),
+      text(c.overrideReason)]), [0, 7]), ''];
+}
+
+function stepsSection(p: IncidentPackage): string[] {
+  if (p.steps.length === 0) return ['## Steps', '', 'No steps: the backfill never got past its gate.', ''];
+  return ['## Steps', '', ...table(
+    ['Step', 'Key', 'Status', 'Attempts', 'Started at', 'Finished at', 'Error'],
+    p.steps.map((s) => [s.kind, s.key, s.status, String(s.attempts), instant(s.startedAt), instant(s.finishedAt), text(s.error)]), [3]), ''];
+}
+
+function timelineSection(p: IncidentPackage): string[] {
+  return ['## Timeline', '', ...table(['#', 'At', 'Actor', 'Kind', 'Detail'],
+    p.timeline.map((e) => [String(e.id), formatInstant(e.at), eventActor(p, e), e.kind, formatDetail(e.detail)]), [0]), ''];
+}
+
+export function incidentPackageFiles(p: IncidentPackage): { filename: string; title: string; content: string }[] {
+  const title = `Backfill #${p.backfill.id} incident package (${p.backfill.pipeline})`;
+  return [
+    { filename: `backfill-${p.backfill.id}-incident.md`, title, content: incidentPackageMarkdown(p) },
+    { filename: `backfill-${p.backfill.id}-incident.json`, title: `${title}, JSON`, content: incidentPackageJson(p) },
+  ];
+}
