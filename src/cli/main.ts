@@ -7,7 +7,9 @@ import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
 import { addDelegate, addSigner, removeDelegate, removeSigner, signReport } from '../core/finance/signing.js';
 import { parseArgs } from 'node:util';
 import { checkQueue, openBackends, queueBackendOf, type RunConfig } from '../backends.js';
-import { cliUsage, commandNames, findCommand, usageOf } from '../commands/table.js';
+import { parseCommand, type Command } from '../commands/arguments.js';
+import { cliUsage, findCommand } from '../commands/table.js';
+import { findPlan } from '../db/plans.js';
 import { authorize, principalOf, runActing, type Acting } from '../core/authorization.js';
 import { loadConfig } from '../config.js';
 import { runOn } from '../processLifecycle.js';
@@ -21,7 +23,7 @@ import { listRetention, pruneStoredRows } from '../core/recovery/retention.js';
 import { startBackfill } from '../core/announce/start.js';
 import { loadBackfillReport } from '../core/file/status.js';
 import { tick } from '../core/engine/tick.js';
-import { formatHour, leadingHours, parseHour } from '../core/time.js';
+import { formatHour, parseHour } from '../core/time.js';
 import { listRecentBackfills } from '../db/backfills.js';
 import { listDelegates } from '../db/delegates.js';
 import { listEvents } from '../db/events.js';
@@ -55,12 +57,13 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   const [command, ...args] = positionals;
-  if (!command || values.help || command === 'help') {
+  // Checked before anything is opened: a mistyped command changes nothing and needs no database.
+  const parsed = command === undefined || values.help ? ({ kind: 'help' } as const) : parseCommand('cli', positionals);
+  const spec = command === undefined ? undefined : findCommand(command, 'cli');
+  if (parsed.kind === 'help' || !spec) {
     console.log(USAGE);
     return command || values.help ? 0 : 2;
   }
-  const spec = findCommand(command, 'cli');
-  if (!spec) throw new BackfillError(ErrorCode.BadInput, `"${command}" is not a backfill command. The commands are: ${commandNames('cli').join(', ')} (\`backfill help\` says what each does).`);
   // Only `migrate --create` creates a configured database: a mistyped name is said, not silently made.
   const backends = await openBackends(loadConfig(), { create: command === 'migrate' && values.create, checkQueue: false, log: (line) => console.error(line) });
   // On stderr, so that what a command prints (an export, say) stays the whole of stdout.
@@ -74,12 +77,12 @@ async function main(argv: string[]): Promise<number> {
     const actor = principalOf(acting);
     try {
       await migrate(pool);
-      await recordingRefusals(ctx, { actor: acting.actor, action: command, input: { args, as: values.as ?? null } }, async () => {
+      await recordingRefusals(ctx, { actor: acting.actor, action: spec.name, input: { args, as: values.as ?? null } }, async () => {
         authorize(acting, spec.rule, spec.action);
-        if (command === 'retention' && values.prune) authorize(acting, 'operator', 'prune stored rows');
+        if (parsed.kind === 'retention' && values.prune) authorize(acting, 'operator', 'prune stored rows');
       });
       const style: TextStyle = { people: await loadPeople(pool), colour: process.stdout.isTTY === true && !config.NO_COLOR };
-      return await runActing(acting, () => run(ctx, command, args, { ...values, actor, style }));
+      return await runActing(acting, () => run(ctx, parsed, { ...values, actor, style }));
     } finally {
       await pool.end();
     }
@@ -110,81 +113,76 @@ interface Options {
   out?: string | undefined;
 }
 
-/** What each CLI command does; src/commands/table.ts says who may run it and how it is written. */
-type CliHandler = (ctx: EngineContext, args: string[], options: Options) => Promise<number>;
+/** The commands the CLI offers, as src/commands/arguments.ts parses them. */
+type CliCommand = Exclude<Command, { kind: 'help' }>;
+type Handler<K extends CliCommand['kind']> = (ctx: EngineContext, command: Extract<CliCommand, { kind: K }>, options: Options) => Promise<number>;
 
-const HANDLERS: Record<string, CliHandler> = {
+/** What each CLI command does; src/commands/table.ts says who may run it and how it is written. */
+const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
   migrate: async () => {
     console.log('Migrations applied.');
     return 0;
   },
-  plan: async (ctx, args, options) => {
+  plan: async (ctx, { pipeline, target, reason }, options) => {
     const { actor } = options;
-    const [pipeline = '', target = '', ...reason] = need(args, 2, 'plan');
-    const request = { pipeline, target, reason: reason.join(' ') || '(dry run)', actor, limitOverride: options['override-limit'] };
+    const request = { pipeline, target, reason, actor, limitOverride: options['override-limit'] };
     const plan = await recordingRefusals(ctx, { actor, action: 'plan', input: { pipeline, target } }, () => planBackfill(ctx, request));
     console.log(renderPlan(plan, options.style));
     console.log(`Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`);
     return 0;
   },
-  start: async (ctx, args, options) => {
+  start: async (ctx, { pipeline, target, reason }, options) => {
     const { actor } = options;
-    const [pipeline = '', target = '', ...reason] = need(args, 3, 'start');
     const planId = options.plan === undefined ? undefined : backfillId(options.plan);
-    const request = { pipeline, target, reason: reason.join(' '), actor, limitOverride: options['override-limit'], planId };
+    const request = { pipeline, target, reason, actor, limitOverride: options['override-limit'], planId };
     const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target, planId } }, () => startBackfill(ctx, request));
     console.log(`Backfill #${result.backfill.id} created (${result.backfill.state}).`);
     for (const a of result.announcements) console.log(`\n--- to ${person(a.owner, options.style)} (${a.consumer}, ${a.notifyRule}) ---\n${a.text}`);
     return settle(ctx, result.backfill.id, options);
   },
-  ack: async (ctx, args, options) => {
+  'start-plan': async (ctx, { planId, reason }, options) => {
+    const frozen = await findPlan(ctx.pool, planId);
+    if (!frozen) throw new BackfillError(ErrorCode.BadInput, `There is no plan #${planId}. \`backfill plan\` makes one and shows its id.`);
+    return HANDLERS.start(ctx, { kind: 'start', pipeline: frozen.pipeline, target: frozen.target, reason }, { ...options, plan: String(planId) });
+  },
+  ack: async (ctx, { backfillId: id }, options) => {
     const { actor } = options;
-    const id = backfillId(need(args, 1, 'ack')[0]);
     const result = await recordingRefusals(ctx, { actor, action: 'acknowledge', backfillId: id },
       () => acknowledge(ctx, { backfillId: id, actor, consumer: options.consumer }));
     console.log(result.changed ? `Acknowledged by ${person(actor, options.style)}.` : 'Already acknowledged: nothing changed.');
     console.log(result.waitingFor.length ? `Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} ${person(w.owner, options.style)}`).join(', ')}` : 'Every required acknowledgement is in.');
     return settle(ctx, id, options);
   },
-  hold: async (ctx, args, options) => {
+  hold: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
-    const [rawId, ...reason] = need(args, 1, 'hold');
-    const id = backfillId(rawId);
     await recordingRefusals(ctx, { actor, action: 'hold', backfillId: id },
-      () => hold(ctx, { backfillId: id, actor, consumer: options.consumer, reason: reason.join(' ') || undefined }));
+      () => hold(ctx, { backfillId: id, actor, consumer: options.consumer, reason }));
     console.log(`Backfill #${id} is held by ${person(actor, options.style)}; it runs only after they acknowledge.`);
     return 0;
   },
-  override: async (ctx, args, options) => {
+  override: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
-    const [rawId, ...reason] = need(args, 2, 'override');
-    const id = backfillId(rawId);
     const result = await recordingRefusals(ctx, { actor, action: 'override', backfillId: id },
-      () => overrideGate(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
+      () => overrideGate(ctx, { backfillId: id, actor, reason }));
     console.log(result.approved ? `Gate opened by override of ${person(actor, options.style)}.` : 'Nothing to override.');
     return settle(ctx, id, options);
   },
-  cancel: async (ctx, args, options) => {
+  cancel: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
-    const [rawId, ...reason] = need(args, 1, 'cancel');
-    const id = backfillId(rawId);
     await recordingRefusals(ctx, { actor, action: 'cancel', backfillId: id },
-      () => cancelBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
+      () => cancelBackfill(ctx, { backfillId: id, actor, reason }));
     console.log(`Backfill #${id} cancelled.`);
     return 0;
   },
-  approve: async (ctx, args, options) => {
+  approve: async (ctx, { backfillId: id }, options) => {
     const { actor } = options;
-    const id = backfillId(need(args, 1, 'approve')[0]);
     const result = await recordingRefusals(ctx, { actor, action: 'approve', backfillId: id }, () => approveCapacity(ctx, { backfillId: id, actor }));
     console.log(result.approved ? 'Approved; the gate is open.' : `Approved. Still waiting for: ${result.waitingFor.map((w) => w.consumer).join(', ')}`);
     return settle(ctx, id, options);
   },
-  stop: async (ctx, args, options) => {
+  stop: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
-    const [rawId, ...reason] = need(args, 2, 'stop');
-    const id = backfillId(rawId);
-    await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') }));
+    await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason }));
     // The stop is in the database already; queued jobs would find it fenced and do nothing, so a Redis that
     // does not answer only means they are not removed now.
     const unreachable = await checkQueue(queueBackendOf(ctx.config)).then(() => undefined, (error: unknown) => error as Error);
@@ -200,93 +198,79 @@ const HANDLERS: Record<string, CliHandler> = {
     }
     return 0;
   },
-  continue: async (ctx, args, options) => {
+  continue: async (ctx, { backfillId: id, reason, partitions }, options) => {
     const { actor } = options;
-    const [rawId, ...words] = need(args, 2, 'continue');
-    const id = backfillId(rawId);
-    const { hours, rest } = leadingHours(words);
     const { accepted } = await recordingRefusals(ctx, { actor, action: 'continue', backfillId: id },
-      () => continueBackfill(ctx, { backfillId: id, actor, reason: rest.join(' '), partitions: hours }));
+      () => continueBackfill(ctx, { backfillId: id, actor, reason, partitions }));
     console.log(`Backfill #${id} continues; accepted: ${accepted.map(formatHour).join(', ')}.`);
     return settle(ctx, id, options);
   },
-  rollback: async (ctx, args, options) => {
+  rollback: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
-    const [rawId, ...reason] = need(args, 1, 'rollback');
-    const id = backfillId(rawId);
     const { restored } = await recordingRefusals(ctx, { actor, action: 'rollback', backfillId: id },
-      () => rollbackBackfill(ctx, { backfillId: id, actor, reason: reason.join(' ') || undefined }));
+      () => rollbackBackfill(ctx, { backfillId: id, actor, reason }));
     console.log(`Backfill #${id} rolled back: ${restored.length} partition(s) restored; consumers replay.`);
     return settle(ctx, id, options);
   },
-  status: async (ctx, args, options) => {
-    if (args[0] === undefined) {
+  status: async (ctx, { backfillId: id }, options) => {
+    if (id === undefined) {
       console.log(renderBackfillList(await listRecentBackfills(ctx.pool), options.style));
       return 0;
     }
-    console.log(renderStatus(await loadBackfillReport(ctx.pool, backfillId(args[0])), options.style));
+    console.log(renderStatus(await loadBackfillReport(ctx.pool, id), options.style));
     return 0;
   },
-  log: async (ctx, args, options) => {
-    if (args[0] === undefined) {
+  log: async (ctx, { backfillId: id }, options) => {
+    if (id === undefined) {
       console.log(renderBackfillList(await listRecentBackfills(ctx.pool, 100), options.style));
       return 0;
     }
-    const id = backfillId(args[0]);
     console.log(renderDiff(await loadBackfillReport(ctx.pool, id), options.style));
     console.log(`\nTimeline:\n${renderTimeline(await listEvents(ctx.pool, id), options.style)}`);
     return 0;
   },
-  tick: async (ctx, args, options) => {
+  tick: async (ctx, { pipeline }, options) => {
     const { actor } = options;
-    const [pipeline = ''] = need(args, 1, 'tick');
     const until = options.until ? parseHour(options.until) : undefined;
     console.log(renderTick(await tick(ctx, { pipeline, actor, until }), options.style));
     return 0;
   },
-  'paid-against': async (ctx, args, options) => {
-    const [first = '', second] = need(args, 1, 'paid-against');
-    const answer = await answerPaidAgainst(ctx.pool, second === undefined ? { date: first } : { report: first, date: second });
+  'paid-against': async (ctx, { report, date }, options) => {
+    const answer = await answerPaidAgainst(ctx.pool, { report, date });
     console.log(renderPaidAgainst(answer, options.style));
     return 0;
   },
-  sign: async (ctx, args, options) => {
+  sign: async (ctx, { report, date: period }, options) => {
     const { actor } = options;
-    const [report = '', period = ''] = need(args, 2, 'sign');
     const signed = await recordingRefusals(ctx, { actor, action: 'sign', input: { report, period } }, () => signReport(ctx, { report, period, actor }));
     console.log(`Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by ${person(signed.signedBy, options.style)} (signature ${signed.signatureNumber}).`);
     return 0;
   },
-  signer: async (ctx, args, options) => {
+  'signer-list': async (ctx, { report }, options) => {
+    const rows = await listReportSigners(ctx.pool, report ?? null);
+    console.log(rows.map((r) => `${r.report}: ${person(r.signer, options.style)}`).join('\n') || 'No signers configured.');
+    return 0;
+  },
+  signer: async (ctx, { change, report, user }, options) => {
     const { actor } = options;
-    const [action = '', report, user] = need(args, 1, 'signer');
-    if (action === 'list') {
-      const rows = await listReportSigners(ctx.pool, report ?? null);
-      console.log(rows.map((r) => `${r.report}: ${person(r.signer, options.style)}`).join('\n') || 'No signers configured.');
-      return 0;
-    }
-    if ((action !== 'add' && action !== 'remove') || !report || !user) throw new BackfillError(ErrorCode.BadInput, `Usage: backfill ${usage('signer')}`);
-    if (action === 'add') await addSigner(ctx, { report, signer: user, actor });
+    if (change === 'add') await addSigner(ctx, { report, signer: user, actor });
     else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`${person(user, options.style)} was not a signer of ${report}.`);
     console.log(`Signers of ${report}: ${(await listSigners(ctx.pool, report)).map((s) => `${person(s, options.style)}`).join(', ') || 'none'}`);
     return 0;
   },
-  delegate: async (ctx, args, options) => {
-    const { actor } = options;
-    const [action = '', owner, user] = need(args, 1, 'delegate');
-    if (action === 'list') {
-      const rows = await listDelegates(ctx.pool);
-      console.log(rows.map((r) => `${person(r.owner, options.style)}: ${person(r.delegate, options.style)}`).join('\n') || 'No delegates configured.');
-      return 0;
-    }
-    if ((action !== 'add' && action !== 'remove') || !owner || !user) throw new BackfillError(ErrorCode.BadInput, `Usage: backfill ${usage('delegate')}`);
-    if (action === 'add') await addDelegate(ctx, { owner, delegate: user, actor });
-    else await removeDelegate(ctx, { owner, delegate: user, actor });
-    console.log(`${action === 'add' ? 'Added' : 'Removed'}: ${person(user, options.style)} ${action === 'add' ? 'may now act' : 'no longer acts'} for ${person(owner, options.style)}.`);
+  'delegate-list': async (ctx, _command, options) => {
+    const rows = await listDelegates(ctx.pool);
+    console.log(rows.map((r) => `${person(r.owner, options.style)}: ${person(r.delegate, options.style)}`).join('\n') || 'No delegates configured.');
     return 0;
   },
-  export: async (ctx, args, options) => {
-    const id = backfillId(need(args, 1, 'export')[0]);
+  delegate: async (ctx, { change, owner, user }, options) => {
+    const { actor } = options;
+    if (change === 'add') await addDelegate(ctx, { owner, delegate: user, actor });
+    else await removeDelegate(ctx, { owner, delegate: user, actor });
+    console.log(`${change === 'add' ? 'Added' : 'Removed'}: ${person(user, options.style)} ${change === 'add' ? 'may now act' : 'no longer acts'} for ${person(owner, options.style)}.`);
+    return 0;
+  },
+  export: async (ctx, { backfillId: id }, options) => {
     if (options.format !== 'md' && options.format !== 'json') throw new BackfillError(ErrorCode.BadInput, `--format is md or json, not "${options.format ?? ''}".`);
     const pkg = await buildIncidentPackage(ctx.pool, id);
     const text = options.format === 'json' ? incidentPackageJson(pkg) : incidentPackageMarkdown(pkg);
@@ -298,9 +282,8 @@ const HANDLERS: Record<string, CliHandler> = {
     }
     return 0;
   },
-  retention: async (ctx, args, options) => {
+  retention: async (ctx, { backfillId: id }, options) => {
     const { actor } = options;
-    const id = args[0] === undefined ? undefined : backfillId(args[0]);
     if (!options.prune) {
       console.log(renderRetention(await listRetention(ctx, { backfillId: id })));
       return 0;
@@ -308,7 +291,7 @@ const HANDLERS: Record<string, CliHandler> = {
     console.log(renderPruned(await pruneStoredRows(ctx, { actor, includeRollbackRows: true, backfillId: id })));
     return 0;
   },
-  worker: async (ctx, _args, _options) => {
+  worker: async (ctx) => {
     const { startWorkers } = await import('../worker.js');
     const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line)) });
     console.log('Workers running; Ctrl-C stops them.');
@@ -321,10 +304,9 @@ const HANDLERS: Record<string, CliHandler> = {
   },
 };
 
-async function run(ctx: EngineContext, command: string, args: string[], options: Options): Promise<number> {
-  const handler = HANDLERS[command];
-  if (!handler) throw new BackfillError(ErrorCode.BadInput, `"${command}" is not a command.\n\n${USAGE}`);
-  return handler(ctx, args, options);
+function run<K extends CliCommand['kind']>(ctx: EngineContext, command: Extract<CliCommand, { kind: K }>, options: Options): Promise<number> {
+  const handler: Handler<K> = HANDLERS[command.kind];
+  return handler(ctx, command, options);
 }
 
 async function settle(ctx: EngineContext, id: number, options: Options): Promise<number> {
@@ -332,18 +314,6 @@ async function settle(ctx: EngineContext, id: number, options: Options): Promise
   const report = await runUntilSettled(ctx, id, (line) => console.log(line));
   console.log(renderDiff(report, options.style));
   return report.backfill.state === 'done' || report.backfill.state === 'rolled_back' ? 0 : 1;
-}
-
-/** A command's usage line, from the command table. */
-function usage(command: string): string {
-  const spec = findCommand(command, 'cli');
-  return spec ? usageOf(spec, 'cli') : command;
-}
-
-/** The arguments, or a refusal with the command's usage. */
-function need(args: string[], count: number, command: string): string[] {
-  if (args.length < count) throw new BackfillError(ErrorCode.BadInput, `Missing arguments. Usage: backfill ${usage(command)}`);
-  return args;
 }
 
 function backfillId(text: string | undefined): number {

@@ -134,9 +134,12 @@ const HANDLERS: { [K in BackfillCommand['kind']]: Handler<K> } = {
       `${signed.signatureNumber > 1 ? ` (signature ${signed.signatureNumber}; the earlier ones are kept)` : ''}.`);
   },
   log: async (deps, _input, command) => {
-    const where = await deps.messenger.uploadIncidentPackage(command.backfillId);
-    return plain(where ? `The incident package of backfill #${command.backfillId} (Markdown and JSON) is in <#${where}>'s incident thread.`
-      : `Backfill #${command.backfillId} has no incident channel (it was started from the CLI); export it with \`backfill export ${command.backfillId}\`.`);
+    const id = command.backfillId;
+    // The CLI's log lists recent backfills without an id; here the package goes to one backfill's thread.
+    if (id === undefined) throw new BackfillError(ErrorCode.BadInput, 'Which backfill? Usage: `/backfill log <id>`; `/backfill status` lists the recent ones.');
+    const where = await deps.messenger.uploadIncidentPackage(id);
+    return plain(where ? `The incident package of backfill #${id} (Markdown and JSON) is in <#${where}>'s incident thread.`
+      : `Backfill #${id} has no incident channel (it was started from the CLI); export it with \`backfill export ${id}\`.`);
   },
 };
 
