@@ -6,6 +6,8 @@ import { loadBackfillReport } from '../core/file/status.js';
 import { ACTIVE_STATES } from '../core/engine/stateMachine.js';
 import { homeView, paidAgainstMessage, type Message } from '../views/blocks.js';
 import type { types } from '@slack/bolt';
+import { findCommand, usageOf } from '../commands/table.js';
+import { authorize } from '../core/authorization.js';
 
 /** A question asked in plain words: "what did we pay against on 2026-11-15?" (a report may be named too). */
 export interface PaidAgainstQuestion {
@@ -23,11 +25,15 @@ export async function parsePaidAgainstQuestion(db: Queryable, text: string): Pro
   return { date, report };
 }
 
-const HOW_TO_ASK = 'Ask me "what did we pay against on 2026-11-15?" (you may name the report, e.g. settlement report), ' +
-  'or use `/backfill paid-against <report> <date>`.';
+/** The command a plain-word question stands for: its rule and usage come from the command table like any other. */
+const PAID_AGAINST = findCommand('paid-against', 'slack');
 
-/** The reply to a mention or a DM. Anyone may ask; refusals (unknown report, unsigned date) come back as text. */
-export async function answerQuestion(db: Queryable, text: string): Promise<Message> {
+const HOW_TO_ASK = 'Ask me "what did we pay against on 2026-11-15?" (you may name the report, e.g. settlement report), ' +
+  `or use \`${PAID_AGAINST ? usageOf(PAID_AGAINST, 'slack') : '/backfill paid-against'}\`.`;
+
+/** The reply to a mention or a DM, under the paid-against command's rule (anyone); refusals come back as text. */
+export async function answerQuestion(db: Queryable, text: string, user: string): Promise<Message> {
+  if (PAID_AGAINST) authorize({ actor: user, operator: false }, PAID_AGAINST.rule, PAID_AGAINST.action);
   const question = await parsePaidAgainstQuestion(db, text);
   if (!question) return { text: HOW_TO_ASK, blocks: [{ type: 'section', text: { type: 'mrkdwn', text: HOW_TO_ASK } }] };
   return paidAgainstMessage(await answerPaidAgainst(db, question));
