@@ -1,16 +1,10 @@
 import type { Queryable } from './pool.js';
+import type { ConsumerPlacement } from './readLog.js';
 
 // The readers of one backfill (backfill.backfill_consumers): who is told, when, with which announcement, and
 // where it landed. Reading them with acknowledgements and overrides: listBackfillConsumers in backfills.ts.
 
-export interface NewBackfillConsumer {
-  consumer: string;
-  owner: string;
-  notifyRule: 'before' | 'after';
-  dependencyRank: number;
-  dependsOn: string[];
-  readDirectly: boolean;
-  partitionsRead: number;
+export interface NewBackfillConsumer extends Omit<ConsumerPlacement, 'kind'> {
   announcement: string;
 }
 

@@ -1,4 +1,5 @@
 import type { Pipeline } from './pipelines.js';
+import type { ConsumerPlacement } from './readLog.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 import type { BackfillState } from '../core/engine/stateMachine.js';
 import { BackfillError, ErrorCode } from '../errors.js';
@@ -82,15 +83,7 @@ export async function findOverlappingActive(db: Queryable, pipeline: string, fir
   return rows[0];
 }
 
-export interface BackfillConsumerRow {
-  consumer: string;
-  kind: 'report' | 'export' | 'model';
-  owner: string;
-  notifyRule: 'before' | 'after';
-  dependencyRank: number;
-  dependsOn: string[];
-  readDirectly: boolean;
-  partitionsRead: number;
+export interface BackfillConsumerRow extends ConsumerPlacement {
   announcement: string;
   messageChannel: string | null;
   messageTs: string | null;
@@ -245,14 +238,7 @@ export async function keepStatusTs(db: Queryable, id: number, ts: string): Promi
   return kept.rowCount === 1;
 }
 
-export interface NewBackfill {
-  reason: string;
-  requestedBy: string;
-  firstHour: Date;
-  lastHour: Date;
-  partitionCount: number;
-  watermarkBefore: Date | null;
-  watermarkResetTo: Date;
+export interface NewBackfill extends Pick<BackfillRow, 'reason' | 'requestedBy' | 'firstHour' | 'lastHour' | 'partitionCount' | 'watermarkBefore' | 'watermarkResetTo'> {
   /** The days (YYYY-MM-DD) whose total is total_before. */
   days: string[];
   limitOverride: string | null;

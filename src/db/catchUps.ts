@@ -28,15 +28,8 @@ export async function insertCatchUpNotice(tx: Queryable, catchUpId: number, noti
     [catchUpId, notice.consumer, notice.owner, notice.period, notice.hoursRead, notice.firstReadAt, notice.reportBefore, notice.totalAfter]);
 }
 
-export interface CatchUpNotice {
+export interface CatchUpNotice extends NewCatchUpNotice {
   catchUpId: number;
-  consumer: string;
-  owner: string;
-  period: string;
-  hoursRead: number;
-  firstReadAt: Date;
-  reportBefore: string | null;
-  totalAfter: string;
   firstHour: Date;
   lastHour: Date;
   pipeline: string;

@@ -3,8 +3,8 @@ import type { Queryable } from './pool.js';
 // Who read which partition of which pipeline, and when (backfill.read_log), joined to the consumers they are:
 // what decides who is told before a backfill, and who read a hole the normal run filled later.
 
-/** A consumer of the target partitions: read them directly, or depends on one that did. */
-export interface Reader {
+/** Where a consumer stands to a backfill: who owns it, when they are told, and how it came to read the partitions. */
+export interface ConsumerPlacement {
   consumer: string;
   kind: 'report' | 'export' | 'model';
   owner: string;
@@ -13,6 +13,10 @@ export interface Reader {
   dependsOn: string[];
   readDirectly: boolean;
   partitionsRead: number;
+}
+
+/** A consumer of the target partitions: read them directly, or depends on one that did. */
+export interface Reader extends ConsumerPlacement {
   retrigger: unknown;
   reportTotalSql: string | null;
 }

@@ -1,16 +1,11 @@
 import { formatMoney, formatSignedMoney, subtractMoney, type Direction } from '../money.js';
+import type { BackfillRow } from '../../db/backfills.js';
 import type { Reader } from '../../db/readLog.js';
 import type { SignedFigure } from '../../db/signatures.js';
 import { formatHourRange, formatTime } from '../time.js';
 
-export interface AnnouncementInput {
+export interface AnnouncementInput extends Pick<BackfillRow, 'pipeline' | 'reason' | 'requestedBy' | 'firstHour' | 'lastHour' | 'partitionCount'> {
   backfillId: number | null;
-  pipeline: string;
-  reason: string;
-  requestedBy: string;
-  firstHour: Date;
-  lastHour: Date;
-  partitionCount: number;
   direction: Direction;
   /** Totals over the affected days now and after the change, from the step run in a rolled-back preview. */
   totalBefore: string;
