@@ -2,12 +2,12 @@ import type { types } from '@slack/bolt';
 import type { BackfillConsumerRow, BackfillRow } from '../db/backfills.js';
 import type { PaidAgainstAnswer } from '../core/finance/paidAgainst.js';
 import type { ReconciliationRow } from '../db/reconciliations.js';
-import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
+import { subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/identify/plan.js';
 import { describeSecondApproval, describeSize } from '../core/identify/sizing.js';
 import { describeState } from '../core/engine/stateMachine.js';
 import { waitingOn, type BackfillReport } from '../core/file/status.js';
-import { formatHour, formatHourRange, formatTime } from '../core/time.js';
+import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, slackPerson } from './format.js';
 
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
 
@@ -28,7 +28,7 @@ export function encodeButtonValue(reference: ButtonReference): string {
   return JSON.stringify({ b: reference.backfillId, c: reference.consumer });
 }
 
-const money = (amount: string | null) => (amount === null ? '—' : formatMoney(amount));
+const money = moneyOrNone;
 const mrkdwn = (text: string): types.MrkdwnElement => ({ type: 'mrkdwn', text });
 const section = (text: string): Block => ({ type: 'section', text: mrkdwn(text.slice(0, 3000)) });
 const context = (text: string): Block => ({ type: 'context', elements: [mrkdwn(text.slice(0, 3000))] });
@@ -77,11 +77,11 @@ export function answeredAnnouncementMessage(reference: ButtonReference, text: st
 }
 
 function gateLine(c: BackfillConsumerRow): string {
-  if (c.notifyRule === 'after') return `${c.consumer} <@${c.owner}>: told after the run`;
-  if (c.ackedAt) return `:white_check_mark: ${c.consumer} <@${c.owner}>: acknowledged ${formatTime(c.ackedAt)}`;
-  if (c.overriddenBy) return `:warning: ${c.consumer} <@${c.owner}>: overridden by <@${c.overriddenBy}> (${c.overrideReason ?? ''})`;
-  if (c.undeliverable) return `:no_entry: ${c.consumer} <@${c.owner}>: cannot be reached (Slack: ${c.undeliverable}); needs a delegate or an override`;
-  return `:hourglass: ${c.consumer} <@${c.owner}>: waiting`;
+  if (c.notifyRule === 'after') return `${c.consumer} ${slackPerson(c.owner)}: told after the run`;
+  if (c.ackedAt) return `:white_check_mark: ${c.consumer} ${slackPerson(c.owner)}: acknowledged ${formatTime(c.ackedAt)}`;
+  if (c.overriddenBy) return `:warning: ${c.consumer} ${slackPerson(c.owner)}: overridden by ${slackPerson(c.overriddenBy)} (${c.overrideReason ?? ''})`;
+  if (c.undeliverable) return `:no_entry: ${c.consumer} ${slackPerson(c.owner)}: cannot be reached (Slack: ${c.undeliverable}); needs a delegate or an override`;
+  return `:hourglass: ${c.consumer} ${slackPerson(c.owner)}: waiting`;
 }
 
 /** The one status message in the incident channel, re-rendered from the database on every change. */
@@ -94,12 +94,12 @@ export function statusMessage(report: BackfillReport): Message {
   const why = [
     backfill.failure ? `:x: ${backfill.failure}` : '',
     backfill.pausedReason ? `:octagonal_sign: paused: ${backfill.pausedReason}` : '',
-    backfill.stoppedBy ? `:stop_sign: stopped by <@${backfill.stoppedBy}>: ${backfill.stopReason ?? ''}` : '',
-    backfill.rolledBackBy ? `:rewind: rolled back by <@${backfill.rolledBackBy}>` : '',
+    backfill.stoppedBy ? `:stop_sign: stopped by ${slackPerson(backfill.stoppedBy)}: ${backfill.stopReason ?? ''}` : '',
+    backfill.rolledBackBy ? `:rewind: rolled back by ${slackPerson(backfill.rolledBackBy)}` : '',
   ].filter(Boolean).join('\n');
   const blocks: Block[] = [
     header(`Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`),
-    section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Why:* ${backfill.reason}\n*Asked by* <@${backfill.requestedBy}>`),
+    section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Why:* ${backfill.reason}\n*Asked by* ${slackPerson(backfill.requestedBy)}`),
     section(`*Gate*\n${report.consumers.map(gateLine).join('\n') || 'no readers'}`),
     section(`*Progress:* ${progress}${why ? `\n${why}` : ''}\n${waitingOn(report)}`),
     context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
@@ -111,7 +111,7 @@ export function statusMessage(report: BackfillReport): Message {
 export function diffMessage(report: BackfillReport): Message {
   const { backfill } = report;
   const figures = report.signed.map((f) =>
-    `*${f.report} ${f.period}*: signed *${money(f.signedTotal)}* by <@${f.signedBy}> at ${formatTime(f.signedAt)} → now *${money(f.reportAfter)}*, difference *${f.diff === null ? '—' : formatSignedMoney(f.diff)}*`);
+    `*${f.report} ${f.period}*: signed *${money(f.signedTotal)}* by ${slackPerson(f.signedBy)} at ${formatTime(f.signedAt)} → now *${money(f.reportAfter)}*, difference *${f.diff === null ? '—' : formatSignedMoney(f.diff)}*`);
   const replays = report.steps.filter((s) => s.kind === 'replay').map((s, i) =>
     `${i + 1}. ${s.key}: ${s.status}${s.finishedAt ? ` at ${formatTime(s.finishedAt)}` : ''}`);
   const rows = report.targets.map((t) => {
@@ -123,7 +123,7 @@ export function diffMessage(report: BackfillReport): Message {
   const notes = [
     ...(unavailable.length ? [`:warning: *Unavailable* (source missing; left as it was, nothing invented): ${unavailable.join(', ')}`] : []),
     ...(backfill.state === 'rolled_back' || backfill.state === 'rolling_back'
-      ? [`:rewind: *Rolled back* by <@${backfill.rolledBackBy ?? '?'}> at ${backfill.rolledBackAt ? formatTime(backfill.rolledBackAt) : '—'}: ${restored.join(', ')} hold their prior rows again; consumers replayed on them.`]
+      ? [`:rewind: *Rolled back* by ${slackPerson(backfill.rolledBackBy ?? '?')} at ${backfill.rolledBackAt ? formatTime(backfill.rolledBackAt) : '—'}: ${restored.join(', ')} hold their prior rows again; consumers replayed on them.`]
       : []),
   ];
   const title = backfill.state === 'rolled_back' ? 'rolled back' : 'diff';
@@ -139,7 +139,7 @@ export function diffMessage(report: BackfillReport): Message {
         `*Total after:* ${money(backfill.totalAfter)}`,
         `*Difference:* ${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)}`,
         `*Announced at:* ${formatTime(backfill.announcedAt)}`,
-        `*Ran at:* ${backfill.ranAt ? formatTime(backfill.ranAt) : '—'} by <@${backfill.ranBy ?? backfill.requestedBy}>`,
+        `*Ran at:* ${backfill.ranAt ? formatTime(backfill.ranAt) : '—'} by ${slackPerson(backfill.ranBy ?? backfill.requestedBy)}`,
         `*Finished at:* ${backfill.finishedAt ? formatTime(backfill.finishedAt) : '—'}`,
       ].join('\n')),
       section(`*Consumers re-triggered, in order*\n${replays.join('\n') || 'none'}`),
@@ -150,8 +150,8 @@ export function diffMessage(report: BackfillReport): Message {
 
 export function planMessage(plan: Plan): Message {
   const { identified } = plan;
-  const readers = plan.readers.map((r) => `${r.dependencyRank}. ${r.consumer} (${r.kind}), <@${r.owner}>, told ${r.notifyRule}${r.readDirectly ? '' : `, via ${r.dependsOn.join(', ')}`}`);
-  const signed = plan.signed.map((f) => `${f.report} ${f.period}: *${formatMoney(f.total)}* signed by <@${f.signedBy}> at ${formatTime(f.signedAt)}`);
+  const readers = plan.readers.map((r) => `${r.dependencyRank}. ${r.consumer} (${r.kind}), ${slackPerson(r.owner)}, told ${r.notifyRule}${r.readDirectly ? '' : `, via ${r.dependsOn.join(', ')}`}`);
+  const signed = plan.signed.map((f) => `${f.report} ${f.period}: *${formatMoney(f.total)}* signed by ${slackPerson(f.signedBy)} at ${formatTime(f.signedAt)}`);
   const skipped = identified.skipped.map((s) => `${formatHour(s.hour)}: ${s.why}`);
   return {
     text: `Plan: ${plan.pipeline.name}, ${identified.hours.length} partitions`,
@@ -162,7 +162,7 @@ export function planMessage(plan: Plan): Message {
       section(`*Readers, in dependency order*\n${readers.join('\n') || 'none'}`),
       section(`*Signed figures affected*\n${signed.join('\n') || 'none'}`),
       section(`*Watermark:* ${identified.watermarkBefore ? formatHour(identified.watermarkBefore) : 'none'} → ${formatHour(identified.watermarkResetTo)}\n` +
-        `*Expected:* ${formatMoney(plan.totalBefore)} → ${formatMoney(plan.expectedTotalAfter)} (${plan.direction}) · *waits for:* ${plan.gateOwners.map((o) => `<@${o}>`).join(', ') || 'nobody'}`),
+        `*Expected:* ${formatMoney(plan.totalBefore)} → ${formatMoney(plan.expectedTotalAfter)} (${plan.direction}) · *waits for:* ${plan.gateOwners.map((o) => `${slackPerson(o)}`).join(', ') || 'nobody'}`),
       ...(plan.size ? [section(`*Size:* ${describeSize(plan.size, plan.pipeline.name)}\n*Second operator's approval:* ${describeSecondApproval(plan.size)}`)] : []),
       context(`Plan #${plan.planId ?? '?'} (inputs ${plan.inputsHash.slice(0, 12)}). Nothing was written but the plan and an audit event. ` +
         `\`/backfill start plan ${plan.planId ?? '<id>'} <reason>\` runs exactly this, or refuses if its inputs change.`),
@@ -173,12 +173,12 @@ export function planMessage(plan: Plan): Message {
 /** "What did we pay against?": the signed figure first, then every correction, then what stands now. */
 export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
   const signatures = answer.signatures.map((s, i) =>
-    `${answer.signatures.length > 1 ? `${i + 1}. ` : ''}*${formatMoney(s.total)}*, signed by <@${s.signedBy}> at ${formatTime(s.signedAt)}`);
+    `${answer.signatures.length > 1 ? `${i + 1}. ` : ''}*${formatMoney(s.total)}*, signed by ${slackPerson(s.signedBy)} at ${formatTime(s.signedAt)}`);
   const corrections = answer.corrections.map((c) => [
     `• *Backfill #${c.backfillId}* (${c.reason}): corrected to *${formatMoney(c.corrected)}*, ${formatSignedMoney(c.diffFromSigned)} against the signed ${formatMoney(c.signedTotal)}`,
-    `   announced ${formatTime(c.announcedAt)}, ran ${c.ranAt ? formatTime(c.ranAt) : '—'} by <@${c.ranBy ?? '?'}>, finished ${formatTime(c.finishedAt)}`,
-    `   acknowledged by ${c.acknowledgedBy.map((a) => `<@${a.owner}> (${a.consumer}, ${formatTime(a.at)})`).join(', ') || 'nobody'}` +
-      `${c.overriddenBy.length ? `; overridden by ${c.overriddenBy.map((o) => `<@${o.operator}> for ${o.consumer}: ${o.reason}`).join(', ')}` : ''}`,
+    `   announced ${formatTime(c.announcedAt)}, ran ${c.ranAt ? formatTime(c.ranAt) : '—'} by ${slackPerson(c.ranBy ?? '?')}, finished ${formatTime(c.finishedAt)}`,
+    `   acknowledged by ${c.acknowledgedBy.map((a) => `${slackPerson(a.owner)} (${a.consumer}, ${formatTime(a.at)})`).join(', ') || 'nobody'}` +
+      `${c.overriddenBy.length ? `; overridden by ${c.overriddenBy.map((o) => `${slackPerson(o.operator)} for ${o.consumer}: ${o.reason}`).join(', ')}` : ''}`,
   ].join('\n'));
   const current = answer.current.source === 'signature'
     ? `*Current figure:* ${formatMoney(answer.current.total)} (the latest signature)`

@@ -1,7 +1,6 @@
 import type { IncidentEvent, IncidentPackage, JsonValue } from '../core/file/incidentPackage.js';
 import { INCIDENT_PACKAGE_FORMAT } from '../core/file/incidentPackage.js';
-import { formatMoney, formatSignedMoney } from '../core/money.js';
-import { formatHour } from '../core/time.js';
+import { formatHour, moneyOrNone, NONE, recordPerson, signedMoneyOrNone } from './format.js';
 
 // The incident package rendered: JSON, the record itself, and Markdown, the same record for people to read
 // (GitHub-flavoured tables; people by name and id; times to the second, UTC).
@@ -15,7 +14,6 @@ export function incidentPackageJson(p: IncidentPackage): string {
 // ---------------------------------------------------------------------------------------------------------
 // Markdown
 
-const NONE = '—';
 
 /** An instant to the second: 2026-11-16 07:00:00 UTC. */
 export function formatInstant(isoTime: string): string {
@@ -48,8 +46,8 @@ function formatJsonValue(value: JsonValue): string {
   return String(value);
 }
 
-const money = (amount: string | null): string => (amount === null ? NONE : formatMoney(amount));
-const signedMoney = (amount: string | null): string => (amount === null ? NONE : formatSignedMoney(amount));
+const money = moneyOrNone;
+const signedMoney = signedMoneyOrNone;
 const instant = (at: string | null): string => (at === null ? NONE : formatInstant(at));
 const text = (value: string | number | null): string => (value === null ? NONE : String(value));
 
@@ -64,9 +62,7 @@ function table(header: string[], rows: string[][], right: number[] = []): string
 
 /** A person as the record names them: "Settlement lead (U07SETTLE)" when the bot knows the name, else the id. */
 function who(p: IncidentPackage, id: string | null): string {
-  if (id === null) return NONE;
-  const name = p.people[id];
-  return name === undefined ? id : `${name} (${id})`;
+  return id === null ? NONE : recordPerson(id, new Map(Object.entries(p.people)));
 }
 
 /** The timeline's actor: who did it and, when they used someone else's rights, for whom and why. */

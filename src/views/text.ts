@@ -1,7 +1,7 @@
 import type { BackfillRow } from '../db/backfills.js';
 import type { TimelineEvent } from '../db/events.js';
 import type { People } from '../db/people.js';
-import { formatMoney, formatSignedMoney, subtractMoney } from '../core/money.js';
+import { subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/identify/plan.js';
 import { sum, type PrunedBackfill, type RetentionReport, type StoredRows } from '../core/recovery/retention.js';
 import { describeSecondApproval, describeSize, formatBytes, formatCount } from '../core/identify/sizing.js';
@@ -9,7 +9,7 @@ import type { PaidAgainstAnswer } from '../core/finance/paidAgainst.js';
 import { describeState } from '../core/engine/stateMachine.js';
 import { waitingOn, type BackfillReport } from '../core/file/status.js';
 import type { TickResult } from '../core/engine/tick.js';
-import { formatHour, formatHourRange, formatTime } from '../core/time.js';
+import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, terminalPerson, timeOrNone } from './format.js';
 
 // Plain-text views for the CLI and the demo. Pure: data in, text out. No Slack markup: people by the names
 // they go by (backfill.people), else by their id; colour only when the caller says the output is a terminal.
@@ -24,8 +24,7 @@ export const PLAIN: TextStyle = { people: new Map(), colour: false };
 
 /** A person as a terminal shows them: "Settlement lead", or "@U07SETTLE" before the bot has learned a name. */
 export function person(id: string, style: TextStyle): string {
-  if (!/^[UW][A-Z0-9]+$/.test(id)) return id;
-  return style.people.get(id) ?? `@${id}`;
+  return terminalPerson(id, style.people);
 }
 
 /** A signed difference, red when it went down and green when up, on a terminal. */
@@ -35,8 +34,8 @@ function difference(amount: string, style: TextStyle): string {
   return `${text.startsWith('−') ? '\u001b[31m' : '\u001b[32m'}${text}\u001b[39m`;
 }
 
-const money = (amount: string | null) => (amount === null ? '—' : formatMoney(amount));
-const when = (at: Date | null) => (at ? formatTime(at) : '—');
+const money = moneyOrNone;
+const when = timeOrNone;
 
 export function renderPlan(plan: Plan, style: TextStyle = PLAIN): string {
   const { identified } = plan;

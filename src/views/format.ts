@@ -1,0 +1,36 @@
+import type { People } from '../db/people.js';
+import { formatMoney, formatSignedMoney } from '../core/money.js';
+import { formatHour, formatHourRange, formatTime } from '../core/time.js';
+
+// The one set of formatters the views share (Block Kit, terminal text, the incident package): money, hours and
+// people, each with the dash a missing value shows as. The money and hour formats themselves are the core's
+// (src/core/money.ts, src/core/time.ts): the announcement an owner is sent is composed in the core and kept as
+// the record of what they were told, and it must read exactly as every view does.
+
+export { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime };
+
+/** What every view shows for a value that is not there (yet). */
+export const NONE = '—';
+
+export const moneyOrNone = (amount: string | null): string => (amount === null ? NONE : formatMoney(amount));
+export const signedMoneyOrNone = (amount: string | null): string => (amount === null ? NONE : formatSignedMoney(amount));
+export const timeOrNone = (at: Date | null): string => (at ? formatTime(at) : NONE);
+
+const SLACK_USER = /^[UW][A-Z0-9]+$/;
+
+/** A person in Slack: a mention, which Slack renders with their name; anything else (cli:…@host) as it is. */
+export function slackPerson(id: string): string {
+  return SLACK_USER.test(id) ? `<@${id}>` : id;
+}
+
+/** A person on a terminal: the name they go by, else @U…; anything else as it is. */
+export function terminalPerson(id: string, people: People): string {
+  if (!SLACK_USER.test(id)) return id;
+  return people.get(id) ?? `@${id}`;
+}
+
+/** A person in a record (the incident package): name and id, "Settlement lead (U07SETTLE)", else the id. */
+export function recordPerson(id: string, people: People): string {
+  const name = people.get(id);
+  return name === undefined ? id : `${name} (${id})`;
+}
