@@ -48,6 +48,9 @@ describe('the backfill CLI', () => {
   it('starts, is acknowledged by the owners and runs to the diff with --wait', async () => {
     const started = await cli('start', 'orders', '2026-11-15', 'currency', 'parsed', 'as', 'text');
     expect(started.out).toContain('Backfill #1 created (announced).');
+    // The announcements, composed once in Slack's markup, read on a terminal with names.
+    expect(started.out).toContain('signed by Settlement lead at 2026-11-16 07:00 UTC');
+    expect(started.out).not.toContain('<@');
     expect((await cli('ack', '1', '--as', 'U07SETTLE', '--reason', 'Dana is on a plane; she agreed by phone')).out).toContain('Still waiting for: payout_export Payouts owner');
     const finished = await cli('ack', '1', '--as', 'U07PAYOUTS', '--reason', 'payouts team asked in #payouts', '--wait');
     expect(finished.code).toBe(0);
@@ -80,16 +83,19 @@ describe('the backfill CLI', () => {
     const refusedBefore = await refusals();
     const noReason = await cli('sign', 'settlement_report', '2026-11-15', '--as', 'U07SETTLE');
     expect(noReason.code).toBe(1);
-    expect(noReason.out).toContain('Acting on behalf of <@U07SETTLE> needs a reason, kept in the timeline: add --reason "<why they cannot sign a report themselves>".');
+    expect(noReason.out).toContain('Acting on behalf of Settlement lead needs a reason, kept in the timeline: add --reason "<why they cannot sign a report themselves>".');
+    // Refusals are written once in Slack's markup; a terminal shows names, never <@U…>.
+    expect(noReason.out).not.toContain('<@');
     const notOperator = await cliWith({ BACKFILL_CLI_OPERATORS: 'someone-else' }, 'sign', 'settlement_report', '2026-11-15', '--as', 'U07SETTLE', '--reason', 'asked me to');
     expect(notOperator.code).toBe(1);
-    expect(notOperator.out).toContain(`${me} is not an operator, so cannot sign a report on behalf of <@U07SETTLE>. Only an operator may act for someone else`);
+    expect(notOperator.out).toContain(`${me} is not an operator, so cannot sign a report on behalf of Settlement lead. Only an operator may act for someone else`);
     const planNotOperator = await cliWith({ BACKFILL_CLI_OPERATORS: 'someone-else' }, 'plan', 'orders', '2026-11-16');
     expect(planNotOperator.out).toContain(`${me} is not a backfill operator, so cannot plan a backfill.`);
     // Acting for someone uses their rights, no more: a visitor owns nothing and signs nothing.
     const notOwner = await cli('hold', '1', '--as', 'U07VISITOR', '--reason', 'testing');
     expect(notOwner.code).toBe(1);
-    expect(notOwner.out).toMatch(/<@U07VISITOR> does not own any consumer in backfill #1/);
+    expect(notOwner.out).toMatch(/@U07VISITOR does not own any consumer in backfill #1/);
+    expect(notOwner.out).not.toContain('<@');
     expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.signoffs')).toBe(before);
     // Each refusal is in the timeline, under the CLI user.
     expect(await refusals()).toBe(refusedBefore + 4);

@@ -32,7 +32,7 @@ import { migrate } from '../db/migrate.js';
 import { createPool, explainCancellation, poolBounds } from '../db/pool.js';
 import { listReportSigners, listSigners } from '../db/signers.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
-import { person, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
+import { fromSlackMarkup, person, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
 
 const USAGE = cliUsage();
@@ -75,14 +75,18 @@ async function main(argv: string[]): Promise<number> {
     // Whose rights the command uses: the person acted for (--as), else the CLI user. Every event it records
     // names the CLI user as the actor (runActing; src/db/events.ts).
     const actor = principalOf(acting);
+    let style: TextStyle = PLAIN;
     try {
       await migrate(pool);
+      style = { people: await loadPeople(pool), colour: process.stdout.isTTY === true && !config.NO_COLOR };
       await recordingRefusals(ctx, { actor: acting.actor, action: spec.name, input: { args, as: values.as ?? null } }, async () => {
         authorize(acting, spec.rule, spec.action);
         if (parsed.kind === 'retention' && values.prune) authorize(acting, 'operator', 'prune stored rows');
       });
-      const style: TextStyle = { people: await loadPeople(pool), colour: process.stdout.isTTY === true && !config.NO_COLOR };
       return await runActing(acting, () => run(ctx, parsed, { ...values, actor, style }));
+    } catch (error) {
+      // A refusal is written once, in Slack's markup; the terminal gets names instead of <@U…>.
+      throw isBackfillError(error) ? new BackfillError(error.code, fromSlackMarkup(error.message, style), { cause: error, retryable: error.retryable, details: error.details }) : error;
     } finally {
       await pool.end();
     }
@@ -137,7 +141,7 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     const request = { pipeline, target, reason, actor, limitOverride: options['override-limit'], planId };
     const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target, planId } }, () => startBackfill(ctx, request));
     console.log(`Backfill #${result.backfill.id} created (${result.backfill.state}).`);
-    for (const a of result.announcements) console.log(`\n--- to ${person(a.owner, options.style)} (${a.consumer}, ${a.notifyRule}) ---\n${a.text}`);
+    for (const a of result.announcements) console.log(`\n--- to ${person(a.owner, options.style)} (${a.consumer}, ${a.notifyRule}) ---\n${fromSlackMarkup(a.text, options.style)}`);
     return settle(ctx, result.backfill.id, options);
   },
   'start-plan': async (ctx, { planId, reason }, options) => {
@@ -291,9 +295,9 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     console.log(renderPruned(await pruneStoredRows(ctx, { actor, includeRollbackRows: true, backfillId: id })));
     return 0;
   },
-  worker: async (ctx) => {
+  worker: async (ctx, _command, options) => {
     const { startWorkers } = await import('../worker.js');
-    const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line)) });
+    const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(fromSlackMarkup(line, options.style))) });
     console.log('Workers running; Ctrl-C stops them.');
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
@@ -311,7 +315,7 @@ function run<K extends CliCommand['kind']>(ctx: EngineContext, command: Extract<
 
 async function settle(ctx: EngineContext, id: number, options: Options): Promise<number> {
   if (!options.wait) return 0;
-  const report = await runUntilSettled(ctx, id, (line) => console.log(line));
+  const report = await runUntilSettled(ctx, id, (line) => console.log(fromSlackMarkup(line, options.style)));
   console.log(renderDiff(report, options.style));
   return report.backfill.state === 'done' || report.backfill.state === 'rolled_back' ? 0 : 1;
 }
@@ -323,6 +327,6 @@ function backfillId(text: string | undefined): number {
 
 main(process.argv.slice(2)).then((code) => process.exit(code), (raw: unknown) => {
   const error = explainCancellation(raw);
-  console.error(isBackfillError(error) ? error.message : error);
+  console.error(isBackfillError(error) ? fromSlackMarkup(error.message, PLAIN) : error);
   process.exit(isBackfillError(error) ? 1 : 70);
 });

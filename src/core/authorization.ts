@@ -1,4 +1,5 @@
 import type { Acting } from '../db/acting.js';
+import { mention } from './messenger.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
 export { runActing, type Acting } from '../db/acting.js';
@@ -23,10 +24,6 @@ export function principalOf(acting: Acting): string {
   return acting.onBehalfOf ?? acting.actor;
 }
 
-/** The actor as a person reads it: a Slack mention, or the CLI's user and host as they are. */
-export function mention(actor: string): string {
-  return /^[UW][A-Z0-9]+$/.test(actor) ? `<@${actor}>` : actor;
-}
 
 /**
  * Refuses an action the actor may not take under `rule`, with a sentence saying who may. The owner and signer

@@ -49,3 +49,12 @@ export interface Messenger {
 export function intentKey(backfillId: number, kind: string, key: string, extra?: string | number): string {
   return `bf${backfillId}:${kind}:${key}${extra === undefined ? '' : `:${extra}`}`;
 }
+
+/**
+ * A person in a message the core writes (an announcement, a refusal): a Slack mention, which Slack shows with
+ * their name and a terminal turns into it (src/views/text.ts fromSlackMarkup); anything that is not a Slack user
+ * (the CLI's cli:<user>@<host>) as it is, never as broken mention markup.
+ */
+export function mention(actor: string): string {
+  return /^[UW][A-Z0-9]+$/.test(actor) ? `<@${actor}>` : actor;
+}

@@ -27,6 +27,18 @@ export function person(id: string, style: TextStyle): string {
   return terminalPerson(id, style.people);
 }
 
+/**
+ * Text the core writes once in Slack's markup (an announcement, a refusal) as a terminal shows it: mentions as
+ * names, channels as #name, links as "label (url)", *bold* bold on a colour terminal and plain otherwise.
+ */
+export function fromSlackMarkup(text: string, style: TextStyle): string {
+  return text
+    .replace(/<@([UW][A-Z0-9]+)(?:\|[^>]*)?>/g, (_, id: string) => person(id, style))
+    .replace(/<#([CG][A-Z0-9]+)(?:\|([^>]*))?>/g, (_, id: string, name: string | undefined) => `#${name || id}`)
+    .replace(/<(https?:\/\/[^|>]+)\|([^>]+)>/g, (_, url: string, label: string) => `${label} (${url})`)
+    .replace(/(^|[\s(])\*([^*\n]+)\*(?=[\s.,;:)]|$)/g, (_, before: string, bold: string) => `${before}${style.colour ? `\u001b[1m${bold}\u001b[22m` : bold}`);
+}
+
 /** A signed difference, red when it went down and green when up, on a terminal. */
 function difference(amount: string, style: TextStyle): string {
   const text = formatSignedMoney(amount);

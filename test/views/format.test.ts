@@ -2,6 +2,7 @@
 // the core formats them, and a missing value as a dash everywhere.
 
 import { describe, expect, it } from 'vitest';
+import { fromSlackMarkup } from '../../src/views/text.js';
 import { moneyOrNone, NONE, recordPerson, signedMoneyOrNone, slackPerson, terminalPerson, timeOrNone } from '../../src/views/format.js';
 
 const people = new Map([['U07SETTLE', 'Settlement lead']]);
@@ -24,5 +25,12 @@ describe('the views\' formatters', () => {
     expect(signedMoneyOrNone('-12408.45')).toBe('−12,408.45');
     expect([moneyOrNone(null), signedMoneyOrNone(null), timeOrNone(null)]).toEqual([NONE, NONE, NONE]);
     expect(timeOrNone(new Date('2026-11-16T07:00:00Z'))).toBe('2026-11-16 07:00 UTC');
+  });
+
+  it('shows Slack markup written by the core as a terminal reads it', () => {
+    const text = 'Signed by <@U07SETTLE>, asked by <@U07ONCALL|oncall> in <#C0INCIDENT|incident>; see <https://example.test/runbook|the runbook>. *Please acknowledge.*';
+    expect(fromSlackMarkup(text, { people, colour: false }))
+      .toBe('Signed by Settlement lead, asked by @U07ONCALL in #incident; see the runbook (https://example.test/runbook). Please acknowledge.');
+    expect(fromSlackMarkup('*bold* and <#C0INCIDENT>', { people, colour: true })).toBe('\u001b[1mbold\u001b[22m and #C0INCIDENT');
   });
 });

@@ -1,3 +1,4 @@
+import { mention } from '../messenger.js';
 import { formatMoney, formatSignedMoney, subtractMoney, type Direction } from '../money.js';
 import type { BackfillRow } from '../../db/backfills.js';
 import type { Reader } from '../../db/readLog.js';
@@ -28,7 +29,8 @@ const DIRECTION_TEXT: Record<Direction, string> = {
 /**
  * The message an owner gets, generated from the consumer row rather than composed by a person: which
  * partitions and why, the signed figure with who signed it and when, the expected direction, when it runs,
- * who asked. Plain text with Slack-style mentions; Slack and the CLI both show it as is.
+ * who asked. Written once, in Slack's markup (mentions); a terminal shows it through src/views/text.ts's
+ * fromSlackMarkup, with names.
  */
 export function announcementText(input: AnnouncementInput): string {
   const { reader } = input;
@@ -41,7 +43,7 @@ export function announcementText(input: AnnouncementInput): string {
       : `${reader.consumer} (${reader.kind}) depends on ${reader.dependsOn.join(', ')}, which read them.`,
   ];
   for (const figure of input.signed.filter((f) => f.report === reader.consumer)) {
-    lines.push(`Signed figure: ${figure.report} for ${figure.period} = ${formatMoney(figure.total)}, signed by <@${figure.signedBy}> at ${formatTime(figure.signedAt)}.`);
+    lines.push(`Signed figure: ${figure.report} for ${figure.period} = ${formatMoney(figure.total)}, signed by ${mention(figure.signedBy)} at ${formatTime(figure.signedAt)}.`);
   }
   lines.push(`Expected direction of the change: ${DIRECTION_TEXT[input.direction]}.`);
   lines.push(`Expected new total for ${input.days.join(', ')}: ${formatMoney(input.expectedTotalAfter)} ` +
@@ -50,8 +52,8 @@ export function announcementText(input: AnnouncementInput): string {
       ? "from the pipeline's estimate; each partition's rows and total are checked against it before it is published."
       : 'from a preview of the step; each partition is checked against it, row by row, before it is published.'));
   lines.push(reader.notifyRule === 'before'
-    ? `When: it runs once ${input.gateOwners.map((owner) => `<@${owner}>`).join(', ')} acknowledge${input.gateOwners.length === 1 ? 's' : ''}; nothing is deleted before. Please acknowledge or hold.`
+    ? `When: it runs once ${input.gateOwners.map((owner) => `${mention(owner)}`).join(', ')} acknowledge${input.gateOwners.length === 1 ? 's' : ''}; nothing is deleted before. Please acknowledge or hold.`
     : `When: as soon as the owners who must acknowledge have; you will be told the result after the run.`);
-  lines.push(`Asked by <@${input.requestedBy}>.`);
+  lines.push(`Asked by ${mention(input.requestedBy)}.`);
   return lines.join('\n');
 }

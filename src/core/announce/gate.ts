@@ -1,3 +1,4 @@
+import { mention } from '../messenger.js';
 import { listBackfillConsumers, requireBackfill, type BackfillRow } from '../../db/backfills.js';
 import {
   countAcknowledged, deleteAcknowledgements, hasCapacityApproval, insertAcknowledgement, insertCapacityApproval, insertGateOverride,
@@ -81,7 +82,7 @@ export async function overrideGate(ctx: EngineContext, input: { backfillId: numb
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (backfill.state === 'held') {
-      throw wrongState(backfill.id, backfill.state, `<@${await findLastHolder(tx, backfill.id) ?? 'an owner'}> asked to wait: ask them to acknowledge, or cancel it`);
+      throw wrongState(backfill.id, backfill.state, `${mention(await findLastHolder(tx, backfill.id) ?? 'an owner')} asked to wait: ask them to acknowledge, or cancel it`);
     }
     if (backfill.state !== 'announced') throw wrongState(backfill.id, backfill.state, 'there is no acknowledgement left to override');
     const { waitingFor } = await gateStatus(tx, backfill.id);
@@ -111,7 +112,7 @@ export async function approveCapacity(ctx: EngineContext, input: { backfillId: n
         `Backfill #${backfill.id} is within the capacity limits (${backfill.partitionCount} partitions of at most ${ctx.config.CAPACITY_LIMIT}${rows}): it needs no second approval.`);
     }
     if (backfill.requestedBy === input.actor) {
-      throw new BackfillError(ErrorCode.NotAllowed, `<@${input.actor}> asked for backfill #${backfill.id}, so cannot also be its second approval: another operator must approve it.`);
+      throw new BackfillError(ErrorCode.NotAllowed, `${mention(input.actor)} asked for backfill #${backfill.id}, so cannot also be its second approval: another operator must approve it.`);
     }
     if (backfill.state !== 'announced' && backfill.state !== 'held') throw wrongState(backfill.id, backfill.state, 'approvals are taken only before it runs');
     const inserted = await insertCapacityApproval(tx, backfill.id, input.actor);
@@ -175,10 +176,10 @@ async function ownedGateConsumers(tx: PoolClient, backfill: BackfillRow, actor: 
   const actsFor = new Set([actor, ...(await listOwnersDelegatingTo(tx, actor))]);
   const owned = consumers.filter((c) => actsFor.has(c.owner) && (consumer === undefined || c.consumer === consumer));
   if (owned.length > 0) return owned.map((c) => c.consumer);
-  const owners = consumers.filter((c) => consumer === undefined || c.consumer === consumer).map((c) => `${c.consumer} (<@${c.owner}>)`);
+  const owners = consumers.filter((c) => consumer === undefined || c.consumer === consumer).map((c) => `${c.consumer} (${mention(c.owner)})`);
   // The refusal is recorded by recordingRefusals, outside this transaction, which rolls back.
   throw new BackfillError(ErrorCode.NotAllowed,
-    `<@${actor}> does not own ${consumer ?? 'any consumer'} in backfill #${backfill.id}, so cannot ${action} it. ` +
+    `${mention(actor)} does not own ${consumer ?? 'any consumer'} in backfill #${backfill.id}, so cannot ${action} it. ` +
     `Only the owner (or a delegate they named) can: ${owners.join(', ') || 'nobody is listed'}.`, { details: { backfillId: backfill.id, action } });
 }
 

@@ -9,7 +9,7 @@ import { listTargetHours } from '../../db/targets.js';
 import { lockWatermark, upsertWatermark } from '../../db/watermarks.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../../errors.js';
 import type { EngineContext } from '../context.js';
-import { intentKey, type Messenger } from '../messenger.js';
+import { intentKey, mention, type Messenger } from '../messenger.js';
 import { formatMoney, formatSignedMoney, subtractMoney } from '../money.js';
 import { totalOverDays } from '../../db/partitions.js';
 import { readReportFigure } from '../../db/pipelineSql.js';
@@ -223,7 +223,7 @@ async function notify(ctx: StepContext, ref: StepRef, token: string): Promise<St
   const consumer = consumerOf(ref);
   const rollback = phaseOf(ref) === 'rollback';
   const text = rollback
-    ? `Backfill #${backfill.id} of ${backfill.pipeline} was rolled back by <@${backfill.rolledBackBy ?? '?'}>: the prior rows are restored and ${consumer} was re-triggered on them. ` +
+    ? `Backfill #${backfill.id} of ${backfill.pipeline} was rolled back by ${mention(backfill.rolledBackBy ?? '?')}: the prior rows are restored and ${consumer} was re-triggered on them. ` +
       `The figures are back to what they were before the backfill (total ${formatMoney(backfill.totalBefore)}).`
     : `Backfill #${backfill.id} of ${backfill.pipeline} has run (${backfill.reason}): ${consumer} was re-triggered. ` +
       `Total over the affected days ${formatMoney(backfill.totalBefore)} → ${backfill.totalAfter ? formatMoney(backfill.totalAfter) : '—'}` +
@@ -265,7 +265,7 @@ async function deliver<T>(ctx: StepContext, ref: StepRef, token: string, send: (
 }
 
 function undeliverableText(ref: StepRef, owner: string | null, consumer: string | null, slackError: string): string {
-  const who = owner ? `<@${owner}> (${consumer})` : 'the incident channel';
+  const who = owner ? `${mention(owner)} (${consumer})` : 'the incident channel';
   if (ref.kind !== 'announce') {
     return `:warning: Backfill #${ref.backfillId}: the ${ref.kind} message to ${who} cannot be delivered (Slack answered \`${slackError}\`). The run goes on; tell them another way.`;
   }

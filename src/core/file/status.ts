@@ -1,3 +1,4 @@
+import { mention } from '../messenger.js';
 import {
   listBackfillConsumers, listBackfillSignoffs, listTargets, requireBackfill,
   type BackfillConsumerRow, type BackfillRow, type BackfillSignoffRow, type BackfillTargetRow,
@@ -32,7 +33,6 @@ export async function loadBackfillReport(db: Queryable, backfillId: number): Pro
  */
 export function waitingOn(report: BackfillReport): string {
   const { backfill, consumers, steps, targets } = report;
-  const mention = (user: string) => `<@${user}>`;
   const open = (kind: string) => steps.filter((s) => s.kind === kind && !['done', 'undeliverable', 'skipped', 'failed'].includes(s.status)).length;
   const missing = consumers.filter((c) => c.notifyRule === 'before' && !c.ackedAt && !c.overriddenBy);
   const unreachable = missing.filter((c) => c.undeliverable);

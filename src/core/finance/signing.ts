@@ -1,3 +1,4 @@
+import { mention } from '../messenger.js';
 import { findReportDefinition, listSignableReports } from '../../db/consumers.js';
 import { deleteDelegate, insertDelegate } from '../../db/delegates.js';
 import { recordEvent } from '../../db/events.js';
@@ -24,7 +25,7 @@ export async function signReport(ctx: EngineContext, input: { report: string; pe
     const signers = await listSigners(tx, input.report);
     if (!signers.includes(input.actor)) {
       throw new BackfillError(ErrorCode.NotAllowed,
-        `<@${input.actor}> may not sign ${input.report}. Who may: ${signers.map((s) => `<@${s}>`).join(', ') || 'nobody yet'} ` +
+        `${mention(input.actor)} may not sign ${input.report}. Who may: ${signers.map((s) => `${mention(s)}`).join(', ') || 'nobody yet'} ` +
         `(an operator adds signers with \`backfill signer add ${input.report} <user>\`).`);
     }
     const value = await readReportFigure(tx, consumer.sql, input.period);
