@@ -1,15 +1,64 @@
 import type { Queryable } from './pool.js';
 import {
-  PHASE_EXITS, phaseStepsSql, runnableSql, STEP_KINDS, type StepKind, type StepRef, type StepStatus,
+  PHASE_EXITS, ROLLBACK_SUFFIX, SETTLED, STEP_GRAPH, STEP_KINDS, type StepKind, type StepPhase, type StepRef, type StepStatus, type WaitRule,
 } from '../core/engine/stepGraph.js';
 import type { BackfillState } from '../core/engine/stateMachine.js';
 
-// The steps of a backfill (backfill.backfill_steps), one row per kind and key. The step graph (stepGraph.ts)
-// builds the predicates over `s` (the step) and `b` (its backfill) that say which may run and which a phase
-// still waits on; the claim columns (claim_token, lease_expires_at) are described in migration 0005.
+// The steps of a backfill (backfill.backfill_steps), one row per kind and key. The predicates over `s` (the step)
+// and `b` (its backfill) that say which may run and which a phase still waits on are built below from the step
+// graph (stepGraph.ts: its tables, no SQL); the claim columns (claim_token, lease_expires_at) are described in
+// migration 0005.
 
 const STEP_WHERE = 'backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text';
 const stepParams = (ref: StepRef) => [ref.backfillId, ref.kind, ref.key];
+
+// SQL over `s` (a backfill_steps row) and `b` (its backfill). Phase is read from the key as phaseOf does.
+const PHASE_SQL: Record<StepPhase, string> = {
+  forward: `(s.step_key <> 'rollback' AND s.step_key NOT LIKE '%${ROLLBACK_SUFFIX}')`,
+  rollback: `(s.step_key = 'rollback' OR s.step_key LIKE '%${ROLLBACK_SUFFIX}')`,
+};
+const settledSql = (alias: string) => `${alias}.status IN (${SETTLED.map((status) => `'${status}'`).join(', ')})`;
+const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')`;
+
+const WAIT_SQL: Record<WaitRule, string> = {
+  'every stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settledSql('r')})`,
+  // The canary (wave 0) first; each later wave only once every earlier one is published.
+  'earlier waves': `NOT EXISTS (
+    SELECT 1 FROM backfill.backfill_steps p
+    JOIN backfill.backfill_targets pt ON pt.backfill_id = p.backfill_id AND p.step_key = ${HOUR_KEY_SQL('pt')}
+    JOIN backfill.backfill_targets st ON st.backfill_id = s.backfill_id AND s.step_key = ${HOUR_KEY_SQL('st')}
+    WHERE p.backfill_id = s.backfill_id AND p.kind = 'publish' AND NOT ${settledSql('p')} AND pt.wave < st.wave)`,
+  'every publish': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'publish' AND NOT ${settledSql('r')})`,
+  // A replay waits for every consumer it depends on, within its own phase.
+  'replays depended on': `NOT EXISTS (
+    SELECT 1 FROM backfill.backfill_consumers bc
+    JOIN backfill.backfill_steps d ON d.backfill_id = bc.backfill_id AND d.kind = 'replay'
+      AND split_part(d.step_key, '@', 1) = ANY (bc.depends_on)
+      AND (d.step_key LIKE '%${ROLLBACK_SUFFIX}') = (s.step_key LIKE '%${ROLLBACK_SUFFIX}')
+    WHERE bc.backfill_id = s.backfill_id AND bc.consumer = split_part(s.step_key, '@', 1) AND NOT ${settledSql('d')})`,
+  'every rollback replay': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'replay'
+    AND r.step_key LIKE '%${ROLLBACK_SUFFIX}' AND NOT ${settledSql('r')})`,
+};
+
+const quoteList = (values: readonly string[]) => values.map((value) => `'${value}'`).join(', ');
+
+/**
+ * One SQL predicate over `s` and `b`: true when the step's kind, phase, backfill state and waits allow it to
+ * run now. Built from STEP_GRAPH (fixed strings, no input), used by the dispatcher and by the claim.
+ */
+function runnableSql(): string {
+  const clauses = Object.entries(STEP_GRAPH).map(([name, spec]) => {
+    const [kind, phase] = name.split(':') as [StepKind, StepPhase];
+    const waits = spec.waitsFor.map((rule) => ` AND ${WAIT_SQL[rule]}`).join('');
+    return `(s.kind = '${kind}' AND ${PHASE_SQL[phase]} AND b.state IN (${quoteList(spec.runsIn)})${waits})`;
+  });
+  return `(${clauses.join('\n OR ')})`;
+}
+
+/** The kinds a phase exit waits on, as SQL over `s`: for advanceBackfill's counts. */
+function phaseStepsSql(exit: (typeof PHASE_EXITS)[number]): string {
+  return `(s.kind IN (${quoteList(exit.when)}) AND ${PHASE_SQL[exit.phase]} AND NOT ${settledSql('s')})`;
+}
 
 export interface StepClaimCheckRow {
   status: StepStatus;
