@@ -8,24 +8,29 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { replacePartition } from '../core/recompute/partitionStep.js';
-import { storeSchemaName } from '../db/rowStore.js';
+import {
+  analyzeDemoWarehouse, createOrdersPartitions, dropPipelineRowStore, insertConsumerDependencies, insertDemoConsumer, insertFxRates,
+  insertRawOrders, insertReads, insertSettlementReportSigner, movePendingRawOrders, readSeedCounts, recordSourceLanded, runWarehouseScript,
+  signSettlementReportAsBuilt, truncateDemoCatalog, updatePipelineStepSql, upsertPartitionRecords, upsertWatermarkAt, type OrdersPartition,
+  type RawOrdersTable,
+} from '../db/demoWorld.js';
 import { migrate } from '../db/migrate.js';
 import { insertPipeline, type Pipeline } from '../db/pipelines.js';
 import { rememberPeople } from '../db/people.js';
-import { quoteIdent, withTransaction, type Queryable } from '../db/pool.js';
+import { runPipelineSql } from '../db/pipelineSql.js';
+import { withTransaction, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import {
-  CONSUMER_NAMES, DAILY_SCHEDULE_MINUTES, DEMO_MONTH, DEMO_PIPELINE, DEMO_SHARDS, FLAGGED_NIGHTS, flaggedNight, MARKETING_WEEK,
-  DEMO_PEOPLE, NIGHT_15, NIGHT_9, OWNERS, SCENARIO_AS_OF, SOURCE_SHARDS_SQL, STEP_SQL_V1, STEP_SQL_V2, type DemoScenario, type FlagReason,
+  CONSUMER_NAMES, DAILY_SCHEDULE_MINUTES, DEMAND_FORECAST_SQL, DEMO_MONTH, DEMO_PIPELINE, DEMO_SHARDS, FLAGGED_NIGHTS, flaggedNight,
+  MARKETING_WEEK, MARKETING_WEEKLY_SQL, DEMO_PEOPLE, NIGHT_15, NIGHT_9, OWNERS, PAYOUT_EXPORT_SQL, SCENARIO_AS_OF, SETTLEMENT_REPORT_SQL,
+  SETTLEMENT_REPORT_TOTAL_SQL, SOURCE_SHARDS_SQL, STEP_SQL_V1, STEP_SQL_V2, type DemoScenario, type FlagReason,
 } from './constants.js';
 import { centsToDecimal, generateDemoData, microsToDecimal, monthHours, utcDate, type DemoData, type RawOrder, type StepVersion } from './generate.js';
 
 const HOUR_MS = 3_600_000;
 const MINUTE_MS = 60_000;
 const DAY_MS = 24 * HOUR_MS;
-const RAW_BATCH_ROWS = 5_000;
 const SEEDED_BY = 'seed';
-const RAW_COLUMNS = 'order_id, shard, event_hour, merchant_id, currency_raw, amount_local, landed_at';
 
 /**
  * warehouse.orders as one plain table (published by rewrite), or partitioned by hour (published by swap):
@@ -85,40 +90,6 @@ export function demoPipelineDefinition(version: StepVersion): Pipeline {
 
 // ---- consumers ------------------------------------------------------------------------------------------
 
-// Each statement takes $1::timestamptz[] (the corrected partitions) and rebuilds whole UTC days (or weeks) that
-// contain them, with an upsert: running it twice leaves the same rows.
-const DAYS_OF_HOURS = `SELECT DISTINCT (h AT TIME ZONE 'UTC')::date AS day FROM unnest($1::timestamptz[]) AS h`;
-const ORDERS_OF_DAY = `warehouse.orders o
-  ON o.partition_hour >= d.day::timestamp AT TIME ZONE 'UTC' AND o.partition_hour < (d.day + 1)::timestamp AT TIME ZONE 'UTC'`;
-
-const SETTLEMENT_REPORT_SQL = `INSERT INTO warehouse.settlement_report (report_date, total, order_count)
-SELECT d.day, coalesce(sum(o.amount_base), 0), count(o.order_id)
-FROM (${DAYS_OF_HOURS}) d
-LEFT JOIN ${ORDERS_OF_DAY}
-GROUP BY d.day
-ON CONFLICT (report_date) DO UPDATE SET total = EXCLUDED.total, order_count = EXCLUDED.order_count`;
-
-const PAYOUT_EXPORT_SQL = `INSERT INTO warehouse.payout_export (report_date, total)
-SELECT s.report_date, s.total
-FROM warehouse.settlement_report s
-WHERE s.report_date IN (${DAYS_OF_HOURS})
-ON CONFLICT (report_date) DO UPDATE SET total = EXCLUDED.total`;
-
-const DEMAND_FORECAST_SQL = `INSERT INTO warehouse.demand_forecast_inputs (day, orders, amount_base)
-SELECT d.day, count(o.order_id), coalesce(sum(o.amount_base), 0)
-FROM (${DAYS_OF_HOURS}) d
-LEFT JOIN ${ORDERS_OF_DAY}
-GROUP BY d.day
-ON CONFLICT (day) DO UPDATE SET orders = EXCLUDED.orders, amount_base = EXCLUDED.amount_base`;
-
-const MARKETING_WEEKLY_SQL = `INSERT INTO warehouse.marketing_weekly (week_start, orders, amount_base)
-SELECT w.week_start, count(o.order_id), coalesce(sum(o.amount_base), 0)
-FROM (SELECT DISTINCT days.day - extract(dow FROM days.day)::int AS week_start FROM (${DAYS_OF_HOURS}) days) w
-LEFT JOIN warehouse.orders o
-  ON o.partition_hour >= w.week_start::timestamp AT TIME ZONE 'UTC' AND o.partition_hour < (w.week_start + 7)::timestamp AT TIME ZONE 'UTC'
-GROUP BY w.week_start
-ON CONFLICT (week_start) DO UPDATE SET orders = EXCLUDED.orders, amount_base = EXCLUDED.amount_base`;
-
 export interface DemoConsumer {
   name: string;
   kind: 'report' | 'export' | 'model';
@@ -136,7 +107,7 @@ export const DEMO_CONSUMERS: readonly DemoConsumer[] = [
   {
     name: CONSUMER_NAMES.settlementReport, kind: 'report', owner: OWNERS.settlementLead, notifyRule: 'before',
     explicitRank: null, dependsOn: [], readsOrders: true, statements: [SETTLEMENT_REPORT_SQL],
-    reportTotalSql: 'SELECT total FROM warehouse.settlement_report WHERE report_date = $1::date',
+    reportTotalSql: SETTLEMENT_REPORT_TOTAL_SQL,
   },
   {
     name: CONSUMER_NAMES.payoutExport, kind: 'export', owner: OWNERS.payouts, notifyRule: 'before',
@@ -162,36 +133,28 @@ function consumerNamed(name: string): DemoConsumer {
 
 async function registerConsumers(db: Queryable): Promise<void> {
   for (const consumer of DEMO_CONSUMERS) {
-    await db.query(
-      `INSERT INTO backfill.consumers (name, kind, owner, notify_rule, explicit_rank, retrigger, report_total_sql)
-       VALUES ($1::text, $2::text, $3::text, $4::text, $5::int, $6::jsonb, $7::text)`,
-      [consumer.name, consumer.kind, consumer.owner, consumer.notifyRule, consumer.explicitRank,
-        JSON.stringify({ kind: 'sql', statements: consumer.statements }), consumer.reportTotalSql]);
+    await insertDemoConsumer(db, {
+      name: consumer.name, kind: consumer.kind, owner: consumer.owner, notifyRule: consumer.notifyRule, explicitRank: consumer.explicitRank,
+      retrigger: { kind: 'sql', statements: consumer.statements }, reportTotalSql: consumer.reportTotalSql,
+    });
   }
-  const links = DEMO_CONSUMERS.flatMap((consumer) => consumer.dependsOn.map((dependsOn) => [consumer.name, dependsOn] as const));
-  await db.query(
-    `INSERT INTO backfill.consumer_dependencies (consumer, depends_on) SELECT * FROM unnest($1::text[], $2::text[])`,
-    [links.map(([consumer]) => consumer), links.map(([, dependsOn]) => dependsOn)]);
+  await insertConsumerDependencies(db, DEMO_CONSUMERS.flatMap((consumer) => consumer.dependsOn.map((dependsOn) => ({ consumer: consumer.name, dependsOn }))));
   // The settlement duty lead signs the daily settlement report (and is the only one who may).
-  await db.query(`INSERT INTO backfill.signers (report, signer, added_by) VALUES ('settlement_report', $1::text, 'seed')`, [OWNERS.settlementLead]);
+  await insertSettlementReportSigner(db, OWNERS.settlementLead);
   await rememberPeople(db, [...DEMO_PEOPLE]);
 }
 
 // ---- reset and static data ------------------------------------------------------------------------------
 
-/**
- * Starts the demo world over. TRUNCATE … CASCADE rather than DELETE in FK order: every backfill.* table hangs
- * off the pipeline, the consumers or the signoffs, so the cascade also clears backfills a previous demo ran,
- * including tables later migrations add, and RESTART IDENTITY makes a re-seed give the same ids.
- */
+/** Starts the demo world over: an empty catalog (truncateDemoCatalog says why TRUNCATE), a new warehouse. */
 async function resetDemo(db: Queryable, target: TargetShape, hourlyDays?: readonly string[]): Promise<void> {
-  await db.query('TRUNCATE backfill.pipelines, backfill.consumers, backfill.signoffs RESTART IDENTITY CASCADE');
+  await truncateDemoCatalog(db);
   // The pipeline's row store goes with it: its rows are keyed by backfill ids that RESTART IDENTITY reuses.
-  await db.query(`DROP SCHEMA IF EXISTS ${quoteIdent(storeSchemaName(DEMO_PIPELINE))} CASCADE`);
-  await db.query(await readFile(new URL('./warehouse.sql', import.meta.url), 'utf8'));
+  await dropPipelineRowStore(db, DEMO_PIPELINE);
+  await runWarehouseScript(db, await readFile(new URL('./warehouse.sql', import.meta.url), 'utf8'));
   if (target === 'partitioned') {
-    await db.query(await readFile(new URL('./partitioned.sql', import.meta.url), 'utf8'));
-    await db.query(partitionStatements(hourlyDays));
+    await runWarehouseScript(db, await readFile(new URL('./partitioned.sql', import.meta.url), 'utf8'));
+    await createOrdersPartitions(db, monthPartitions(hourlyDays));
   }
 }
 
@@ -200,51 +163,36 @@ async function resetDemo(db: Queryable, target: TargetShape, hourlyDays?: readon
  * `hourlyDays` (when given) is one partition (warehouse.orders_d20261114), published by rewrite. Fewer
  * partitions make a database cheaper to clone, which the tests do once per run.
  */
-function partitionStatements(hourlyDays: readonly string[] | undefined): string {
-  const statements: string[] = [];
-  const partition = (name: string, from: number, to: number) =>
-    `CREATE TABLE warehouse.${name} PARTITION OF warehouse.orders FOR VALUES FROM ('${new Date(from).toISOString()}') TO ('${new Date(to).toISOString()}')`;
+function monthPartitions(hourlyDays: readonly string[] | undefined): OrdersPartition[] {
+  const partitions: OrdersPartition[] = [];
+  const partition = (name: string, from: number, to: number): OrdersPartition => ({ name, from: new Date(from), to: new Date(to) });
   for (let day = Date.parse(DEMO_MONTH.firstHour); day <= Date.parse(DEMO_MONTH.lastHour); day += DAY_MS) {
     const code = utcDate(day).replaceAll('-', '');
     if (hourlyDays && !hourlyDays.includes(utcDate(day))) {
-      statements.push(partition(`orders_d${code}`, day, day + DAY_MS));
+      partitions.push(partition(`orders_d${code}`, day, day + DAY_MS));
       continue;
     }
     for (let hour = day; hour < day + DAY_MS; hour += HOUR_MS) {
-      statements.push(partition(`orders_p${code}${new Date(hour).toISOString().slice(11, 13)}`, hour, hour + HOUR_MS));
+      partitions.push(partition(`orders_p${code}${new Date(hour).toISOString().slice(11, 13)}`, hour, hour + HOUR_MS));
     }
   }
-  return statements.join(';\n');
+  return partitions;
 }
 
 async function loadFxRates(db: Queryable, data: DemoData): Promise<void> {
-  await db.query(
-    `INSERT INTO warehouse.fx_rates (rate_date, currency, rate_to_base)
-     SELECT * FROM unnest($1::date[], $2::text[], $3::numeric[])`,
-    [data.fxRates.map((rate) => rate.rateDate), data.fxRates.map((rate) => rate.currency),
-      data.fxRates.map((rate) => microsToDecimal(rate.rateMicros))]);
+  await insertFxRates(db, data.fxRates.map((rate) => ({ rateDate: rate.rateDate, currency: rate.currency, rateToBase: microsToDecimal(rate.rateMicros) })));
 }
 
-/** Bulk-inserts raw rows into orders_raw or orders_raw_pending, in batches of RAW_BATCH_ROWS. */
-async function insertRawRows(db: Queryable, table: 'warehouse.orders_raw' | 'warehouse.orders_raw_pending', orders: RawOrder[]): Promise<void> {
-  for (let start = 0; start < orders.length; start += RAW_BATCH_ROWS) {
-    const batch = orders.slice(start, start + RAW_BATCH_ROWS);
-    await db.query(
-      `INSERT INTO ${table} (${RAW_COLUMNS})
-       SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::timestamptz[], $4::int[], $5::text[], $6::numeric[], $7::timestamptz[])`,
-      [batch.map((order) => order.orderId), batch.map((order) => order.shard), batch.map((order) => isoOf(order.eventHour)),
-        batch.map((order) => order.merchantId), batch.map((order) => order.currencyRaw),
-        batch.map((order) => centsToDecimal(order.amountLocalCents)), batch.map((order) => isoOf(order.landedAt))]);
-  }
+/** Inserts raw rows into orders_raw or orders_raw_pending. */
+async function insertRawRows(db: Queryable, table: RawOrdersTable, orders: RawOrder[]): Promise<void> {
+  await insertRawOrders(db, table, orders.map((order) => ({
+    orderId: order.orderId, shard: order.shard, eventHour: isoOf(order.eventHour), merchantId: order.merchantId,
+    currencyRaw: order.currencyRaw, amountLocal: centsToDecimal(order.amountLocalCents), landedAt: isoOf(order.landedAt),
+  })));
 }
 
 async function setWatermark(db: Queryable, processedThrough: number, at: number): Promise<void> {
-  await db.query(
-    `INSERT INTO backfill.watermarks (pipeline, processed_through, updated_at, updated_by)
-     VALUES ($1::text, $2::timestamptz, $3::timestamptz, $4::text)
-     ON CONFLICT (pipeline) DO UPDATE
-       SET processed_through = EXCLUDED.processed_through, updated_at = EXCLUDED.updated_at, updated_by = EXCLUDED.updated_by`,
-    [DEMO_PIPELINE, isoOf(processedThrough), isoOf(at), SEEDED_BY]);
+  await upsertWatermarkAt(db, { pipeline: DEMO_PIPELINE, processedThrough: isoOf(processedThrough), at: isoOf(at), updatedBy: SEEDED_BY });
 }
 
 // ---- the timeline ---------------------------------------------------------------------------------------
@@ -344,22 +292,17 @@ async function runHourly(replay: Replay, at: number): Promise<void> {
 async function runConsumer(db: Queryable, consumerName: string, hours: number[], at: number): Promise<void> {
   const consumer = consumerNamed(consumerName);
   const hourValues = hours.map(isoOf);
-  for (const statement of consumer.statements) await db.query(statement, [hourValues]);
+  for (const statement of consumer.statements) await runPipelineSql(db, statement, [hourValues]);
   if (!consumer.readsOrders) return;
-  await db.query(
-    `INSERT INTO backfill.read_log (consumer, pipeline, partition_hour, read_at)
-     SELECT $1::text, $2::text, h, $4::timestamptz FROM unnest($3::timestamptz[]) AS h`,
-    [consumer.name, DEMO_PIPELINE, hourValues, isoOf(at)]);
+  await insertReads(db, { consumer: consumer.name, pipeline: DEMO_PIPELINE, hours: hourValues, readAt: isoOf(at) });
 }
 
 /** The duty lead signs what the report shows at that moment: the total is read from the report, never given. */
 async function signSettlementReport(db: Queryable, reportDate: string, at: number): Promise<void> {
-  const result = await db.query(
-    `INSERT INTO backfill.signoffs (report, period, total, signed_by, signed_at)
-     SELECT $1::text, report_date, total, $3::text, $4::timestamptz
-     FROM warehouse.settlement_report WHERE report_date = $2::date`,
-    [CONSUMER_NAMES.settlementReport, reportDate, OWNERS.settlementLead, isoOf(at)]);
-  if (result.rowCount !== 1) throw new Error(`the settlement report of ${reportDate} was not built before its signature`);
+  const signed = await signSettlementReportAsBuilt(db, {
+    report: CONSUMER_NAMES.settlementReport, reportDate, signedBy: OWNERS.settlementLead, signedAt: isoOf(at),
+  });
+  if (!signed) throw new Error(`the settlement report of ${reportDate} was not built before its signature`);
 }
 
 async function replayTimeline(replay: Replay, asOf: number): Promise<void> {
@@ -397,16 +340,12 @@ function flagOf(hour: number): FlagReason | null {
  */
 async function recordPartitionLog(db: Queryable, data: DemoData, asOf: number): Promise<void> {
   const due = data.hourSources.filter((source) => source.hour + HOUR_MS <= asOf);
-  await db.query(
-    `INSERT INTO backfill.partition_log (pipeline, partition_hour, landed_at, on_time, shards_expected, reconciled, flag_reason)
-     SELECT $1::text, h.hour, h.landed_at, h.on_time, $2::int, h.flag_reason IS NULL, h.flag_reason
-     FROM unnest($3::timestamptz[], $4::timestamptz[], $5::boolean[], $6::text[]) AS h(hour, landed_at, on_time, flag_reason)
-     ON CONFLICT (pipeline, partition_hour) DO UPDATE
-       SET landed_at = EXCLUDED.landed_at, on_time = EXCLUDED.on_time, reconciled = EXCLUDED.reconciled,
-           flag_reason = EXCLUDED.flag_reason`,
-    [DEMO_PIPELINE, DEMO_SHARDS, due.map((source) => isoOf(source.hour)),
-      due.map((source) => (source.landedAt <= asOf ? isoOf(source.landedAt) : null)),
-      due.map((source) => source.landedAt <= source.hour + HOUR_MS), due.map((source) => flagOf(source.hour))]);
+  await upsertPartitionRecords(db, DEMO_PIPELINE, DEMO_SHARDS, due.map((source) => ({
+    hour: isoOf(source.hour),
+    landedAt: source.landedAt <= asOf ? isoOf(source.landedAt) : null,
+    onTime: source.landedAt <= source.hour + HOUR_MS,
+    flagReason: flagOf(source.hour),
+  })));
 }
 
 /**
@@ -421,7 +360,7 @@ async function holdNight9Source(replay: Replay): Promise<void> {
 }
 
 async function deployFixedStep(db: Queryable): Promise<void> {
-  await db.query('UPDATE backfill.pipelines SET step_sql = $2::text WHERE name = $1::text', [DEMO_PIPELINE, STEP_SQL_V2]);
+  await updatePipelineStepSql(db, DEMO_PIPELINE, STEP_SQL_V2);
 }
 
 // ---- entry points ---------------------------------------------------------------------------------------
@@ -452,7 +391,7 @@ export async function seedDemo(pool: pg.Pool, options: { scenario?: DemoScenario
   await recordPartitionLog(pool, data, asOf);
   await deployFixedStep(pool);
   // Whoever queries next (the engine, a test cloning this database) should not plan against empty statistics.
-  await pool.query('ANALYZE warehouse.orders, warehouse.orders_raw, warehouse.orders_raw_pending');
+  await analyzeDemoWarehouse(pool);
   return summarizeSeed(pool, scenario);
 }
 
@@ -462,30 +401,14 @@ export async function seedDemo(pool: pg.Pool, options: { scenario?: DemoScenario
  */
 export async function deliverNight9Source(pool: pg.Pool): Promise<number> {
   return withTransaction(pool, async (tx) => {
-    const delivered = await tx.query(
-      `WITH arrived AS (DELETE FROM warehouse.orders_raw_pending RETURNING ${RAW_COLUMNS})
-       INSERT INTO warehouse.orders_raw (${RAW_COLUMNS}) SELECT ${RAW_COLUMNS} FROM arrived`);
-    await tx.query(
-      `UPDATE backfill.partition_log l SET landed_at = arrived.landed_at
-       FROM (SELECT event_hour, max(landed_at) AS landed_at FROM warehouse.orders_raw GROUP BY event_hour) arrived
-       WHERE l.pipeline = $1::text AND l.landed_at IS NULL AND arrived.event_hour = l.partition_hour`,
-      [DEMO_PIPELINE]);
-    return delivered.rowCount ?? 0;
+    const delivered = await movePendingRawOrders(tx);
+    await recordSourceLanded(tx, DEMO_PIPELINE);
+    return delivered;
   });
 }
 
 export async function summarizeSeed(db: Queryable, scenario: DemoScenario): Promise<SeedSummary> {
-  const { rows } = await db.query<Omit<SeedSummary, 'scenario' | 'asOf' | 'watermark'> & { watermark: Date }>(
-    `SELECT (SELECT count(*) FROM warehouse.orders_raw)::bigint AS "rawRows",
-            (SELECT count(*) FROM warehouse.orders_raw_pending)::bigint AS "pendingRows",
-            (SELECT count(*) FROM warehouse.orders)::bigint AS "orderRows",
-            (SELECT count(DISTINCT partition_hour) FROM warehouse.orders)::bigint AS partitions,
-            (SELECT count(*) FROM backfill.partition_log WHERE pipeline = $1::text AND NOT reconciled)::bigint AS unreconciled,
-            (SELECT processed_through FROM backfill.watermarks WHERE pipeline = $1::text) AS watermark,
-            (SELECT total::text FROM backfill.signoffs WHERE report = $2::text AND period = $3::date
-             ORDER BY signed_at DESC, id DESC LIMIT 1) AS "signedTotalNight15"`,
-    [DEMO_PIPELINE, CONSUMER_NAMES.settlementReport, NIGHT_15.reportDate]);
-  const row = rows[0];
+  const row = await readSeedCounts(db, DEMO_PIPELINE, { report: CONSUMER_NAMES.settlementReport, period: NIGHT_15.reportDate });
   if (!row) throw new Error('the seed summary query returned no row');
   return { ...row, scenario, asOf: SCENARIO_AS_OF[scenario], watermark: row.watermark.toISOString() };
 }
