@@ -1,8 +1,11 @@
+import type { z } from 'zod';
 import type { Rule } from '../core/authorization.js';
+import { SCHEMAS, type Command } from './schemas.js';
 
-// Every command a person can give, once: its name, its arguments, who may run it (src/core/authorization.ts),
-// what it does, and where it is offered. The slash command's help and refusals and the CLI's usage are made
-// from this table, and both front ends authorize by its rule, so the two cannot drift apart.
+// Every command a person can give, once: its name, its arguments (as a zod schema), who may run it
+// (src/core/authorization.ts), what it does, and where it is offered. Both front ends parse by its schemas and
+// authorize by its rules, and the slash command's help and the CLI's usage are made from it, so the two cannot
+// drift apart.
 
 export type Surface = 'slack' | 'cli';
 
@@ -12,6 +15,8 @@ export interface CommandSpec {
   args: string;
   /** The CLI's form, where its flags differ from the slash command's words. */
   cliArgs?: string;
+  /** The words after the name, checked and turned into a typed command (src/commands/schemas.ts). */
+  schema: z.ZodType<Command, unknown>;
   /** What it does, in one line. */
   does: string;
   rule: Rule;
@@ -25,42 +30,42 @@ export interface CommandSpec {
 const BOTH = ['slack', 'cli'] as const;
 
 export const COMMANDS: readonly CommandSpec[] = [
-  { name: 'plan', args: '<pipeline> <night|from..to> [reason]', does: 'dry run: partitions, readers, signed figures, watermark move; frozen as a plan id',
+  { name: 'plan', schema: SCHEMAS.plan, args: '<pipeline> <night|from..to> [reason]', does: 'dry run: partitions, readers, signed figures, watermark move; frozen as a plan id',
     rule: 'operator', action: 'plan a backfill', surfaces: BOTH, example: 'plan orders 2026-11-15' },
-  { name: 'start', args: '<pipeline> <night|from..to> <reason>  |  start plan <plan-id> <reason>',
+  { name: 'start', schema: SCHEMAS.start, args: '<pipeline> <night|from..to> <reason>  |  start plan <plan-id> <reason>',
     cliArgs: '<pipeline> <night|from..to> <reason> [--plan <id>] [--override-limit "<why>"] [--wait]',
     does: 'create the backfill, capture the before-total, announce to the owners', rule: 'operator', action: 'start a backfill', surfaces: BOTH,
     example: 'start orders 2026-11-15 currency parsed as text' },
-  { name: 'ack', args: '<id> [--consumer <name>] [--wait]', does: 'acknowledge as the owner (Slack: the Acknowledge button in the DM)',
+  { name: 'ack', schema: SCHEMAS.ack, args: '<id> [--consumer <name>] [--wait]', does: 'acknowledge as the owner (Slack: the Acknowledge button in the DM)',
     rule: 'owner', action: 'acknowledge', surfaces: ['cli'] },
-  { name: 'hold', args: '<id> [--consumer <name>] [reason]', does: 'ask the backfill to wait, as the owner (Slack: the Hold button)',
+  { name: 'hold', schema: SCHEMAS.hold, args: '<id> [--consumer <name>] [reason]', does: 'ask the backfill to wait, as the owner (Slack: the Hold button)',
     rule: 'owner', action: 'hold', surfaces: ['cli'] },
-  { name: 'override', args: '<id> <reason>', cliArgs: '<id> <reason> [--wait]', does: 'proceed without the missing acknowledgements',
+  { name: 'override', schema: SCHEMAS.override, args: '<id> <reason>', cliArgs: '<id> <reason> [--wait]', does: 'proceed without the missing acknowledgements',
     rule: 'operator', action: 'override an acknowledgement', surfaces: BOTH },
-  { name: 'cancel', args: '<id> [reason]', does: 'stop a backfill that has not started running', rule: 'operator', action: 'cancel a backfill', surfaces: BOTH },
-  { name: 'approve', args: '<id>', does: "the second operator's approval of a backfill above the capacity limit",
+  { name: 'cancel', schema: SCHEMAS.cancel, args: '<id> [reason]', does: 'stop a backfill that has not started running', rule: 'operator', action: 'cancel a backfill', surfaces: BOTH },
+  { name: 'approve', schema: SCHEMAS.approve, args: '<id>', does: "the second operator's approval of a backfill above the capacity limit",
     rule: 'operator', action: 'approve a large backfill', surfaces: BOTH },
-  { name: 'stop', args: '<id> <reason>', does: 'fence it: queued jobs removed, no write of it commits any more', rule: 'operator', action: 'stop a backfill', surfaces: BOTH },
-  { name: 'continue', args: '<id> [partition hours] <reason>', does: 'accept the difference that paused a canary or wave',
+  { name: 'stop', schema: SCHEMAS.stop, args: '<id> <reason>', does: 'fence it: queued jobs removed, no write of it commits any more', rule: 'operator', action: 'stop a backfill', surfaces: BOTH },
+  { name: 'continue', schema: SCHEMAS.continue, args: '<id> [partition hours] <reason>', does: 'accept the difference that paused a canary or wave',
     rule: 'operator', action: 'continue a paused backfill', surfaces: BOTH },
-  { name: 'rollback', args: '<id> [reason]', does: 'restore the rows it replaced; the consumers replay', rule: 'operator', action: 'roll back a backfill', surfaces: BOTH },
-  { name: 'status', args: '[id]', does: 'one backfill, or the recent ones', rule: 'anyone', action: 'see a status', surfaces: BOTH },
-  { name: 'log', args: '<id>', cliArgs: '[id]', does: 'the incident package (Slack: in the incident thread); CLI: the backfill log, or one diff and timeline',
+  { name: 'rollback', schema: SCHEMAS.rollback, args: '<id> [reason]', does: 'restore the rows it replaced; the consumers replay', rule: 'operator', action: 'roll back a backfill', surfaces: BOTH },
+  { name: 'status', schema: SCHEMAS.status, args: '[id]', does: 'one backfill, or the recent ones', rule: 'anyone', action: 'see a status', surfaces: BOTH },
+  { name: 'log', schema: SCHEMAS.log, args: '<id>', cliArgs: '[id]', does: 'the incident package (Slack: in the incident thread); CLI: the backfill log, or one diff and timeline',
     rule: 'anyone', action: 'read the log', surfaces: BOTH },
-  { name: 'paid-against', args: '[report] <YYYY-MM-DD>', does: 'the signed figure, every correction since, and the current one',
+  { name: 'paid-against', schema: SCHEMAS['paid-against'], args: '[report] <YYYY-MM-DD>', does: 'the signed figure, every correction since, and the current one',
     rule: 'anyone', action: 'ask what was paid against', surfaces: BOTH, example: 'paid-against settlement_report 2026-11-15' },
-  { name: 'sign', args: '<report> <YYYY-MM-DD>', does: "sign the report's current total (its signers only)", rule: 'signer', action: 'sign a report', surfaces: BOTH },
-  { name: 'signer', args: 'add|remove <report> <user>  |  signer list [report]', does: 'who may sign which report',
+  { name: 'sign', schema: SCHEMAS.sign, args: '<report> <YYYY-MM-DD>', does: "sign the report's current total (its signers only)", rule: 'signer', action: 'sign a report', surfaces: BOTH },
+  { name: 'signer', schema: SCHEMAS.signer, args: 'add|remove <report> <user>  |  signer list [report]', does: 'who may sign which report',
     rule: 'operator', action: 'change who may sign', surfaces: ['cli'] },
-  { name: 'delegate', args: 'add|remove <owner> <user>  |  delegate list', does: 'who may acknowledge or hold for an owner',
+  { name: 'delegate', schema: SCHEMAS.delegate, args: 'add|remove <owner> <user>  |  delegate list', does: 'who may acknowledge or hold for an owner',
     rule: 'operator', action: 'change delegates', surfaces: ['cli'] },
-  { name: 'export', args: '<id> [--format md|json] [--out <file>]', does: 'the incident package: the log row and the whole timeline',
+  { name: 'export', schema: SCHEMAS.export, args: '<id> [--format md|json] [--out <file>]', does: 'the incident package: the log row and the whole timeline',
     rule: 'anyone', action: 'export the incident package', surfaces: ['cli'] },
-  { name: 'retention', args: '[id] [--prune]', does: 'stored rows past RETENTION_DAYS (--prune drops them: operators)',
+  { name: 'retention', schema: SCHEMAS.retention, args: '[id] [--prune]', does: 'stored rows past RETENTION_DAYS (--prune drops them: operators)',
     rule: 'anyone', action: 'see retention', surfaces: ['cli'] },
-  { name: 'tick', args: '<pipeline> [--until <hour>]', does: 'the normal run: process the hours after the watermark', rule: 'operator', action: 'run a tick', surfaces: ['cli'] },
-  { name: 'worker', args: '', does: 'run the step workers until interrupted', rule: 'operator', action: 'run the workers', surfaces: ['cli'] },
-  { name: 'migrate', args: '[--create]', does: 'apply database migrations (--create: create the database first)', rule: 'operator', action: 'migrate the database', surfaces: ['cli'] },
+  { name: 'tick', schema: SCHEMAS.tick, args: '<pipeline> [--until <hour>]', does: 'the normal run: process the hours after the watermark', rule: 'operator', action: 'run a tick', surfaces: ['cli'] },
+  { name: 'worker', schema: SCHEMAS.worker, args: '', does: 'run the step workers until interrupted', rule: 'operator', action: 'run the workers', surfaces: ['cli'] },
+  { name: 'migrate', schema: SCHEMAS.migrate, args: '[--create]', does: 'apply database migrations (--create: create the database first)', rule: 'operator', action: 'migrate the database', surfaces: ['cli'] },
 ];
 
 export function findCommand(name: string, surface: Surface): CommandSpec | undefined {

@@ -1,0 +1,54 @@
+import { z } from 'zod';
+import { leadingHours } from '../core/time.js';
+
+// Every command's words after its name, checked by one zod schema shared by the slash command and the CLI:
+// `/backfill stop 12 wrong step deployed` and `backfill stop 12 wrong step deployed` parse to the same
+// { kind: 'stop', backfillId: 12, reason: 'wrong step deployed' }. The command table (table.ts) pairs each
+// command with its schema; the CLI's flags (--wait, --consumer, …) come on top, from node:util parseArgs.
+
+const backfillId = z.string().regex(/^#?[1-9]\d{0,15}$/, 'is not a backfill id; ids are whole numbers such as 12').transform((id) => Number(id.replace('#', '')));
+const word = z.string().min(1);
+const date = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'is not a date; write it as YYYY-MM-DD, e.g. 2026-11-15');
+const optionalReason = (words: string[]) => words.join(' ') || undefined;
+const nothing = z.tuple([]);
+const idOrNothing = z.union([z.tuple([]), z.tuple([backfillId])]);
+
+export const SCHEMAS = {
+  plan: z.tuple([word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'plan' as const, pipeline, target, reason: reason.join(' ') || '(dry run)' })),
+  start: z.union([
+    z.tuple([z.literal('plan'), backfillId, word], word).transform(([, planId, ...reason]) => ({ kind: 'start-plan' as const, planId, reason: reason.join(' ') })),
+    z.tuple([word, word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'start' as const, pipeline, target, reason: reason.join(' ') })),
+  ]),
+  ack: z.tuple([backfillId]).transform(([id]) => ({ kind: 'ack' as const, backfillId: id })),
+  hold: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'hold' as const, backfillId: id, reason: optionalReason(reason) })),
+  approve: z.tuple([backfillId]).transform(([id]) => ({ kind: 'approve' as const, backfillId: id })),
+  stop: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'stop' as const, backfillId: id, reason: reason.join(' ') })),
+  continue: z.tuple([backfillId, word], word).transform(([id, ...words]) => {
+    const { hours, rest } = leadingHours(words);
+    return { kind: 'continue' as const, backfillId: id, partitions: hours, reason: rest.join(' ') };
+  }),
+  rollback: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'rollback' as const, backfillId: id, reason: optionalReason(reason) })),
+  status: idOrNothing.transform((args) => ({ kind: 'status' as const, backfillId: args[0] })),
+  override: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'override' as const, backfillId: id, reason: reason.join(' ') })),
+  cancel: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'cancel' as const, backfillId: id, reason: optionalReason(reason) })),
+  'paid-against': z.union([z.tuple([date]), z.tuple([word, date])]).transform((args) =>
+    (args.length === 1 ? { kind: 'paid-against' as const, date: args[0] } : { kind: 'paid-against' as const, report: args[0], date: args[1] })),
+  sign: z.tuple([word, date]).transform(([report, day]) => ({ kind: 'sign' as const, report, date: day })),
+  log: idOrNothing.transform((args) => ({ kind: 'log' as const, backfillId: args[0] })),
+  signer: z.union([
+    z.union([z.tuple([z.literal('list')]), z.tuple([z.literal('list'), word])]).transform((args) => ({ kind: 'signer-list' as const, report: args[1] })),
+    z.tuple([z.enum(['add', 'remove']), word, word]).transform(([change, report, user]) => ({ kind: 'signer' as const, change, report, user })),
+  ]),
+  delegate: z.union([
+    z.tuple([z.literal('list')]).transform(() => ({ kind: 'delegate-list' as const })),
+    z.tuple([z.enum(['add', 'remove']), word, word]).transform(([change, owner, user]) => ({ kind: 'delegate' as const, change, owner, user })),
+  ]),
+  export: z.tuple([backfillId]).transform(([id]) => ({ kind: 'export' as const, backfillId: id })),
+  retention: idOrNothing.transform((args) => ({ kind: 'retention' as const, backfillId: args[0] })),
+  tick: z.tuple([word]).transform(([pipeline]) => ({ kind: 'tick' as const, pipeline })),
+  worker: nothing.transform(() => ({ kind: 'worker' as const })),
+  migrate: nothing.transform(() => ({ kind: 'migrate' as const })),
+};
+
+/** A command, parsed and checked before anything runs. */
+export type Command = z.output<(typeof SCHEMAS)[keyof typeof SCHEMAS]> | { kind: 'help' };
