@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMMANDS, findCommand } from '../../src/commands/table.js';
 import { authorize, principalOf, runActing, type Acting, type Rule } from '../../src/core/authorization.js';
-import { acknowledge } from '../../src/core/announce/gate.js';
+import { acknowledge, hold } from '../../src/core/announce/gate.js';
+import { addDelegate, signReport } from '../../src/core/finance/signing.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { listEvents } from '../../src/db/events.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
@@ -81,5 +82,18 @@ describe('an action on someone else\'s behalf, in the timeline', () => {
     await acknowledge(engine.ctx, { backfillId: backfill.id, actor: 'U07PAYOUTS' });
     const last = (await listEvents(engine.ctx.pool, backfill.id)).filter((e) => e.kind === 'acknowledged').at(-1);
     expect(last).toMatchObject({ actor: 'U07PAYOUTS', onBehalfOf: null, onBehalfReason: null });
+  });
+
+  it('owners or their delegates acknowledge and hold, a report\'s signers sign it, and nobody else, from any entry point', async () => {
+    const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15T12:00..2026-11-15T13:00', reason: 'owner and signer rules', actor: 'U07ONCALL' });
+    const notAllowed = (promise: Promise<unknown>) => expect(promise).rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.NotAllowed));
+    await notAllowed(acknowledge(engine.ctx, { backfillId: backfill.id, actor: 'U07VISITOR' }));
+    await notAllowed(hold(engine.ctx, { backfillId: backfill.id, actor: 'U07VISITOR' }));
+    await addDelegate(engine.ctx, { owner: 'U07SETTLE', delegate: 'U07DEPUTY', actor: 'U07ONCALL' });
+    const byDelegate = await acknowledge(engine.ctx, { backfillId: backfill.id, actor: 'U07DEPUTY', consumer: 'settlement_report' });
+    expect(byDelegate.changed).toBe(true);
+    await notAllowed(signReport(engine.ctx, { report: 'settlement_report', period: '2026-11-15', actor: 'U07DEPUTY' }));
+    const signed = await signReport(engine.ctx, { report: 'settlement_report', period: '2026-11-15', actor: 'U07SETTLE' });
+    expect(signed.signedBy).toBe('U07SETTLE');
   });
 });
