@@ -1,0 +1,68 @@
+import type { BackfillRow } from '../db/backfills.js';
+import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, slackPerson } from './format.js';
+
+// What the slash command answers (ephemeral, to the person who typed it) and what it posts in the incident
+// channel, in Slack's markup. Pure: the facts the core returned in, text out.
+
+type Started = Pick<BackfillRow, 'id' | 'partitionCount' | 'firstHour' | 'lastHour' | 'totalBefore'>;
+
+const created = (b: Started) => `${b.partitionCount} partitions, ${formatHourRange(b.firstHour, b.lastHour)}, total before ${formatMoney(b.totalBefore)}`;
+
+export function startedReply(backfill: Started, gateOwners: readonly string[]): string {
+  const owners = gateOwners.map(slackPerson).join(', ');
+  return `Backfill #${backfill.id} created: ${created(backfill)}. ${owners ? `Announced; it runs once ${owners} acknowledge.` : 'Nobody must acknowledge first: it runs now.'}`;
+}
+
+export function startedFromPlanReply(backfill: Started, planId: number): string {
+  return `Backfill #${backfill.id} created from plan #${planId}, exactly as previewed: ${created(backfill)}.`;
+}
+
+export function approvedNotice(actor: string, backfillId: number): string {
+  return `:ballot_box_with_check: ${slackPerson(actor)} approved the size of backfill #${backfillId} as the second operator.`;
+}
+
+export function approvedReply(backfillId: number, result: { approved: boolean; waitingFor: { consumer: string; owner: string }[] }): string {
+  return result.approved ? `Approved; every gate is open and backfill #${backfillId} runs.`
+    : `Approved. Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} (${slackPerson(w.owner)})`).join(', ')}.`;
+}
+
+export function stoppedNotice(actor: string, backfillId: number, reason: string, generation: number, removed: number): string {
+  return `:stop_sign: ${slackPerson(actor)} stopped backfill #${backfillId}: ${reason}. ` +
+    `Generation ${generation} is fenced: no write of it commits any more; ${removed} queued job(s) removed. The prior rows of what was published are kept.`;
+}
+
+export function continuedNotice(actor: string, backfillId: number, accepted: readonly Date[], reason: string): string {
+  return `:arrow_forward: ${slackPerson(actor)} accepted the difference of ${accepted.map(formatHour).join(', ')} and continued backfill #${backfillId}: ${reason}. ` +
+    'Any other partition outside its envelope pauses it again.';
+}
+
+export function rolledBackNotice(actor: string, backfillId: number, restored: number): string {
+  return `:rewind: ${slackPerson(actor)} rolled back backfill #${backfillId}: ${restored} partition(s) hold their prior rows again; consumers replay now.`;
+}
+
+export function overriddenNotice(actor: string, backfillId: number, reason: string): string {
+  return `:warning: ${slackPerson(actor)} overrode the missing acknowledgements of backfill #${backfillId}: ${reason}`;
+}
+
+export function overrideReply(backfillId: number, approved: boolean): string {
+  return approved ? `Backfill #${backfillId} proceeds without the missing acknowledgements; the timeline keeps your reason.` : 'Nothing was missing: nothing changed.';
+}
+
+export function cancelledNotice(actor: string, backfillId: number, reason: string | undefined): string {
+  return `:no_entry: ${slackPerson(actor)} cancelled backfill #${backfillId}${reason ? `: ${reason}` : ''}. Nothing was changed.`;
+}
+
+export function recentBackfillsReply(recent: readonly Pick<BackfillRow, 'id' | 'pipeline' | 'firstHour' | 'lastHour' | 'state' | 'diff'>[]): string {
+  if (recent.length === 0) return 'No backfills yet.';
+  return recent.map((b) => `#${b.id} ${b.pipeline} ${formatHourRange(b.firstHour, b.lastHour)}: *${b.state}*${b.diff === null ? '' : `, difference ${formatSignedMoney(b.diff)}`}`).join('\n');
+}
+
+export function signedReply(signed: { report: string; period: string; total: string; signedBy: string; signedAt: Date; signatureNumber: number }): string {
+  return `Signed: ${signed.report} for ${signed.period} = *${formatMoney(signed.total)}* by ${slackPerson(signed.signedBy)} at ${formatTime(signed.signedAt)}` +
+    `${signed.signatureNumber > 1 ? ` (signature ${signed.signatureNumber}; the earlier ones are kept)` : ''}.`;
+}
+
+export function incidentPackageReply(backfillId: number, channel: string | undefined): string {
+  return channel ? `The incident package of backfill #${backfillId} (Markdown and JSON) is in <#${channel}>'s incident thread.`
+    : `Backfill #${backfillId} has no incident channel (it was started from the CLI); export it with \`backfill export ${backfillId}\`.`;
+}
