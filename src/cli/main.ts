@@ -1,8 +1,11 @@
 import { writeFile } from 'node:fs/promises';
 import { hostname, userInfo } from 'node:os';
 import { buildIncidentPackage } from '../core/file/incidentPackage.js';
+import {
+  acknowledgedLines, approvedLine, continuedLine, delegateChangedLine, delegatesLines, heldLine, overrideLine, planFrozenLine, rolledBackLine,
+  signedLine, signersLines, signersOfLine, startedLines, stoppedLine,
+} from '../views/cliReplies.js';
 import { incidentPackageJson, incidentPackageMarkdown } from '../views/incidentPackage.js';
-import { formatMoney } from '../core/money.js';
 import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
 import { addDelegate, addSigner, removeDelegate, removeSigner, signReport } from '../core/finance/signing.js';
 import { parseArgs } from 'node:util';
@@ -23,7 +26,7 @@ import { listRetention, pruneStoredRows } from '../core/recovery/retention.js';
 import { startBackfill } from '../core/announce/start.js';
 import { loadBackfillReport } from '../core/file/status.js';
 import { tick } from '../core/engine/tick.js';
-import { formatHour, parseHour } from '../core/time.js';
+import { parseHour } from '../core/time.js';
 import { listRecentBackfills } from '../db/backfills.js';
 import { listDelegates } from '../db/delegates.js';
 import { listEvents } from '../db/events.js';
@@ -132,7 +135,7 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     const request = { pipeline, target, reason, actor, limitOverride: options['override-limit'] };
     const plan = await recordingRefusals(ctx, { actor, action: 'plan', input: { pipeline, target } }, () => planBackfill(ctx, request));
     console.log(renderPlan(plan, options.style));
-    console.log(`Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`);
+    console.log(planFrozenLine(plan));
     return 0;
   },
   start: async (ctx, { pipeline, target, reason }, options) => {
@@ -140,8 +143,7 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     const planId = options.plan === undefined ? undefined : backfillId(options.plan);
     const request = { pipeline, target, reason, actor, limitOverride: options['override-limit'], planId };
     const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target, planId } }, () => startBackfill(ctx, request));
-    console.log(`Backfill #${result.backfill.id} created (${result.backfill.state}).`);
-    for (const a of result.announcements) console.log(`\n--- to ${person(a.owner, options.style)} (${a.consumer}, ${a.notifyRule}) ---\n${fromSlackMarkup(a.text, options.style)}`);
+    for (const line of startedLines(result.backfill, result.announcements, options.style)) console.log(line);
     return settle(ctx, result.backfill.id, options);
   },
   'start-plan': async (ctx, { planId, reason }, options) => {
@@ -153,22 +155,21 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     const { actor } = options;
     const result = await recordingRefusals(ctx, { actor, action: 'acknowledge', backfillId: id },
       () => acknowledge(ctx, { backfillId: id, actor, consumer: options.consumer }));
-    console.log(result.changed ? `Acknowledged by ${person(actor, options.style)}.` : 'Already acknowledged: nothing changed.');
-    console.log(result.waitingFor.length ? `Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} ${person(w.owner, options.style)}`).join(', ')}` : 'Every required acknowledgement is in.');
+    for (const line of acknowledgedLines(actor, result, options.style)) console.log(line);
     return settle(ctx, id, options);
   },
   hold: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
     await recordingRefusals(ctx, { actor, action: 'hold', backfillId: id },
       () => hold(ctx, { backfillId: id, actor, consumer: options.consumer, reason }));
-    console.log(`Backfill #${id} is held by ${person(actor, options.style)}; it runs only after they acknowledge.`);
+    console.log(heldLine(id, actor, options.style));
     return 0;
   },
   override: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
     const result = await recordingRefusals(ctx, { actor, action: 'override', backfillId: id },
       () => overrideGate(ctx, { backfillId: id, actor, reason }));
-    console.log(result.approved ? `Gate opened by override of ${person(actor, options.style)}.` : 'Nothing to override.');
+    console.log(overrideLine(actor, result.approved, options.style));
     return settle(ctx, id, options);
   },
   cancel: async (ctx, { backfillId: id, reason }, options) => {
@@ -181,7 +182,7 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
   approve: async (ctx, { backfillId: id }, options) => {
     const { actor } = options;
     const result = await recordingRefusals(ctx, { actor, action: 'approve', backfillId: id }, () => approveCapacity(ctx, { backfillId: id, actor }));
-    console.log(result.approved ? 'Approved; the gate is open.' : `Approved. Still waiting for: ${result.waitingFor.map((w) => w.consumer).join(', ')}`);
+    console.log(approvedLine(result));
     return settle(ctx, id, options);
   },
   stop: async (ctx, { backfillId: id, reason }, options) => {
@@ -191,12 +192,12 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     // does not answer only means they are not removed now.
     const unreachable = await checkQueue(queueBackendOf(ctx.config)).then(() => undefined, (error: unknown) => error as Error);
     if (unreachable) {
-      console.log(`Backfill #${id} stopped and fenced. Its queued jobs were not removed: ${unreachable.message} They will find it stopped and do nothing.`);
+      console.log(stoppedLine(id, unreachable));
       return 0;
     }
     const queue = createStepQueue(ctx.config);
     try {
-      console.log(`Backfill #${id} stopped and fenced; ${await removeQueuedJobs(queue, id)} queued job(s) removed.`);
+      console.log(stoppedLine(id, await removeQueuedJobs(queue, id)));
     } finally {
       await queue.close();
     }
@@ -206,14 +207,14 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     const { actor } = options;
     const { accepted } = await recordingRefusals(ctx, { actor, action: 'continue', backfillId: id },
       () => continueBackfill(ctx, { backfillId: id, actor, reason, partitions }));
-    console.log(`Backfill #${id} continues; accepted: ${accepted.map(formatHour).join(', ')}.`);
+    console.log(continuedLine(id, accepted));
     return settle(ctx, id, options);
   },
   rollback: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
     const { restored } = await recordingRefusals(ctx, { actor, action: 'rollback', backfillId: id },
       () => rollbackBackfill(ctx, { backfillId: id, actor, reason }));
-    console.log(`Backfill #${id} rolled back: ${restored.length} partition(s) restored; consumers replay.`);
+    console.log(rolledBackLine(id, restored.length));
     return settle(ctx, id, options);
   },
   status: async (ctx, { backfillId: id }, options) => {
@@ -247,31 +248,31 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
   sign: async (ctx, { report, date: period }, options) => {
     const { actor } = options;
     const signed = await recordingRefusals(ctx, { actor, action: 'sign', input: { report, period } }, () => signReport(ctx, { report, period, actor }));
-    console.log(`Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by ${person(signed.signedBy, options.style)} (signature ${signed.signatureNumber}).`);
+    console.log(signedLine(signed, options.style));
     return 0;
   },
   'signer-list': async (ctx, { report }, options) => {
     const rows = await listReportSigners(ctx.pool, report ?? null);
-    console.log(rows.map((r) => `${r.report}: ${person(r.signer, options.style)}`).join('\n') || 'No signers configured.');
+    console.log(signersLines(rows, options.style));
     return 0;
   },
   signer: async (ctx, { change, report, user }, options) => {
     const { actor } = options;
     if (change === 'add') await addSigner(ctx, { report, signer: user, actor });
     else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`${person(user, options.style)} was not a signer of ${report}.`);
-    console.log(`Signers of ${report}: ${(await listSigners(ctx.pool, report)).map((s) => `${person(s, options.style)}`).join(', ') || 'none'}`);
+    console.log(signersOfLine(report, await listSigners(ctx.pool, report), options.style));
     return 0;
   },
   'delegate-list': async (ctx, _command, options) => {
     const rows = await listDelegates(ctx.pool);
-    console.log(rows.map((r) => `${person(r.owner, options.style)}: ${person(r.delegate, options.style)}`).join('\n') || 'No delegates configured.');
+    console.log(delegatesLines(rows, options.style));
     return 0;
   },
   delegate: async (ctx, { change, owner, user }, options) => {
     const { actor } = options;
     if (change === 'add') await addDelegate(ctx, { owner, delegate: user, actor });
     else await removeDelegate(ctx, { owner, delegate: user, actor });
-    console.log(`${change === 'add' ? 'Added' : 'Removed'}: ${person(user, options.style)} ${change === 'add' ? 'may now act' : 'no longer acts'} for ${person(owner, options.style)}.`);
+    console.log(delegateChangedLine(change, owner, user, options.style));
     return 0;
   },
   export: async (ctx, { backfillId: id }, options) => {

@@ -1,0 +1,76 @@
+import type { GateResult } from '../core/announce/gate.js';
+import type { Plan } from '../core/identify/plan.js';
+import { formatHour, formatMoney } from './format.js';
+import { fromSlackMarkup, person, type TextStyle } from './text.js';
+
+// What the CLI prints after a command, on a terminal's terms: people by name, no Slack markup. Pure: the
+// facts the core returned in, lines out.
+
+type Waiting = GateResult['waitingFor'];
+
+const waitingFor = (waiting: Waiting, style: TextStyle) => waiting.map((w) => `${w.consumer} ${person(w.owner, style)}`).join(', ');
+
+export function planFrozenLine(plan: Pick<Plan, 'planId' | 'inputsHash'>): string {
+  return `Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`;
+}
+
+export function startedLines(backfill: { id: number; state: string }, announcements: readonly { owner: string; consumer: string; notifyRule: string; text: string }[], style: TextStyle): string[] {
+  return [
+    `Backfill #${backfill.id} created (${backfill.state}).`,
+    ...announcements.map((a) => `\n--- to ${person(a.owner, style)} (${a.consumer}, ${a.notifyRule}) ---\n${fromSlackMarkup(a.text, style)}`),
+  ];
+}
+
+export function acknowledgedLines(actor: string, result: Pick<GateResult, 'changed' | 'waitingFor'>, style: TextStyle): string[] {
+  return [
+    result.changed ? `Acknowledged by ${person(actor, style)}.` : 'Already acknowledged: nothing changed.',
+    result.waitingFor.length ? `Still waiting for: ${waitingFor(result.waitingFor, style)}` : 'Every required acknowledgement is in.',
+  ];
+}
+
+export function heldLine(backfillId: number, actor: string, style: TextStyle): string {
+  return `Backfill #${backfillId} is held by ${person(actor, style)}; it runs only after they acknowledge.`;
+}
+
+export function overrideLine(actor: string, approved: boolean, style: TextStyle): string {
+  return approved ? `Gate opened by override of ${person(actor, style)}.` : 'Nothing to override.';
+}
+
+export function approvedLine(result: Pick<GateResult, 'approved' | 'waitingFor'>): string {
+  return result.approved ? 'Approved; the gate is open.' : `Approved. Still waiting for: ${result.waitingFor.map((w) => w.consumer).join(', ')}`;
+}
+
+/** A stop is in the database whatever the queue says; `removed` is how many queued jobs went, or why none could. */
+export function stoppedLine(backfillId: number, removed: number | Error): string {
+  return removed instanceof Error
+    ? `Backfill #${backfillId} stopped and fenced. Its queued jobs were not removed: ${removed.message} They will find it stopped and do nothing.`
+    : `Backfill #${backfillId} stopped and fenced; ${removed} queued job(s) removed.`;
+}
+
+export function continuedLine(backfillId: number, accepted: readonly Date[]): string {
+  return `Backfill #${backfillId} continues; accepted: ${accepted.map(formatHour).join(', ')}.`;
+}
+
+export function rolledBackLine(backfillId: number, restored: number): string {
+  return `Backfill #${backfillId} rolled back: ${restored} partition(s) restored; consumers replay.`;
+}
+
+export function signedLine(signed: { report: string; period: string; total: string; signedBy: string; signatureNumber: number }, style: TextStyle): string {
+  return `Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by ${person(signed.signedBy, style)} (signature ${signed.signatureNumber}).`;
+}
+
+export function signersLines(rows: readonly { report: string; signer: string }[], style: TextStyle): string {
+  return rows.map((r) => `${r.report}: ${person(r.signer, style)}`).join('\n') || 'No signers configured.';
+}
+
+export function signersOfLine(report: string, signers: readonly string[], style: TextStyle): string {
+  return `Signers of ${report}: ${signers.map((s) => person(s, style)).join(', ') || 'none'}`;
+}
+
+export function delegatesLines(rows: readonly { owner: string; delegate: string }[], style: TextStyle): string {
+  return rows.map((r) => `${person(r.owner, style)}: ${person(r.delegate, style)}`).join('\n') || 'No delegates configured.';
+}
+
+export function delegateChangedLine(change: 'add' | 'remove', owner: string, user: string, style: TextStyle): string {
+  return `${change === 'add' ? 'Added' : 'Removed'}: ${person(user, style)} ${change === 'add' ? 'may now act' : 'no longer acts'} for ${person(owner, style)}.`;
+}
