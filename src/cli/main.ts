@@ -3,7 +3,7 @@ import { hostname, userInfo } from 'node:os';
 import { buildIncidentPackage } from '../core/file/incidentPackage.js';
 import {
   acknowledgedLines, approvedLine, continuedLine, delegateChangedLine, delegatesLines, heldLine, overrideLine, planFrozenLine, rolledBackLine,
-  signedLine, signersLines, signersOfLine, startedLines, stoppedLine,
+  notASignerLine, signedLine, signersLines, signersOfLine, startedLines, stoppedLine,
 } from '../views/cliReplies.js';
 import { incidentPackageJson, incidentPackageMarkdown } from '../views/incidentPackage.js';
 import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
@@ -35,7 +35,7 @@ import { migrate } from '../db/migrate.js';
 import { createPool, explainCancellation, poolBounds } from '../db/pool.js';
 import { listReportSigners, listSigners } from '../db/signers.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
-import { fromSlackMarkup, person, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
+import { fromSlackMarkup, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled } from './runner.js';
 
 const USAGE = cliUsage();
@@ -259,7 +259,7 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
   signer: async (ctx, { change, report, user }, options) => {
     const { actor } = options;
     if (change === 'add') await addSigner(ctx, { report, signer: user, actor });
-    else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(`${person(user, options.style)} was not a signer of ${report}.`);
+    else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(notASignerLine(report, user, options.style));
     console.log(signersOfLine(report, await listSigners(ctx.pool, report), options.style));
     return 0;
   },

@@ -63,6 +63,10 @@ export function signersLines(rows: readonly { report: string; signer: string }[]
   return rows.map((r) => `${r.report}: ${person(r.signer, style)}`).join('\n') || 'No signers configured.';
 }
 
+export function notASignerLine(report: string, user: string, style: TextStyle): string {
+  return `${person(user, style)} was not a signer of ${report}.`;
+}
+
 export function signersOfLine(report: string, signers: readonly string[], style: TextStyle): string {
   return `Signers of ${report}: ${signers.map((s) => person(s, style)).join(', ') || 'none'}`;
 }
