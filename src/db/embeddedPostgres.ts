@@ -38,6 +38,8 @@ const LOCK_WAIT_MS = 120_000;
 const START_ATTEMPTS = 3;
 /** How long a stopping server waits for the last process's connections to be gone. */
 const CLIENTS_GONE_MS = 3_000;
+/** How long a stop waits for the server's process to end after pg_ctl says it stopped. */
+const EXIT_WAIT_MS = 5_000;
 
 export interface EmbeddedPostgresOptions {
   dataDir: string;
@@ -363,10 +365,15 @@ class Server {
   }
 
   private async stop(): Promise<void> {
+    const postmaster = readPostmaster(this.dataDir);
     const result = await run(this.binaries.pgCtl, ['stop', '-D', this.dataDir, '-m', 'fast', '-w', '-t', String(START_TIMEOUT_S)], { runAs: this.runAs });
     if (result.code !== 0 && readPostmaster(this.dataDir) && isAlive(readPostmaster(this.dataDir)?.pid ?? -1)) {
       refuse(`The embedded PostgreSQL did not stop: ${lastLines(result.output)}`);
     }
+    // pg_ctl returns once the server has removed postmaster.pid, a moment before its process has ended: a stop
+    // means the process is gone (the next start, or whoever checks, must not find it still exiting).
+    const deadline = Date.now() + EXIT_WAIT_MS;
+    while (postmaster && isAlive(postmaster.pid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
   }
 
   private async leave(url: string): Promise<void> {
