@@ -49,7 +49,7 @@ export interface OpenOptions {
 }
 
 /** BullMQ's PostgreSQL backend ignores `prefix`: its namespace is a schema, whose name may not hold "-". */
-export function queueSchema(prefix: string): string {
+function queueSchema(prefix: string): string {
   return `bullmq_${prefix.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`;
 }
 
@@ -92,30 +92,28 @@ export async function openBackends(config: Config, options: OpenOptions = {}): P
   } else {
     embedded = await openEmbeddedPostgres({ dataDir: config.EMBEDDED_PG_DIR, settings: options.embeddedSettings, log: options.log });
     databaseUrl = embedded.url(DATABASE_NAMES[role]);
-    await createDatabase(databaseUrl).catch(async (error: unknown) => {
-      await embedded?.release();
-      throw error;
-    });
   }
-  const runConfig: RunConfig = { ...config, DATABASE_URL: databaseUrl };
-  const queue = queueBackendOf(runConfig);
+  // Whatever fails from here leaves the embedded server again (the last process out stops it).
   try {
+    if (embedded) await createDatabase(databaseUrl);
+    const runConfig: RunConfig = { ...config, DATABASE_URL: databaseUrl };
+    const queue = queueBackendOf(runConfig);
     if (options.checkQueue ?? true) await checkQueue(queue);
+    const database = embedded
+      ? `PostgreSQL: embedded, ${embedded.dataDir} on 127.0.0.1:${embedded.port}${embedded.started ? '' : ' (started by another process)'}`
+      : `PostgreSQL: ${redactUrl(databaseUrl)}`;
+    return {
+      config: runConfig,
+      database: embedded ? 'embedded' : 'configured',
+      queue,
+      summary: `${database}; ${describeQueue(queue)}`,
+      databaseSummary: database,
+      close: async () => {
+        await embedded?.release();
+      },
+    };
   } catch (error) {
     await embedded?.release();
     throw error;
   }
-  const database = embedded
-    ? `PostgreSQL: embedded, ${embedded.dataDir} on 127.0.0.1:${embedded.port}${embedded.started ? '' : ' (started by another process)'}`
-    : `PostgreSQL: ${redactUrl(databaseUrl)}`;
-  return {
-    config: runConfig,
-    database: embedded ? 'embedded' : 'configured',
-    queue,
-    summary: `${database}; ${describeQueue(queue)}`,
-    databaseSummary: database,
-    close: async () => {
-      await embedded?.release();
-    },
-  };
 }

@@ -72,10 +72,6 @@ export function findCommand(name: string, surface: Surface): CommandSpec | undef
   return COMMANDS.find((command) => command.name === name && command.surfaces.includes(surface));
 }
 
-export function commandNames(surface: Surface): string[] {
-  return COMMANDS.filter((command) => command.surfaces.includes(surface)).map((command) => command.name);
-}
-
 /** The usage line of a command on a surface: `/backfill stop <id> <reason>` or `stop <id> <reason>`. */
 export function usageOf(command: CommandSpec, surface: Surface): string {
   const args = surface === 'cli' ? (command.cliArgs ?? command.args) : command.args;

@@ -255,6 +255,7 @@ async function withLock<T>(lockDir: string, work: () => Promise<T>): Promise<T> 
 }
 
 class Server {
+  readonly dataDir: string;
   private readonly usersDir: string;
   private readonly lockDir: string;
   private readonly logFile: string;
@@ -265,16 +266,12 @@ class Server {
   private readonly self = `${process.pid}.${randomBytes(4).toString('hex')}`;
 
   constructor(private readonly binaries: Binaries, private readonly options: EmbeddedPostgresOptions, private readonly log: (line: string) => void) {
-    const dataDir = path.resolve(options.dataDir);
-    this.usersDir = `${dataDir}.users`;
-    this.lockDir = `${dataDir}.lock`;
-    this.logFile = `${dataDir}.log`;
-    this.passwordFile = `${dataDir}.password`;
+    this.dataDir = path.resolve(options.dataDir);
+    this.usersDir = `${this.dataDir}.users`;
+    this.lockDir = `${this.dataDir}.lock`;
+    this.logFile = `${this.dataDir}.log`;
+    this.passwordFile = `${this.dataDir}.password`;
     this.runAs = runAsUser(log);
-  }
-
-  get dataDir(): string {
-    return path.resolve(this.options.dataDir);
   }
 
   async open(): Promise<EmbeddedPostgres> {
@@ -292,14 +289,15 @@ class Server {
     const onExit = () => this.leaveSync();
     process.once('exit', onExit);
     const password = encodeURIComponent(readFileSync(this.passwordFile, 'utf8').trim());
+    const url = (database: string) => `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
     return {
       port,
       started,
       dataDir: this.dataDir,
-      url: (database: string) => `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+      url,
       release: async () => {
         process.removeListener('exit', onExit);
-        await this.leave(`postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/postgres`);
+        await this.leave(url('postgres'));
       },
     };
   }
@@ -367,9 +365,8 @@ class Server {
   private async stop(): Promise<void> {
     const postmaster = readPostmaster(this.dataDir);
     const result = await run(this.binaries.pgCtl, ['stop', '-D', this.dataDir, '-m', 'fast', '-w', '-t', String(START_TIMEOUT_S)], { runAs: this.runAs });
-    if (result.code !== 0 && readPostmaster(this.dataDir) && isAlive(readPostmaster(this.dataDir)?.pid ?? -1)) {
-      refuse(`The embedded PostgreSQL did not stop: ${lastLines(result.output)}`);
-    }
+    const still = readPostmaster(this.dataDir);
+    if (result.code !== 0 && still && isAlive(still.pid)) refuse(`The embedded PostgreSQL did not stop: ${lastLines(result.output)}`);
     // pg_ctl returns once the server has removed postmaster.pid, a moment before its process has ended: a stop
     // means the process is gone (the next start, or whoever checks, must not find it still exiting).
     const deadline = Date.now() + EXIT_WAIT_MS;

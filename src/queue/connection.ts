@@ -7,7 +7,7 @@ import type { QueueBackend } from '../backends.js';
 /** How many connections each BullMQ object may open to PostgreSQL (its LISTEN client comes on top). */
 const POSTGRES_POOL_MAX = 4;
 
-export function redisConnection(url: string): ConnectionOptions {
+function redisConnection(url: string): ConnectionOptions {
   const parsed = new URL(url);
   return {
     host: parsed.hostname,
