@@ -94,30 +94,28 @@ export interface StoredRows {
   bytes: number;
 }
 
+/**
+ * For each shared store table of that kind: what `rowsOf` says of the backfill's rows in it, or nothing when
+ * the table was never made (the pipeline has not published that kind of row yet).
+ */
+async function eachStoreTable(db: Queryable, pipeline: string, kind: RowsKind, rowsOf: (table: StoreTable) => Promise<{ rows: number; bytes: number }>): Promise<StoredRows[]> {
+  const found: StoredRows[] = [];
+  for (const table of STORE_TABLES[kind]) {
+    found.push({ table, ...((await storeTableExists(db, pipeline, table)) ? await rowsOf(table) : { rows: 0, bytes: 0 }) });
+  }
+  return found;
+}
+
 /** The rows of that kind the backfill has in its store, and their bytes (the rows' own size, without index). */
 export async function measureRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
-  const measured: StoredRows[] = [];
-  for (const table of STORE_TABLES[kind]) {
-    if (!(await storeTableExists(db, pipeline, table))) {
-      measured.push({ table, rows: 0, bytes: 0 });
-      continue;
-    }
-    measured.push({ table, ...(await measureStoredRows(db, pipeline, table, backfillId)) });
-  }
+  const measured = await eachStoreTable(db, pipeline, kind, (table) => measureStoredRows(db, pipeline, table, backfillId));
   for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) measured.push({ table, ...(await measureTable(db, table)) });
   return measured;
 }
 
 async function dropRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
-  const dropped: StoredRows[] = [];
-  for (const table of STORE_TABLES[kind]) {
-    if (!(await storeTableExists(db, pipeline, table))) {
-      dropped.push({ table, rows: 0, bytes: 0 });
-      continue;
-    }
-    // One statement deletes the rows and says how many bytes they were.
-    dropped.push({ table, ...(await deleteStoredRows(db, pipeline, table, backfillId)) });
-  }
+  // One statement deletes the rows and says how many bytes they were.
+  const dropped = await eachStoreTable(db, pipeline, kind, (table) => deleteStoredRows(db, pipeline, table, backfillId));
   // The tables of its swaps that are not attached (detachedTablesOf never lists a live partition).
   for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) {
     dropped.push({ table, ...(await measureTable(db, table)) });
