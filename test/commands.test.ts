@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parseCommand } from '../src/commands/arguments.js';
 import { cliUsage, COMMANDS, slackHelp, usageOf } from '../src/commands/table.js';
 import { ErrorCode, isBackfillError } from '../src/errors.js';
+import { SLACK_KINDS } from '../src/slack/commandText.js';
 
 const run = promisify(execFile);
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
@@ -42,6 +43,11 @@ describe('the command table and its argument schemas', () => {
     expect(refusal('cli', ['signer', 'promote', 'x', 'y'])).toMatch(/Usage: backfill signer add\|remove <report> <user>/);
   });
 
+  it('lists for the slash command\'s type exactly the commands the table offers on Slack', () => {
+    const offered = COMMANDS.filter((command) => command.surfaces.includes('slack')).map((command) => command.name);
+    expect([...SLACK_KINDS].sort()).toEqual([...offered, 'help', 'start-plan'].sort());
+  });
+
   it('makes both help texts from the table, each listing every command it offers', () => {
     const help = slackHelp();
     const usage = cliUsage();
@@ -58,5 +64,10 @@ describe('the command table and its argument schemas', () => {
     }).then(() => undefined, (error: unknown) => error as { code: number; stderr: string });
     expect(failed?.code).toBe(1);
     expect(failed?.stderr.trim()).toBe('`twelve` is not a backfill id; ids are whole numbers such as 12. Usage: backfill stop <id> <reason>');
+    const notAUser = await run(process.execPath, ['--import', 'tsx', CLI, 'ack', '1', '--as', 'dana', '--reason', 'on a plane'], {
+      env: { ...process.env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' },
+    }).then(() => undefined, (error: unknown) => error as { code: number; stderr: string });
+    expect(notAUser?.code).toBe(1);
+    expect(notAUser?.stderr.trim()).toBe('--as takes the Slack user id of the person acted for, such as U07SETTLE; "dana" is not one.');
   });
 });

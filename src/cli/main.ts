@@ -67,6 +67,9 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return command || values.help ? 0 : 2;
   }
+  if (values.as !== undefined && !/^[UW][A-Z0-9]+$/.test(values.as)) {
+    throw new BackfillError(ErrorCode.BadInput, `--as takes the Slack user id of the person acted for, such as U07SETTLE; "${values.as}" is not one.`);
+  }
   // Only `migrate --create` creates a configured database: a mistyped name is said, not silently made.
   const backends = await openBackends(loadConfig(), { create: command === 'migrate' && values.create, checkQueue: false, log: (line) => console.error(line) });
   // On stderr, so that what a command prints (an export, say) stays the whole of stdout.
@@ -99,9 +102,6 @@ async function main(argv: string[]): Promise<number> {
 /** The CLI's actor: its OS user and host; an operator when BACKFILL_CLI_OPERATORS is empty or names that user. */
 function cliActing(config: RunConfig, onBehalfOf: string | undefined, reason: string | undefined): Acting {
   const user = userInfo().username;
-  if (onBehalfOf !== undefined && !/^[UW][A-Z0-9]+$/.test(onBehalfOf)) {
-    throw new BackfillError(ErrorCode.BadInput, `--as takes the Slack user id of the person acted for, such as U07SETTLE; "${onBehalfOf}" is not one.`);
-  }
   const operators = config.BACKFILL_CLI_OPERATORS;
   return { actor: `cli:${user}@${hostname()}`, operator: operators.length === 0 || operators.includes(user), onBehalfOf, reason };
 }
