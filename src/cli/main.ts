@@ -298,7 +298,7 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
   },
   worker: async (ctx, _command, options) => {
     const { startWorkers } = await import('../worker.js');
-    const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(fromSlackMarkup(line, options.style))) });
+    const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line), options.style) });
     console.log('Workers running; Ctrl-C stops them.');
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
@@ -316,7 +316,8 @@ function run<K extends CliCommand['kind']>(ctx: EngineContext, command: Extract<
 
 async function settle(ctx: EngineContext, id: number, options: Options): Promise<number> {
   if (!options.wait) return 0;
-  const report = await runUntilSettled(ctx, id, (line) => console.log(fromSlackMarkup(line, options.style)));
+  const print = (line: string) => console.log(line);
+  const report = await runUntilSettled(ctx, id, print, new PrintingMessenger(print, options.style));
   console.log(renderDiff(report, options.style));
   return report.backfill.state === 'done' || report.backfill.state === 'rolled_back' ? 0 : 1;
 }

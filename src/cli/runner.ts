@@ -1,36 +1,38 @@
 import type { EngineContext } from '../core/context.js';
 import type { Messenger, OwnerMessage } from '../core/messenger.js';
+import type { Notice } from '../core/notices.js';
+import { person, PLAIN, terminalNoticeText, type TextStyle } from '../views/text.js';
 import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';
 import { ACTIVE_STATES } from '../core/engine/stateMachine.js';
 import { startWorkers } from '../worker.js';
 
-/** Without Slack, messages are printed; the timeline keeps that they were delivered. */
+/** Without Slack, messages are printed, worded for a terminal; the timeline keeps that they were delivered. */
 export class PrintingMessenger implements Messenger {
-  constructor(private readonly print: (line: string) => void) {}
+  constructor(private readonly print: (line: string) => void, private readonly style: TextStyle = PLAIN) {}
 
   async announce(message: OwnerMessage): Promise<undefined> {
-    this.print(`(announcement delivered to <@${message.owner}> for ${message.consumer})`);
+    this.print(`(announcement delivered to ${person(message.owner, this.style)} for ${message.consumer})`);
     return undefined;
   }
 
   async notifyOwner(message: OwnerMessage): Promise<void> {
-    this.print(`--- to <@${message.owner}> (${message.consumer}, after the run) ---\n${message.text}`);
+    this.print(`--- to ${person(message.owner, this.style)} (${message.consumer}, after the run) ---\n${terminalNoticeText(message.notice, this.style)}`);
   }
 
   async reportDiff(): Promise<void> {}
 
   async reportReconciliation(): Promise<void> {}
 
-  async directMessage(user: string, text: string): Promise<void> {
-    this.print(`--- to <@${user}> ---\n${text}`);
+  async directMessage(user: string, notice: Notice): Promise<void> {
+    this.print(`--- to ${person(user, this.style)} ---\n${terminalNoticeText(notice, this.style)}`);
   }
 
-  async incidentNotice(backfillId: number, text: string): Promise<void> {
-    this.print(`--- incident notice, backfill #${backfillId} ---\n${text}`);
+  async incidentNotice(backfillId: number, notice: Notice): Promise<void> {
+    this.print(`--- incident notice, backfill #${backfillId} ---\n${terminalNoticeText(notice, this.style)}`);
   }
 
   async remind(message: OwnerMessage): Promise<void> {
-    this.print(`(reminder to <@${message.owner}>: backfill #${message.backfillId} still waits for ${message.consumer})`);
+    this.print(`(reminder to ${person(message.owner, this.style)}: backfill #${message.backfillId} still waits for ${message.consumer})`);
   }
 
   async changed(): Promise<void> {}

@@ -1,3 +1,5 @@
+import type { Notice } from './notices.js';
+
 /**
  * Where messages go. The Slack bot sends DMs with buttons and posts in the incident channel; the CLI prints.
  * The core decides what is said and when; a messenger only delivers.
@@ -16,7 +18,8 @@ export interface OwnerMessage {
   backfillId: number;
   consumer: string;
   owner: string;
-  text: string;
+  /** What they are told, as facts; the messenger words it for where it goes (src/views/notices.ts). */
+  notice: Notice;
   /** Names this delivery: the same intent is never delivered twice. */
   intent: string;
 }
@@ -38,9 +41,9 @@ export interface Messenger {
   /** An owner has not acknowledged after the configured delay: say it again, and say so where it was asked. */
   remind(message: OwnerMessage): Promise<void>;
   /** A plain message to one person (a stale reader told the numbers are now real). */
-  directMessage(user: string, text: string, intent: string): Promise<void>;
+  directMessage(user: string, notice: Notice, intent: string): Promise<void>;
   /** A plain message in the backfill's incident channel (an announcement that cannot be delivered, say). */
-  incidentNotice(backfillId: number, text: string, intent: string): Promise<void>;
+  incidentNotice(backfillId: number, notice: Notice, intent: string): Promise<void>;
   /** Something about the backfill changed: refresh whatever shows its status. Must not throw. */
   changed(backfillId: number): Promise<void>;
 }
@@ -51,7 +54,7 @@ export function intentKey(backfillId: number, kind: string, key: string, extra?:
 }
 
 /**
- * A person in a message the core writes (an announcement, a refusal): a Slack mention, which Slack shows with
+ * A person in a sentence the core writes (a refusal's message): a Slack mention, which Slack shows with
  * their name and a terminal turns into it (src/views/text.ts fromSlackMarkup); anything that is not a Slack user
  * (the CLI's cli:<user>@<host>) as it is, never as broken mention markup.
  */

@@ -5,22 +5,30 @@ import type { ConsumerPlacement } from './readLog.js';
 // where it landed. Reading them with acknowledgements and overrides: listBackfillConsumers in backfills.ts.
 
 export interface NewBackfillConsumer extends Omit<ConsumerPlacement, 'kind'> {
-  announcement: string;
+  /** What the owner is told, as facts (src/core/notices.ts AnnouncementFacts), kept as the record. */
+  announcementFacts: unknown;
+}
+
+/** The announcement as stored: facts, or (before migration 0011) text in Slack's markup. */
+export interface StoredAnnouncement {
+  announcement: string | null;
+  announcementFacts: unknown;
 }
 
 export async function insertBackfillConsumer(tx: Queryable, backfillId: number, reader: NewBackfillConsumer): Promise<void> {
   await tx.query(
     `INSERT INTO backfill.backfill_consumers (backfill_id, consumer, owner, notify_rule, dependency_rank, depends_on,
-                                              read_directly, partitions_read, announcement)
-     VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::int, $6::text[], $7::boolean, $8::int, $9::text)`,
+                                              read_directly, partitions_read, announcement_facts)
+     VALUES ($1::bigint, $2::text, $3::text, $4::text, $5::int, $6::text[], $7::boolean, $8::int, $9::jsonb)`,
     [backfillId, reader.consumer, reader.owner, reader.notifyRule, reader.dependencyRank, reader.dependsOn, reader.readDirectly,
-      reader.partitionsRead, reader.announcement]);
+      reader.partitionsRead, JSON.stringify(reader.announcementFacts)]);
 }
 
 /** The consumer's owner and the announcement generated for them. */
-export async function findBackfillConsumer(db: Queryable, backfillId: number, consumer: string): Promise<{ owner: string; announcement: string } | undefined> {
-  const { rows } = await db.query<{ owner: string; announcement: string }>(
-    'SELECT owner, announcement FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text', [backfillId, consumer]);
+export async function findBackfillConsumer(db: Queryable, backfillId: number, consumer: string): Promise<({ owner: string } & StoredAnnouncement) | undefined> {
+  const { rows } = await db.query<{ owner: string } & StoredAnnouncement>(
+    `SELECT owner, announcement, announcement_facts AS "announcementFacts"
+     FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND consumer = $2::text`, [backfillId, consumer]);
   return rows[0];
 }
 

@@ -1,4 +1,5 @@
 import type { Pipeline } from './pipelines.js';
+import type { StoredAnnouncement } from './backfillConsumers.js';
 import type { ConsumerPlacement } from './readLog.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 import type { BackfillState } from '../core/engine/stateMachine.js';
@@ -83,8 +84,7 @@ export async function findOverlappingActive(db: Queryable, pipeline: string, fir
   return rows[0];
 }
 
-export interface BackfillConsumerRow extends ConsumerPlacement {
-  announcement: string;
+export interface BackfillConsumerRow extends ConsumerPlacement, StoredAnnouncement {
   messageChannel: string | null;
   messageTs: string | null;
   ackedAt: Date | null;
@@ -98,7 +98,7 @@ export async function listBackfillConsumers(db: Queryable, backfillId: number): 
   const { rows } = await db.query<BackfillConsumerRow>(
     `SELECT bc.consumer, c.kind, bc.owner, bc.notify_rule AS "notifyRule", bc.dependency_rank AS "dependencyRank",
             bc.depends_on AS "dependsOn", bc.read_directly AS "readDirectly", bc.partitions_read AS "partitionsRead",
-            bc.announcement, bc.message_channel AS "messageChannel", bc.message_ts AS "messageTs", a.acked_at AS "ackedAt", o.operator AS "overriddenBy", o.reason AS "overrideReason",
+            bc.announcement, bc.announcement_facts AS "announcementFacts", bc.message_channel AS "messageChannel", bc.message_ts AS "messageTs", a.acked_at AS "ackedAt", o.operator AS "overriddenBy", o.reason AS "overrideReason",
             bc.undeliverable
      FROM backfill.backfill_consumers bc
      JOIN backfill.consumers c ON c.name = bc.consumer

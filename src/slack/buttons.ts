@@ -1,6 +1,7 @@
 import { rememberPeople } from '../db/people.js';
 import { z } from 'zod';
 import { acknowledge, hold, type GateResult } from '../core/announce/gate.js';
+import { storedAnnouncement } from '../core/notices.js';
 import { recordingRefusals } from '../core/refusals.js';
 import { formatTime } from '../core/time.js';
 import { listBackfillConsumers } from '../db/backfills.js';
@@ -50,5 +51,5 @@ async function updateAnnouncement(deps: SlackDeps, reference: ButtonReference, a
   const consumers = await listBackfillConsumers(deps.ctx.pool, reference.backfillId);
   const row = consumers.find((c) => c.consumer === reference.consumer);
   if (!row?.messageChannel || !row.messageTs) return;
-  await deps.messenger.updateMessage(row.messageChannel, row.messageTs, answeredAnnouncementMessage(reference, row.announcement, answer));
+  await deps.messenger.updateMessage(row.messageChannel, row.messageTs, answeredAnnouncementMessage(reference, storedAnnouncement(row), answer));
 }

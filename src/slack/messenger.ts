@@ -5,6 +5,8 @@ import { recordEvent } from '../db/events.js';
 import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
 import { loadReconciliation } from '../db/reconciliations.js';
 import type { Landed, Messenger, OwnerMessage } from '../core/messenger.js';
+import type { Notice } from '../core/notices.js';
+import { slackNoticeText } from '../views/notices.js';
 import { loadBackfillReport } from '../core/file/status.js';
 import { buildIncidentPackage } from '../core/file/incidentPackage.js';
 import { incidentPackageFiles } from '../views/incidentPackage.js';
@@ -96,13 +98,13 @@ export class SlackMessenger implements Messenger {
   }
 
   async announce(message: OwnerMessage): Promise<Landed> {
-    const { channel, ts } = await this.toOwner(message, announcementMessage(message, message.text));
+    const { channel, ts } = await this.toOwner(message, announcementMessage(message, message.notice));
     return { channel, ts };
   }
 
   /** The announcement again, and a flag in the incident channel: two intents, `<intent>` and `<intent>:flag`. */
   async remind(message: OwnerMessage): Promise<void> {
-    await this.toOwner(message, announcementMessage(message, message.text, { reminder: true }));
+    await this.toOwner(message, announcementMessage(message, message.notice, { reminder: true }));
     const channel = await this.incidentChannelOf(message.backfillId);
     if (!channel) return;
     await this.deliverOnce(`${message.intent}:flag`, message.backfillId, { channel }, {
@@ -111,11 +113,11 @@ export class SlackMessenger implements Messenger {
   }
 
   async notifyOwner(message: OwnerMessage): Promise<void> {
-    await this.toOwner(message, { text: message.text });
+    await this.toOwner(message, { text: slackNoticeText(message.notice) });
   }
 
-  async directMessage(user: string, text: string, intent: string): Promise<void> {
-    await this.deliverOnce(intent, null, { user }, { text });
+  async directMessage(user: string, notice: Notice, intent: string): Promise<void> {
+    await this.deliverOnce(intent, null, { user }, { text: slackNoticeText(notice) });
   }
 
   /** The reconciliation report, as a reply in the incident thread (under the status message). */
@@ -135,9 +137,9 @@ export class SlackMessenger implements Messenger {
   }
 
   /** A notice in the incident channel; a backfill without one has nowhere to show it (its status still does). */
-  async incidentNotice(backfillId: number, text: string, intent: string): Promise<void> {
+  async incidentNotice(backfillId: number, notice: Notice, intent: string): Promise<void> {
     const channel = await this.incidentChannelOf(backfillId);
-    if (channel) await this.deliverOnce(intent, backfillId, { channel }, { text });
+    if (channel) await this.deliverOnce(intent, backfillId, { channel }, { text: slackNoticeText(notice) });
   }
 
   async updateMessage(channel: string, ts: string, message: Message): Promise<void> {

@@ -1,4 +1,6 @@
 import type { types } from '@slack/bolt';
+import type { Notice } from '../core/notices.js';
+import { backticks, slackNoticeText } from './notices.js';
 import type { BackfillConsumerRow, BackfillRow } from '../db/backfills.js';
 import type { PaidAgainstAnswer } from '../core/finance/paidAgainst.js';
 import type { ReconciliationRow } from '../db/reconciliations.js';
@@ -6,7 +8,8 @@ import { subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/identify/plan.js';
 import { describeSecondApproval, describeSize } from '../core/identify/sizing.js';
 import { describeState } from '../core/engine/stateMachine.js';
-import { waitingOn, type BackfillReport } from '../core/file/status.js';
+import type { BackfillReport } from '../core/file/status.js';
+import { waitingOn } from './waiting.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, slackPerson } from './format.js';
 
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
@@ -40,14 +43,14 @@ export interface Message {
 }
 
 /** The DM an owner gets: the generated announcement with Acknowledge and Hold. */
-export function announcementMessage(reference: ButtonReference, text: string, options: { reminder?: boolean } = {}): Message {
+export function announcementMessage(reference: ButtonReference, notice: Notice, options: { reminder?: boolean } = {}): Message {
   const value = encodeButtonValue(reference);
   const lead = options.reminder ? '*Reminder: still waiting for your acknowledgement.*\n' : '';
   return {
     text: `${options.reminder ? 'Reminder: ' : ''}backfill #${reference.backfillId} needs your acknowledgement (${reference.consumer})`,
     blocks: [
       header(`Backfill #${reference.backfillId}: please acknowledge`),
-      section(`${lead}${text}`),
+      section(`${lead}${slackNoticeText(notice)}`),
       {
         type: 'actions',
         block_id: `announce_${reference.backfillId}_${reference.consumer}`.slice(0, 255),
@@ -69,10 +72,10 @@ export function announcementMessage(reference: ButtonReference, text: string, op
 }
 
 /** The announcement after the owner answered: the buttons give way to what they did. */
-export function answeredAnnouncementMessage(reference: ButtonReference, text: string, answer: string): Message {
+export function answeredAnnouncementMessage(reference: ButtonReference, notice: Notice, answer: string): Message {
   return {
     text: `backfill #${reference.backfillId}: ${answer}`,
-    blocks: [header(`Backfill #${reference.backfillId}`), section(text), context(answer)],
+    blocks: [header(`Backfill #${reference.backfillId}`), section(slackNoticeText(notice)), context(answer)],
   };
 }
 
@@ -101,7 +104,7 @@ export function statusMessage(report: BackfillReport): Message {
     header(`Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`),
     section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Why:* ${backfill.reason}\n*Asked by* ${slackPerson(backfill.requestedBy)}`),
     section(`*Gate*\n${report.consumers.map(gateLine).join('\n') || 'no readers'}`),
-    section(`*Progress:* ${progress}${why ? `\n${why}` : ''}\n${waitingOn(report)}`),
+    section(`*Progress:* ${progress}${why ? `\n${why}` : ''}\n${waitingOn(report, slackPerson, backticks)}`),
     context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
   ];
   return { text: `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`, blocks };

@@ -1,7 +1,7 @@
 import type { GateResult } from '../core/announce/gate.js';
 import type { Plan } from '../core/identify/plan.js';
 import { formatHour, formatMoney } from './format.js';
-import { fromSlackMarkup, person, type TextStyle } from './text.js';
+import { person, terminalNoticeText, type TextStyle } from './text.js';
 
 // What the CLI prints after a command, on a terminal's terms: people by name, no Slack markup. Pure: the
 // facts the core returned in, lines out.
@@ -14,10 +14,10 @@ export function planFrozenLine(plan: Pick<Plan, 'planId' | 'inputsHash'>): strin
   return `Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`;
 }
 
-export function startedLines(backfill: { id: number; state: string }, announcements: readonly { owner: string; consumer: string; notifyRule: string; text: string }[], style: TextStyle): string[] {
+export function startedLines(backfill: { id: number; state: string }, announcements: Plan['announcements'], style: TextStyle): string[] {
   return [
     `Backfill #${backfill.id} created (${backfill.state}).`,
-    ...announcements.map((a) => `\n--- to ${person(a.owner, style)} (${a.consumer}, ${a.notifyRule}) ---\n${fromSlackMarkup(a.text, style)}`),
+    ...announcements.map((a) => `\n--- to ${person(a.owner, style)} (${a.consumer}, ${a.notifyRule}) ---\n${terminalNoticeText({ kind: 'announcement', facts: a.facts }, style)}`),
   ];
 }
 

@@ -4,8 +4,7 @@ import { formatHour, formatHourRange, formatTime } from '../core/time.js';
 
 // The one set of formatters the views share (Block Kit, terminal text, the incident package): money, hours and
 // people, each with the dash a missing value shows as. The money and hour formats themselves are the core's
-// (src/core/money.ts, src/core/time.ts): the announcement an owner is sent is composed in the core and kept as
-// the record of what they were told, and it must read exactly as every view does.
+// (src/core/money.ts, src/core/time.ts), so that a refusal the core words reads exactly as every view does.
 
 export { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime };
 

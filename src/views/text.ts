@@ -7,8 +7,11 @@ import { sum, type PrunedBackfill, type RetentionReport, type StoredRows } from 
 import { describeSecondApproval, describeSize, formatBytes, formatCount } from '../core/identify/sizing.js';
 import type { PaidAgainstAnswer } from '../core/finance/paidAgainst.js';
 import { describeState } from '../core/engine/stateMachine.js';
-import { waitingOn, type BackfillReport } from '../core/file/status.js';
+import type { BackfillReport } from '../core/file/status.js';
+import { waitingOn } from './waiting.js';
 import type { TickResult } from '../core/engine/tick.js';
+import type { Notice } from '../core/notices.js';
+import { noticeText } from './notices.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, terminalPerson, timeOrNone } from './format.js';
 
 // Plain-text views for the CLI and the demo. Pure: data in, text out. No Slack markup: people by the names
@@ -37,6 +40,12 @@ export function fromSlackMarkup(text: string, style: TextStyle): string {
     .replace(/<#([CG][A-Z0-9]+)(?:\|([^>]*))?>/g, (_, id: string, name: string | undefined) => `#${name || id}`)
     .replace(/<(https?:\/\/[^|>]+)\|([^>]+)>/g, (_, url: string, label: string) => `${label} (${url})`)
     .replace(/(^|[\s(])\*([^*\n]+)\*(?=[\s.,;:)]|$)/g, (_, before: string, bold: string) => `${before}${style.colour ? `\u001b[1m${bold}\u001b[22m` : bold}`);
+}
+
+/** What the core tells someone (src/core/notices.ts), as a terminal shows it: names, no Slack markup. */
+export function terminalNoticeText(notice: Notice, style: TextStyle): string {
+  if (notice.kind === 'recorded') return fromSlackMarkup(notice.text, style);
+  return noticeText(notice, (id) => person(id, style), (text) => text);
 }
 
 /** A signed difference, red when it went down and green when up, on a terminal. */
@@ -75,7 +84,7 @@ export function renderStatus(report: BackfillReport, style: TextStyle = PLAIN): 
     `  partitions   ${backfill.partitionCount}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`,
     `  reason       ${backfill.reason}`,
     `  requested by ${person(backfill.requestedBy, style)}`,
-    `  now          ${waitingOn(report)}`,
+    `  now          ${waitingOn(report, (id) => person(id, style), (text) => text)}`,
     '  gate:',
     ...report.consumers.map((c) => `    ${c.consumer} ${person(c.owner, style)} (${c.notifyRule}): ${gateWord(c, style)}`),
   ];

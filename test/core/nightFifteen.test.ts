@@ -8,6 +8,9 @@ import { formatMoney, formatSignedMoney } from '../../src/core/money.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { createStepQueue } from '../../src/queue/stepQueue.js';
 import type { BackfillReport } from '../../src/core/file/status.js';
+import { storedAnnouncement } from '../../src/core/notices.js';
+import { slackNoticeText } from '../../src/views/notices.js';
+import { terminalNoticeText } from '../../src/views/text.js';
 
 const OPERATOR = 'U07ONCALL';
 
@@ -43,14 +46,29 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
   });
 
   it('generates the announcement with the signed figure, who signed it and when, the direction and who asked', async () => {
-    const { rows } = await engine.ctx.pool.query(`SELECT announcement FROM backfill.backfill_consumers WHERE backfill_id = $1 AND consumer = 'settlement_report'`, [backfillId]);
-    const text = rows[0].announcement as string;
+    const { rows } = await engine.ctx.pool.query(
+      `SELECT announcement, announcement_facts AS "announcementFacts" FROM backfill.backfill_consumers WHERE backfill_id = $1 AND consumer = 'settlement_report'`, [backfillId]);
+    // Kept as facts, not as one front end's words.
+    expect(rows[0].announcement).toBeNull();
+    const notice = storedAnnouncement(rows[0]);
+    if (notice.kind !== 'announcement') throw new Error(`expected announcement facts, got ${notice.kind}`);
+    expect(notice.facts).toMatchObject({
+      backfillId, direction: 'down', totalBefore: '1284310.55', expectedTotalAfter: '1271902.10', requestedBy: OPERATOR,
+      signed: [{ report: 'settlement_report', period: '2026-11-15', total: '1284310.55', signedBy: OWNERS.settlementLead }],
+    });
+    expect(notice.facts.signed[0]?.signedAt).toEqual(new Date('2026-11-16T07:00:00Z'));
+    const text = slackNoticeText(notice);
     expect(text).toContain('05:00–10:00 on 2026-11-15');
     expect(text).toContain('currency parsed as text');
     expect(text).toContain(`= 1,284,310.55, signed by <@${OWNERS.settlementLead}> at 2026-11-16 07:00 UTC`);
     expect(text).toContain('Expected direction of the change: down');
     expect(text).toContain('Expected new total for 2026-11-15: 1,271,902.10 (−12,408.45 from 1,284,310.55 now)');
     expect(text).toContain(`Asked by <@${OPERATOR}>`);
+    // A terminal words the same facts with names and no Slack markup.
+    const terminal = terminalNoticeText(notice, { people: new Map([[OWNERS.settlementLead, 'Settlement lead']]), colour: false });
+    expect(terminal).toContain('= 1,284,310.55, signed by Settlement lead at 2026-11-16 07:00 UTC');
+    expect(terminal).toContain(`Asked by @${OPERATOR}`);
+    expect(terminal).not.toMatch(/<@/);
   });
 
   it('enqueues and deletes nothing before the owners acknowledge', async () => {

@@ -4,6 +4,7 @@ import { overrideGate } from '../../src/core/announce/gate.js';
 import { planBackfill } from '../../src/core/identify/plan.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
+import { slackNoticeText } from '../../src/views/notices.js';
 
 const OPERATOR = 'U07ONCALL';
 const REQUEST = { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR };
@@ -46,7 +47,8 @@ describe('the preview', () => {
     const plan = await planBackfill(e.ctx, REQUEST);
     expect(plan.previewedBy).toBe('estimate');
     expect(plan.expectedTotalAfter).toBe('1271902.10');
-    expect(plan.announcements[0]?.text).toMatch(/from the pipeline's estimate/);
+    expect(plan.announcements[0]?.facts.previewedBy).toBe('estimate');
+    expect(slackNoticeText({ kind: 'announcement', facts: plan.announcements[0]!.facts })).toMatch(/from the pipeline's estimate/);
     const { backfill } = await startBackfill(e.ctx, REQUEST);
     expect((await e.ctx.pool.query(`SELECT count(*)::int AS n FROM bf_orders.expected WHERE bf_backfill = $1`, [backfill.id])).rows[0].n).toBe(0);
     // After the announcement one order of 07:00 changes upstream: its total leaves the estimate.

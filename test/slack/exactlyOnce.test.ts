@@ -6,6 +6,7 @@
 import { LogLevel, webApi } from '@slack/bolt';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { intentKey, type OwnerMessage } from '../../src/core/messenger.js';
+import type { Notice } from '../../src/core/notices.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../../src/errors.js';
 import { findMessageIntent } from '../../src/db/messageIntents.js';
 import { MESSAGE_EVENT_TYPE, SlackMessenger } from '../../src/slack/messenger.js';
@@ -34,8 +35,11 @@ async function insertBackfill(): Promise<number> {
   return id;
 }
 
+/** A notice whose words are given as they are, for tests of delivery rather than wording. */
+const recorded = (text: string): Notice => ({ kind: 'recorded', text });
+
 const ownerMessage = (kind: string, text = 'Backfill of orders moves your signed figure.'): OwnerMessage => ({
-  backfillId, consumer: 'settlement_report', owner: OWNER, text, intent: intentKey(backfillId, kind, 'settlement_report'),
+  backfillId, consumer: 'settlement_report', owner: OWNER, notice: { kind: 'recorded', text }, intent: intentKey(backfillId, kind, 'settlement_report'),
 });
 
 const posts = () => slack.attempts.filter((a) => a.method === 'chat.postMessage');
@@ -135,7 +139,7 @@ describe('one message per intent', () => {
     const intent = intentKey(backfillId, 'notice', 'undeliverable', 'settlement_report');
     // What a crash between writing the intent and calling Slack leaves behind.
     await engine.ctx.pool.query('INSERT INTO backfill.message_intents (intent, backfill_id, channel) VALUES ($1::text, $2::bigint, $3::text)', [intent, backfillId, INCIDENT]);
-    await messenger.incidentNotice(backfillId, 'The announcement to <@U07SETTLE> cannot be delivered.', intent);
+    await messenger.incidentNotice(backfillId, recorded('The announcement to <@U07SETTLE> cannot be delivered.'), intent);
     expect(historyReads()).toHaveLength(1);
     expect(slack.messagesIn(INCIDENT)).toHaveLength(1);
     expect(await findMessageIntent(engine.ctx.pool, intent)).toMatchObject({ ts: slack.messagesIn(INCIDENT)[0]?.ts, recovered: false });
@@ -160,7 +164,7 @@ describe('one message per intent', () => {
   });
 
   it('a reply in the incident thread is looked for in the thread (conversations.replies), not in the channel', async () => {
-    await messenger.incidentNotice(backfillId, 'the thread', intentKey(backfillId, 'notice', 'parent'));
+    await messenger.incidentNotice(backfillId, recorded('the thread'), intentKey(backfillId, 'notice', 'parent'));
     const parent = slack.messagesIn(INCIDENT)[0]?.ts ?? '';
     await engine.ctx.pool.query('UPDATE backfill.backfills SET status_ts = $2::text WHERE id = $1::bigint', [backfillId, parent]);
     try {
@@ -195,7 +199,7 @@ describe('one message per intent', () => {
   it('a 429 is waited out (Retry-After) inside the attempt, and still one message', async () => {
     slack.rateLimit('chat.postMessage', 1, 1);
     const started = Date.now();
-    await messenger.directMessage(OWNER, 'Your numbers are real now.', 'cu1:settlement_report:2026-11');
+    await messenger.directMessage(OWNER, recorded('Your numbers are real now.'), 'cu1:settlement_report:2026-11');
     expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
     expect(posts().map((a) => a.status)).toEqual([429, 200]);
     expect(slack.messagesIn(DM)).toHaveLength(1);
@@ -220,7 +224,7 @@ describe('permanent Slack errors are facts', () => {
 
   it('an archived incident channel is undeliverable too, and names the channel', async () => {
     slack.failWith('chat.postMessage', 1, 'is_archived');
-    const error = await caught(messenger.incidentNotice(backfillId, 'notice', intentKey(backfillId, 'notice', 'x')));
+    const error = await caught(messenger.incidentNotice(backfillId, recorded('notice'), intentKey(backfillId, 'notice', 'x')));
     expect(isBackfillError(error, ErrorCode.Undeliverable)).toBe(true);
     expect((error as BackfillError).details).toMatchObject({ slackError: 'is_archived', channel: INCIDENT });
   });
@@ -248,7 +252,7 @@ describe('the RecordingMessenger of the core tests keeps the same promise', () =
     await recording.announce(message);
     await recording.reportDiff(backfillId, intentKey(backfillId, 'diff', 'orders'));
 
-    expect(recording.announced).toEqual([message]);
+    expect(recording.announced).toEqual([{ ...message, text: 'Backfill of orders moves your signed figure.' }]);
     expect(recording.duplicatesSuppressed).toBe(1);
     expect(recording.diffs).toEqual([backfillId]);
     expect(recording.deliveries).toEqual([

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { RunConfig } from '../../src/backends.js';
 import { loadConfig } from '../../src/config.js';
 import type { Messenger, OwnerMessage } from '../../src/core/messenger.js';
+import type { Notice } from '../../src/core/notices.js';
+import { slackNoticeText } from '../../src/views/notices.js';
 import { startApproved } from '../../src/core/engine/dispatch.js';
 import { overrideGate } from '../../src/core/announce/gate.js';
 import { startBackfill } from '../../src/core/announce/start.js';
@@ -16,14 +18,19 @@ type MessengerMethod = keyof Messenger;
  * messenger it delivers each intent at most once: a second call with an intent already delivered is ignored
  * (counted in duplicatesSuppressed). failNext makes a method throw, to stand for Slack refusing or failing.
  */
+/** A delivered owner message with the words Slack would show, for assertions on what was said. */
+export type Told = OwnerMessage & { text: string };
+
+const told = (message: OwnerMessage): Told => ({ ...message, text: slackNoticeText(message.notice) });
+
 export class RecordingMessenger implements Messenger {
-  readonly announced: OwnerMessage[] = [];
-  readonly sent: OwnerMessage[] = [];
+  readonly announced: Told[] = [];
+  readonly sent: Told[] = [];
   readonly diffs: number[] = [];
   readonly reconciliations: number[] = [];
-  readonly reminded: OwnerMessage[] = [];
-  readonly direct: { user: string; text: string; intent: string }[] = [];
-  readonly incidentNotices: { backfillId: number; text: string; intent: string }[] = [];
+  readonly reminded: Told[] = [];
+  readonly direct: { user: string; notice: Notice; text: string; intent: string }[] = [];
+  readonly incidentNotices: { backfillId: number; notice: Notice; text: string; intent: string }[] = [];
   /** Every delivery in order: which method, which intent (the diffs and reconciliations keep theirs here). */
   readonly deliveries: { method: MessengerMethod; intent: string }[] = [];
   /** Calls whose intent was delivered already, and so were not delivered again. */
@@ -40,12 +47,12 @@ export class RecordingMessenger implements Messenger {
   }
 
   async announce(message: OwnerMessage): Promise<undefined> {
-    if (this.deliver('announce', message.intent)) this.announced.push(message);
+    if (this.deliver('announce', message.intent)) this.announced.push(told(message));
     return undefined;
   }
 
   async notifyOwner(message: OwnerMessage): Promise<void> {
-    if (this.deliver('notifyOwner', message.intent)) this.sent.push(message);
+    if (this.deliver('notifyOwner', message.intent)) this.sent.push(told(message));
   }
 
   async reportDiff(backfillId: number, intent: string): Promise<void> {
@@ -56,16 +63,16 @@ export class RecordingMessenger implements Messenger {
     if (this.deliver('reportReconciliation', intent)) this.reconciliations.push(backfillId);
   }
 
-  async directMessage(user: string, text: string, intent: string): Promise<void> {
-    if (this.deliver('directMessage', intent)) this.direct.push({ user, text, intent });
+  async directMessage(user: string, notice: Notice, intent: string): Promise<void> {
+    if (this.deliver('directMessage', intent)) this.direct.push({ user, notice, text: slackNoticeText(notice), intent });
   }
 
   async remind(message: OwnerMessage): Promise<void> {
-    if (this.deliver('remind', message.intent)) this.reminded.push(message);
+    if (this.deliver('remind', message.intent)) this.reminded.push(told(message));
   }
 
-  async incidentNotice(backfillId: number, text: string, intent: string): Promise<void> {
-    if (this.deliver('incidentNotice', intent)) this.incidentNotices.push({ backfillId, text, intent });
+  async incidentNotice(backfillId: number, notice: Notice, intent: string): Promise<void> {
+    if (this.deliver('incidentNotice', intent)) this.incidentNotices.push({ backfillId, notice, text: slackNoticeText(notice), intent });
   }
 
   async changed(): Promise<void> {

@@ -4,6 +4,8 @@
 // messenger throws for user_not_found. changed() never fails: the contract says it must not throw.
 
 import type { Landed, Messenger, OwnerMessage } from '../../src/core/messenger.js';
+import type { Notice } from '../../src/core/notices.js';
+import { slackNoticeText } from '../../src/views/notices.js';
 import { BackfillError, ErrorCode } from '../../src/errors.js';
 
 export const FAULTY_METHODS = ['announce', 'notifyOwner', 'reportDiff', 'reportReconciliation', 'incidentNotice'] as const;
@@ -63,7 +65,7 @@ export class ModelMessenger implements Messenger {
 
   async notifyOwner(message: OwnerMessage): Promise<void> {
     this.fault('notifyOwner');
-    this.deliveries.push({ method: 'notifyOwner', intent: message.intent, backfillId: message.backfillId, to: message.owner, text: message.text });
+    this.deliveries.push({ method: 'notifyOwner', intent: message.intent, backfillId: message.backfillId, to: message.owner, text: slackNoticeText(message.notice) });
   }
 
   async reportDiff(backfillId: number, intent: string): Promise<void> {
@@ -80,13 +82,13 @@ export class ModelMessenger implements Messenger {
     this.deliveries.push({ method: 'remind', intent: message.intent, backfillId: message.backfillId, to: message.owner });
   }
 
-  async directMessage(user: string, text: string, intent: string): Promise<void> {
-    this.deliveries.push({ method: 'directMessage', intent, to: user, text });
+  async directMessage(user: string, notice: Notice, intent: string): Promise<void> {
+    this.deliveries.push({ method: 'directMessage', intent, to: user, text: slackNoticeText(notice) });
   }
 
-  async incidentNotice(backfillId: number, text: string, intent: string): Promise<void> {
+  async incidentNotice(backfillId: number, notice: Notice, intent: string): Promise<void> {
     this.fault('incidentNotice');
-    this.deliveries.push({ method: 'incidentNotice', intent, backfillId, text });
+    this.deliveries.push({ method: 'incidentNotice', intent, backfillId, text: slackNoticeText(notice) });
   }
 
   async changed(): Promise<void> {}

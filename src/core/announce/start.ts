@@ -84,8 +84,9 @@ async function insertBackfillRow(tx: PoolClient, plan: Plan, request: BackfillRe
 
 async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {
   for (const reader of plan.readers) {
-    const text = announcements.find((a) => a.consumer === reader.consumer)?.text ?? '';
-    await insertBackfillConsumer(tx, id, { ...reader, announcement: text });
+    const facts = announcements.find((a) => a.consumer === reader.consumer)?.facts;
+    if (!facts) throw new Error(`no announcement was generated for ${reader.consumer}`);
+    await insertBackfillConsumer(tx, id, { ...reader, announcementFacts: facts });
   }
 }
 

@@ -1,5 +1,5 @@
 import { listBackfillSignoffs, markPublishedAny, recordBackfillTotals, requireBackfill } from '../../db/backfills.js';
-import { findBackfillConsumer, markConsumerUndeliverable, recordAnnouncementLanded } from '../../db/backfillConsumers.js';
+import { findBackfillConsumer, markConsumerUndeliverable, recordAnnouncementLanded, type StoredAnnouncement } from '../../db/backfillConsumers.js';
 import { findReportTotalSql, findRetrigger } from '../../db/consumers.js';
 import { recordEvent } from '../../db/events.js';
 import { requirePipeline } from '../../db/pipelines.js';
@@ -9,8 +9,9 @@ import { listTargetHours } from '../../db/targets.js';
 import { lockWatermark, upsertWatermark } from '../../db/watermarks.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../../errors.js';
 import type { EngineContext } from '../context.js';
-import { intentKey, mention, type Messenger } from '../messenger.js';
-import { formatMoney, formatSignedMoney, subtractMoney } from '../money.js';
+import { intentKey, type Messenger } from '../messenger.js';
+import { storedAnnouncement, type Notice } from '../notices.js';
+import { subtractMoney } from '../money.js';
 import { totalOverDays } from '../../db/partitions.js';
 import { readReportFigure } from '../../db/pipelineSql.js';
 import { callWebhook, parseRetrigger, runSqlRetrigger } from '../retrigger/retrigger.js';
@@ -191,9 +192,10 @@ async function compareSignedFigures(tx: PoolClient, backfillId: number): Promise
 
 /** Sends one owner the announcement generated when the backfill was created; the gate waits for it. */
 async function announce(ctx: StepContext, ref: StepRef, token: string): Promise<StepOutcome> {
-  const { owner, announcement } = await backfillConsumer(ctx, ref);
+  const row = await backfillConsumer(ctx, ref);
+  const { owner } = row;
   const landed = await deliver(ctx, ref, token, () =>
-    ctx.messenger.announce({ backfillId: ref.backfillId, consumer: ref.key, owner, text: announcement, intent: intentKey(ref.backfillId, 'announce', ref.key) }));
+    ctx.messenger.announce({ backfillId: ref.backfillId, consumer: ref.key, owner, notice: storedAnnouncement(row), intent: intentKey(ref.backfillId, 'announce', ref.key) }));
   if (landed === 'undeliverable') return 'undeliverable';
   await withTransaction(ctx.pool, async (tx) => {
     await recordAnnouncementLanded(tx, ref.backfillId, ref.key, { channel: landed?.channel ?? null, ts: landed?.ts ?? null });
@@ -222,14 +224,12 @@ async function notify(ctx: StepContext, ref: StepRef, token: string): Promise<St
   const { owner } = await backfillConsumer(ctx, ref);
   const consumer = consumerOf(ref);
   const rollback = phaseOf(ref) === 'rollback';
-  const text = rollback
-    ? `Backfill #${backfill.id} of ${backfill.pipeline} was rolled back by ${mention(backfill.rolledBackBy ?? '?')}: the prior rows are restored and ${consumer} was re-triggered on them. ` +
-      `The figures are back to what they were before the backfill (total ${formatMoney(backfill.totalBefore)}).`
-    : `Backfill #${backfill.id} of ${backfill.pipeline} has run (${backfill.reason}): ${consumer} was re-triggered. ` +
-      `Total over the affected days ${formatMoney(backfill.totalBefore)} → ${backfill.totalAfter ? formatMoney(backfill.totalAfter) : '—'}` +
-      ` (difference ${backfill.diff ? formatSignedMoney(backfill.diff) : '—'}).`;
+  const about = { backfillId: backfill.id, pipeline: backfill.pipeline, consumer, totalBefore: backfill.totalBefore };
+  const notice: Notice = rollback
+    ? { kind: 'rolled_back', ...about, rolledBackBy: backfill.rolledBackBy }
+    : { kind: 'after_run', ...about, reason: backfill.reason, totalAfter: backfill.totalAfter, diff: backfill.diff };
   const sent = await deliver(ctx, ref, token, () =>
-    ctx.messenger.notifyOwner({ backfillId: backfill.id, consumer, owner, text, intent: intentKey(backfill.id, 'notify', ref.key) }));
+    ctx.messenger.notifyOwner({ backfillId: backfill.id, consumer, owner, notice, intent: intentKey(backfill.id, 'notify', ref.key) }));
   if (sent === 'undeliverable') return 'undeliverable';
   await withTransaction(ctx.pool, async (tx) => {
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'notified', detail: { consumer, owner, after: true, rollback } });
@@ -252,7 +252,7 @@ async function deliver<T>(ctx: StepContext, ref: StepRef, token: string, send: (
     const slackError = typeof error.details.slackError === 'string' ? error.details.slackError : 'undeliverable';
     const consumer = ref.kind === 'announce' || ref.kind === 'notify' ? consumerOf(ref) : null;
     const owner = consumer ? (await backfillConsumer(ctx, ref)).owner : null;
-    await tellIncident(ctx, ref, () => ctx.messenger.incidentNotice(ref.backfillId, undeliverableText(ref, owner, consumer, slackError), intentKey(ref.backfillId, 'undeliverable', ref.key)));
+    await tellIncident(ctx, ref, () => ctx.messenger.incidentNotice(ref.backfillId, { kind: 'undeliverable', backfillId: ref.backfillId, step: ref.kind, owner, consumer, slackError }, intentKey(ref.backfillId, 'undeliverable', ref.key)));
     await withTransaction(ctx.pool, async (tx) => {
       if (ref.kind === 'announce') {
         await markConsumerUndeliverable(tx, ref.backfillId, consumer, slackError);
@@ -262,15 +262,6 @@ async function deliver<T>(ctx: StepContext, ref: StepRef, token: string, send: (
     });
     return 'undeliverable';
   }
-}
-
-function undeliverableText(ref: StepRef, owner: string | null, consumer: string | null, slackError: string): string {
-  const who = owner ? `${mention(owner)} (${consumer})` : 'the incident channel';
-  if (ref.kind !== 'announce') {
-    return `:warning: Backfill #${ref.backfillId}: the ${ref.kind} message to ${who} cannot be delivered (Slack answered \`${slackError}\`). The run goes on; tell them another way.`;
-  }
-  return `:warning: Backfill #${ref.backfillId}: the announcement to ${who} cannot be delivered (Slack answered \`${slackError}\`). ` +
-    `It still needs their acknowledgement: ask a delegate they named to acknowledge, or an operator can \`/backfill override ${ref.backfillId} <reason>\`.`;
 }
 
 /** A message to the incident channel that must not stop the step that sends it (the fact is already a row). */
@@ -283,7 +274,7 @@ async function tellIncident(ctx: StepContext, ref: StepRef, send: () => Promise<
   }
 }
 
-async function backfillConsumer(ctx: StepContext, ref: StepRef): Promise<{ owner: string; announcement: string }> {
+async function backfillConsumer(ctx: StepContext, ref: StepRef): Promise<{ owner: string } & StoredAnnouncement> {
   const row = await findBackfillConsumer(ctx.pool, ref.backfillId, consumerOf(ref));
   if (!row) throw new BackfillError(ErrorCode.UnknownConsumer, `consumer ${ref.key} is not part of backfill #${ref.backfillId}`);
   return row;

@@ -6,7 +6,7 @@ import { findPlan, insertPlan } from '../../db/plans.js';
 import { listReaders, type Reader } from '../../db/readLog.js';
 import { listSignedFigures, type SignedFigure } from '../../db/signatures.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
-import { announcementText } from '../announce/announcement.js';
+import { announcementFacts, type AnnouncementFacts } from '../announce/announcement.js';
 import type { EngineContext } from '../context.js';
 import { identifyTargets, type Identified } from './identify.js';
 import { directionOf, subtractMoney, type Direction } from '../money.js';
@@ -52,7 +52,7 @@ export interface Plan {
   planId?: number;
   inputsHash: string;
   direction: Direction;
-  announcements: { consumer: string; owner: string; notifyRule: 'before' | 'after'; text: string }[];
+  announcements: { consumer: string; owner: string; notifyRule: 'before' | 'after'; facts: AnnouncementFacts }[];
 }
 
 /** Everything a backfill would do, computed without writing anything but an audit event. */
@@ -136,7 +136,7 @@ export function announcementsFor(plan: Omit<Plan, 'announcements'>, request: Bac
     consumer: reader.consumer,
     owner: reader.owner,
     notifyRule: reader.notifyRule,
-    text: announcementText({
+    facts: announcementFacts({
       backfillId, pipeline: plan.pipeline.name, reason: request.reason, requestedBy: request.actor,
       firstHour: plan.identified.firstHour, lastHour: plan.identified.lastHour, partitionCount: plan.identified.hours.length,
       direction: plan.direction, reader, signed: plan.signed, gateOwners: plan.gateOwners,

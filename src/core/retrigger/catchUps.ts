@@ -1,14 +1,12 @@
-import { insertCatchUp, insertCatchUpNotice, listUntoldNotices, markNoticeTold, type CatchUpNotice } from '../../db/catchUps.js';
+import { insertCatchUp, insertCatchUpNotice, listUntoldNotices, markNoticeTold } from '../../db/catchUps.js';
 import { recordEvent } from '../../db/events.js';
 import { withTransaction } from '../../db/pool.js';
 import type { Pipeline } from '../../db/pipelines.js';
 import { listReadersByDay } from '../../db/readLog.js';
 import type { EngineContext } from '../context.js';
-import { formatMoney, formatSignedMoney, subtractMoney } from '../money.js';
 import { totalOverDays } from '../../db/partitions.js';
 import { readReportFigure } from '../../db/pipelineSql.js';
 import type { StepContext } from '../engine/steps.js';
-import { formatHourRange } from '../time.js';
 
 /**
  * The normal run has just filled hours that readers read while they were missing (night 9). Records it like
@@ -34,19 +32,11 @@ export async function recordCatchUp(ctx: EngineContext, input: { pipeline: Pipel
   });
 }
 
-export function staleReaderText(notice: CatchUpNotice): string {
-  const before = notice.reportBefore === null ? 'its figure when you read it is not known' : `${formatMoney(notice.reportBefore)} when you read it`;
-  const change = notice.reportBefore === null ? '' : ` (${formatSignedMoney(subtractMoney(notice.totalAfter, notice.reportBefore))})`;
-  return `The ${notice.pipeline} numbers for ${formatHourRange(notice.firstHour, notice.lastHour)} are now real: those hours had not landed when ` +
-    `${notice.consumer} read ${notice.hoursRead} of them (first at ${notice.firstReadAt.toISOString().slice(0, 16).replace('T', ' ')} UTC). ` +
-    `For ${notice.period}: ${before}; ${formatMoney(notice.totalAfter)} now${change}. Re-run or re-read it before relying on it.`;
-}
-
 /** Delivers one stale-reader notice once; a repeat delivery finds it told and does nothing. */
 export async function tellStaleReader(ctx: StepContext, key: { catchUpId: number; consumer: string; period: string }): Promise<boolean> {
   const notice = (await listUntoldNotices(ctx.pool, key.catchUpId)).find((n) => n.consumer === key.consumer && n.period === key.period);
   if (!notice) return false;
-  await ctx.messenger.directMessage(notice.owner, staleReaderText(notice), `cu${key.catchUpId}:${key.consumer}:${key.period}`);
+  await ctx.messenger.directMessage(notice.owner, { kind: 'stale_reader', notice }, `cu${key.catchUpId}:${key.consumer}:${key.period}`);
   await withTransaction(ctx.pool, async (tx) => {
     await markNoticeTold(tx, key);
     await recordEvent(tx, { actor: 'backfill-bot', kind: 'stale_readers_told', detail: { catchUp: key.catchUpId, consumer: key.consumer, owner: notice.owner, period: key.period } });
