@@ -1,6 +1,8 @@
 import { writeFile } from 'node:fs/promises';
 import { hostname, userInfo } from 'node:os';
 import { buildIncidentPackage } from '../core/file/incidentPackage.js';
+import { summarizeCosts } from '../core/file/costs.js';
+import { renderCosts } from '../views/costs.js';
 import {
   acknowledgedLines, approvedLine, continuedLine, delegateChangedLine, delegatesLines, heldLine, overrideLine, planFrozenLine, rolledBackLine,
   notASignerLine, signedLine, signersLines, signersOfLine, startedLines, stoppedLine,
@@ -51,6 +53,7 @@ async function main(argv: string[]): Promise<number> {
       'override-limit': { type: 'string' },
       plan: { type: 'string' },
       until: { type: 'string' },
+      since: { type: 'string' },
       format: { type: 'string', default: 'md' },
       out: { type: 'string' },
       wait: { type: 'boolean', default: false },
@@ -61,7 +64,7 @@ async function main(argv: string[]): Promise<number> {
   });
   const [command, ...args] = positionals;
   // Checked before anything is opened: a mistyped command changes nothing and needs no database.
-  const parsed = command === undefined || values.help ? ({ kind: 'help' } as const) : parseCommand('cli', positionals);
+  const parsed = command === undefined || values.help ? ({ kind: 'help' } as const) : parseCommand('cli', commandWords(positionals, values.since));
   const spec = command === undefined ? undefined : findCommand(command, 'cli');
   if (parsed.kind === 'help' || !spec) {
     console.log(USAGE);
@@ -287,6 +290,10 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     }
     return 0;
   },
+  costs: async (ctx, { since }) => {
+    console.log(renderCosts(await summarizeCosts(ctx.pool, since)));
+    return 0;
+  },
   retention: async (ctx, { backfillId: id }, options) => {
     const { actor } = options;
     if (!options.prune) {
@@ -320,6 +327,11 @@ async function settle(ctx: EngineContext, id: number, options: Options): Promise
   const report = await runUntilSettled(ctx, id, print, new PrintingMessenger(print, options.style));
   console.log(renderDiff(report, options.style));
   return report.backfill.state === 'done' || report.backfill.state === 'rolled_back' ? 0 : 1;
+}
+
+/** The command's words: costs takes its date as --since, and the command table's schema checks it like any other argument. */
+function commandWords(positionals: string[], since: string | undefined): string[] {
+  return positionals[0] === 'costs' && since !== undefined ? [...positionals, since] : positionals;
 }
 
 function backfillId(text: string | undefined): number {

@@ -10,6 +10,11 @@ const backfillId = z.string().regex(/^#?[1-9]\d{0,15}$/, 'is not a backfill id; 
 const word = z.string().min(1);
 const date = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'is not a date; write it as YYYY-MM-DD, e.g. 2026-11-15');
 const optionalReason = (words: string[]) => words.join(' ') || undefined;
+// A date that is on the calendar too: 2026-13-01 and 2026-02-30 have the shape and are not days.
+const calendarDate = date.refine((day) => {
+  const at = Date.parse(`${day}T00:00:00Z`);
+  return !Number.isNaN(at) && new Date(at).toISOString().slice(0, 10) === day;
+}, 'is not a day of the calendar; write it as YYYY-MM-DD (month 01–12, a day the month has), e.g. 2026-10-01');
 const nothing = z.tuple([]);
 const idOrNothing = z.union([z.tuple([]), z.tuple([backfillId])]);
 
@@ -44,6 +49,7 @@ export const SCHEMAS = {
     z.tuple([z.enum(['add', 'remove']), word, word]).transform(([change, owner, user]) => ({ kind: 'delegate' as const, change, owner, user })),
   ]),
   export: z.tuple([backfillId]).transform(([id]) => ({ kind: 'export' as const, backfillId: id })),
+  costs: z.tuple([calendarDate]).transform(([since]) => ({ kind: 'costs' as const, since })),
   retention: idOrNothing.transform((args) => ({ kind: 'retention' as const, backfillId: args[0] })),
   tick: z.tuple([word]).transform(([pipeline]) => ({ kind: 'tick' as const, pipeline })),
   worker: nothing.transform(() => ({ kind: 'worker' as const })),

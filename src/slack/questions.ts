@@ -3,6 +3,7 @@ import { listReportNamesLongestFirst } from '../db/consumers.js';
 import type { Queryable } from '../db/pool.js';
 import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
 import { loadBackfillReport } from '../core/file/status.js';
+import { quartersSince, summarizeCosts } from '../core/file/costs.js';
 import { ACTIVE_STATES } from '../core/engine/stateMachine.js';
 import { homeView, paidAgainstMessage, type Message } from '../views/blocks.js';
 import type { types } from '@slack/bolt';
@@ -39,12 +40,13 @@ export async function answerQuestion(db: Queryable, text: string, user: string):
   return paidAgainstMessage(await answerPaidAgainst(db, question));
 }
 
-/** The Home tab: the backfills in flight with their gate, and the latest log rows. */
+/** The Home tab: the backfills in flight with their gate, the latest log rows, and what backfills cost. */
 export async function buildHome(db: Queryable): Promise<types.HomeView> {
   const recent = await listRecentBackfills(db, 15);
   const inFlight = [];
   for (const backfill of recent.filter((b) => ACTIVE_STATES.includes(b.state))) {
     inFlight.push(await loadBackfillReport(db, backfill.id));
   }
-  return homeView({ inFlight, recent });
+  // What the backfills of this quarter and the three before it cost, per pipeline.
+  return homeView({ inFlight, recent, costs: await summarizeCosts(db, quartersSince(new Date())) });
 }

@@ -11,6 +11,8 @@ import { describeState } from '../core/engine/stateMachine.js';
 import type { BackfillReport } from '../core/file/status.js';
 import { waitingOn } from './waiting.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, slackPerson } from './format.js';
+import type { CostSummary } from '../core/file/costs.js';
+import { costsBlocks } from './costs.js';
 
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
 
@@ -200,6 +202,8 @@ export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
 export interface HomeData {
   inFlight: BackfillReport[];
   recent: BackfillRow[];
+  /** What the backfills of the last quarters cost (src/views/costs.ts renders it). */
+  costs?: CostSummary;
 }
 
 /** The App Home tab: backfills in flight with their gate, and the latest log rows with their differences. */
@@ -220,6 +224,7 @@ export function homeView(data: HomeData): types.HomeView {
       header('Backfill log'),
       section(recent.join('\n') || 'No backfills yet.'),
       context('Ask "what did we pay against on YYYY-MM-DD?" by mentioning the bot or in a DM, or use `/backfill paid-against <report> <date>`.'),
+      ...(data.costs ? [{ type: 'divider' } as const, ...costsBlocks(data.costs)] : []),
     ].slice(0, 100),
   };
 }

@@ -1,6 +1,7 @@
 import type { IncidentEvent, IncidentPackage, JsonValue } from '../core/file/incidentPackage.js';
 import { INCIDENT_PACKAGE_FORMAT } from '../core/file/incidentPackage.js';
 import { formatHour, moneyOrNone, NONE, recordPerson, signedMoneyOrNone } from './format.js';
+import { formatDuration } from './costs.js';
 
 // The incident package rendered: JSON, the record itself, and Markdown, the same record for people to read
 // (GitHub-flavoured tables; people by name and id; times to the second, UTC).
@@ -79,6 +80,7 @@ export function incidentPackageMarkdown(p: IncidentPackage): string {
       `money in the pipeline's base currency. The JSON file alongside holds the same record.`,
     '',
     ...logRowSection(p),
+    ...costSection(p),
     ...signedSection(p),
     ...partitionsSection(p),
     ...consumersSection(p),
@@ -110,6 +112,23 @@ function logRowSection(p: IncidentPackage): string[] {
     ['Failure', text(b.failure)],
     ['Limit override', text(b.limitOverride)],
   ]), ''];
+}
+
+/** What the backfill cost, as filed with its log row; durations also in milliseconds, as the JSON holds them. */
+function costSection(p: IncidentPackage): string[] {
+  const c = p.cost;
+  if (c === null) return ['## Cost', '', 'Not filed yet: the cost is filed when the backfill finishes.', ''];
+  const duration = (ms: number) => `${formatDuration(ms)} (${ms} ms)`;
+  return ['## Cost', '', ...table(['Spent', 'Amount'], [
+    ['Rows rewritten', String(c.rowsRewritten)],
+    ['Partitions published', String(c.partitions)],
+    ['Replays run', String(c.replays)],
+    ['People told', String(c.peopleTold)],
+    ['Waited for acknowledgements', duration(c.ackWaitMs)],
+    ['Compute time', duration(c.computeMs)],
+    ['Signed figures moved', String(c.signedFiguresMoved)],
+    ['Filed at', formatInstant(c.filedAt)],
+  ], [1]), ''];
 }
 
 function signedSection(p: IncidentPackage): string[] {

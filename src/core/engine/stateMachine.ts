@@ -1,6 +1,7 @@
 import { updateBackfillState } from '../../db/backfills.js';
 import type { Queryable } from '../../db/pool.js';
 import { recordEvent } from '../../db/events.js';
+import { fileBackfillCost } from '../file/costs.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 
 /*
@@ -106,6 +107,8 @@ export async function transition(tx: Queryable, move: Transition): Promise<boole
   const previous = await updateBackfillState(tx, { backfillId: move.backfillId, to: move.to, from, set: Object.entries(move.set ?? {}) });
   if (!previous) return false;
   await recordEvent(tx, { backfillId: move.backfillId, actor: move.actor, kind: 'state_changed', detail: { from: previous, to: move.to, ...move.detail } });
+  // A finished backfill's cost is filed by the move that finishes it, in its transaction (src/core/file/costs.ts).
+  if (!ACTIVE_STATES.includes(move.to)) await fileBackfillCost(tx, move.backfillId);
   return true;
 }
 

@@ -8,7 +8,8 @@ import {
 } from '../../db/steps.js';
 import { BackfillError, describeError, ErrorCode } from '../../errors.js';
 import { FINAL, PHASE_EXITS, specOf, stepStatusesMovableTo, type StepRef, type StepStatus } from './stepGraph.js';
-import { transition } from './stateMachine.js';
+import { ACTIVE_STATES, transition } from './stateMachine.js';
+import { fileBackfillCost } from '../file/costs.js';
 
 /** Which process claimed a step, in its timeline: with several workers on several hosts, the one to look at. */
 const WORKER = `${hostname()}:${process.pid}`;
@@ -85,6 +86,8 @@ export async function finishStep(tx: PoolClient, ref: StepRef, token: string, re
   const backfill = await checkClaim(tx, ref, token, { writes: options.writes ?? false });
   await markStepFinished(tx, ref, options.status ?? 'done', result);
   await advanceBackfill(tx, ref.backfillId);
+  // A step of a finished backfill (an after-run message, the diff post) adds to its cost: filed again, whole.
+  if (!ACTIVE_STATES.includes(backfill.state)) await fileBackfillCost(tx, ref.backfillId);
   return backfill;
 }
 

@@ -5,6 +5,7 @@ import { loadPeople, type People } from '../../db/people.js';
 import { subtractMoney } from '../money.js';
 import type { BackfillState } from '../engine/stateMachine.js';
 import { loadBackfillReport, type BackfillReport } from './status.js';
+import { loadBackfillCost, type BackfillCost } from './costs.js';
 
 // The incident package of one backfill: the record finance and the incident review keep, built from the
 // database and nothing else, as facts; src/views/incidentPackage.ts renders it as JSON (the record) and as
@@ -105,10 +106,24 @@ export interface IncidentEvent {
   detail: { [key: string]: JsonValue };
 }
 
+/** What the backfill cost (src/core/file/costs.ts), as filed with its log row; durations in milliseconds. */
+export interface IncidentCost {
+  rowsRewritten: number;
+  partitions: number;
+  replays: number;
+  peopleTold: number;
+  ackWaitMs: number;
+  computeMs: number;
+  signedFiguresMoved: number;
+  filedAt: string;
+}
+
 export interface IncidentPackage {
   format: typeof INCIDENT_PACKAGE_FORMAT;
   generatedAt: string;
   backfill: IncidentLogRow;
+  /** null until the backfill finishes: a cost is filed with the finished log row. */
+  cost: IncidentCost | null;
   signedFigures: IncidentSignedFigure[];
   partitions: IncidentPartition[];
   /** In dependency order: what a consumer reads is re-triggered before it. */
@@ -135,6 +150,7 @@ export async function buildIncidentPackage(db: Queryable, backfillId: number): P
     format: INCIDENT_PACKAGE_FORMAT,
     generatedAt: new Date().toISOString(),
     backfill: logRow(report.backfill),
+    cost: costOf(await loadBackfillCost(db, backfillId)),
     signedFigures: report.signed.map((s) => ({
       report: s.report, period: s.period, signedTotal: s.signedTotal, signedBy: s.signedBy, signedAt: iso(s.signedAt),
       tableTotalBefore: s.totalBefore, reportAfter: s.reportAfter, diff: s.diff,
@@ -166,6 +182,10 @@ function logRow(b: BackfillReport['backfill']): IncidentLogRow {
     announcedAt: iso(b.announcedAt), ranAt: isoOrNull(b.ranAt), ranBy: b.ranBy, finishedAt: isoOrNull(b.finishedAt),
     state: b.state, failure: b.failure, limitOverride: b.limitOverride,
   };
+}
+
+function costOf(cost: BackfillCost | undefined): IncidentCost | null {
+  return cost === undefined ? null : { ...cost, filedAt: iso(cost.filedAt) };
 }
 
 function consumer(c: BackfillReport['consumers'][number], gates: { ackedBy: Map<string, string>; overriddenAt: Map<string, Date> }): IncidentConsumer {
