@@ -73,6 +73,13 @@ export const configSchema = z.object({
   JOB_BACKOFF_MS: positiveInt('JOB_BACKOFF_MS', 2000),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
   WEBHOOK_SIGNING_SECRET: z.string().min(16, 'WEBHOOK_SIGNING_SECRET must be at least 16 characters').default('backfill-bot-dev-webhook-secret'),
+  // Lineage in (POST /lineage, src/http/lineage.ts): the bearer token senders must present. Unset: the route does
+  // not exist (404), so a bot without a token can never take read log rows from anyone.
+  LINEAGE_TOKEN: z.string().min(24, 'LINEAGE_TOKEN must be at least 24 characters, e.g. from `openssl rand -hex 24`').optional(),
+  // Lineage out (src/core/lineage/emit.ts): the OpenLineage endpoint the backfills' run events go to (Marquez:
+  // http://host:5000/api/v1/lineage), and the bearer key it wants, if any. Unset: nothing is emitted.
+  OPENLINEAGE_URL: z.url('OPENLINEAGE_URL must be a URL such as http://marquez:5000/api/v1/lineage').optional(),
+  OPENLINEAGE_API_KEY: z.string().min(1).optional(),
 
   // Slack. Optional here so the CLI runs without them; `npm start` requires them (see requireSlack).
   SLACK_BOT_TOKEN: z.string().regex(/^xoxb-/, 'SLACK_BOT_TOKEN must be a bot token starting with xoxb-').optional(),

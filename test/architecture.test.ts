@@ -74,6 +74,12 @@ describe('the direction of imports', () => {
     expect(sourceFiles('src').filter((file) => importsOf(file).some((i) => under(i.target, 'jobs')))).toEqual(['src/worker.ts']);
   });
 
+  it('the HTTP edge (POST /lineage) reaches only the core: no SQL, no Slack, no queue', () => {
+    expect(sourceFiles('src/http').length).toBeGreaterThan(0);
+    expect(violations(['src/http'], (target, typeOnly) => !typeOnly && (['pg', 'bullmq', 'ioredis'].includes(target) ||
+      under(target, 'src/db', 'src/slack', 'src/queue', 'src/views', 'src/cli', 'handlers', 'jobs')))).toEqual([]);
+  });
+
   it('the Bolt listeners are a thin shell over src/slack', () => {
     expect(violations(['handlers'], (target) => under(target, 'src/db', 'src/queue', 'src/core/engine', 'src/core/recompute'))).toEqual([]);
   });

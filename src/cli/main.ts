@@ -2,6 +2,8 @@ import { writeFile } from 'node:fs/promises';
 import { hostname, userInfo } from 'node:os';
 import { buildIncidentPackage } from '../core/file/incidentPackage.js';
 import { summarizeCosts } from '../core/file/costs.js';
+import { decideProposal, listProposals } from '../core/lineage/proposals.js';
+import { lineageDecisionReply, lineageProposalsReply } from '../views/lineage.js';
 import { renderCosts } from '../views/costs.js';
 import {
   acknowledgedLines, approvedLine, continuedLine, delegateChangedLine, delegatesLines, heldLine, overrideLine, planFrozenLine, rolledBackLine,
@@ -252,6 +254,13 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     const { actor } = options;
     const signed = await recordingRefusals(ctx, { actor, action: 'sign', input: { report, period } }, () => signReport(ctx, { report, period, actor }));
     console.log(signedLine(signed, options.style));
+    return 0;
+  },
+  lineage: async (ctx, command, options) => {
+    const { actor } = options;
+    const reply = command.action === 'list' ? lineageProposalsReply(await listProposals(ctx))
+      : lineageDecisionReply(await recordingRefusals(ctx, { actor, action: `lineage ${command.action}`, input: { proposal: command.proposalId } }, () => decideProposal(ctx, actor, command)));
+    console.log(fromSlackMarkup(reply, options.style));
     return 0;
   },
   'signer-list': async (ctx, { report }, options) => {

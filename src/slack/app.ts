@@ -9,6 +9,8 @@ import { pingDatabase } from '../db/pool.js';
 import { startWorkers, type Workers } from '../worker.js';
 import { SlackMessenger } from './messenger.js';
 import { OperatorPolicy } from './permissions.js';
+import { lineageRoutes } from '../http/lineage.js';
+import { postLineageProposal } from './lineage.js';
 
 export interface SlackAppOptions {
   ctx: EngineContext;
@@ -64,7 +66,7 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
               res.end('unhealthy');
             });
           },
-        }],
+        }, ...lineageRoutes({ ctx, token: ctx.config.LINEAGE_TOKEN, onProposal: (id): Promise<void> => postLineageProposal(app.client, ctx.pool, ctx.config, id) })],
       }),
   });
   const messenger = new SlackMessenger(app.client, ctx.pool, ctx.config.STATUS_THROTTLE_MS);

@@ -2,7 +2,7 @@ import { parseCommand, type Command } from '../commands/arguments.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
 /** The kinds a slash command parses to: the table's Slack commands, with help and start's plan form (test/commands.test.ts keeps them equal). */
-export const SLACK_KINDS = ['help', 'plan', 'start', 'start-plan', 'approve', 'stop', 'continue', 'rollback', 'status', 'override', 'cancel', 'paid-against', 'sign', 'log'] as const;
+export const SLACK_KINDS = ['help', 'plan', 'start', 'start-plan', 'approve', 'stop', 'continue', 'rollback', 'status', 'override', 'cancel', 'paid-against', 'sign', 'log', 'lineage'] as const;
 
 /** A /backfill invocation, parsed and checked before anything runs: the commands the slash command offers. */
 export type BackfillCommand = Extract<Command, { kind: (typeof SLACK_KINDS)[number] }>;

@@ -18,6 +18,7 @@ import { rememberPeople } from '../db/people.js';
 import { findPlan } from '../db/plans.js';
 import { parseBackfillCommand, type BackfillCommand } from './commandText.js';
 import type { SlackDeps } from './deps.js';
+import { runLineageCommand } from './lineage.js';
 
 export interface CommandInput {
   user: string;
@@ -132,6 +133,7 @@ const HANDLERS: { [K in BackfillCommand['kind']]: Handler<K> } = {
     const where = await deps.messenger.uploadIncidentPackage(id);
     return plain(incidentPackageReply(id, where));
   },
+  lineage: async (deps, input, command) => plain(await runLineageCommand(deps.ctx, input.user, command)),
 };
 
 /**

@@ -19,6 +19,7 @@ import { claimStep, failClaimedStep, finishStep, keepClaim, releaseClaim, type C
 import { consumerOf, phaseOf, type StepRef } from './stepGraph.js';
 import { pauseForBreach, publishPartition, stagePartition, type PublishHooks } from '../recompute/stagePublish.js';
 import { transition } from './stateMachine.js';
+import { emitRunEvents } from '../lineage/emit.js';
 import { distinctDays, formatHour } from '../time.js';
 
 export type { Messenger, OwnerMessage } from '../messenger.js';
@@ -63,6 +64,8 @@ export async function executeStep(ctx: StepContext, ref: StepRef, options: { fin
     return await settleFailure(ctx, ref, claim.token, error, options.finalAttempt ?? true);
   } finally {
     stopRenewing();
+    // After the step's commit: the OpenLineage run event its move made due (START, COMPLETE, FAIL). Never throws.
+    await emitRunEvents(ctx, ref.backfillId);
   }
 }
 
