@@ -2,6 +2,7 @@ import type { IncidentEvent, IncidentPackage, JsonValue } from '../core/file/inc
 import { INCIDENT_PACKAGE_FORMAT } from '../core/file/incidentPackage.js';
 import { formatHour, moneyOrNone, NONE, recordPerson, signedMoneyOrNone } from './format.js';
 import { formatDuration } from './costs.js';
+import { noticeText } from './notices.js';
 
 // The incident package rendered: JSON, the record itself, and Markdown, the same record for people to read
 // (GitHub-flavoured tables; people by name and id; times to the second, UTC).
@@ -84,6 +85,7 @@ export function incidentPackageMarkdown(p: IncidentPackage): string {
     ...signedSection(p),
     ...partitionsSection(p),
     ...consumersSection(p),
+    ...toldSection(p),
     ...stepsSection(p),
     ...timelineSection(p),
   ].join('\n');
@@ -153,6 +155,18 @@ function consumersSection(p: IncidentPackage): string[] {
     p.consumers.map((c) => [String(c.dependencyRank), c.name, c.kind, who(p, c.owner), c.rule, c.dependsOn.join(', '), c.readDirectly ? 'yes' : 'no',
       String(c.partitionsRead), c.gate, instant(c.acknowledgedAt), who(p, c.acknowledgedBy), who(p, c.overriddenBy), instant(c.overriddenAt),
       text(c.overrideReason)]), [0, 7]), ''];
+}
+
+/** Each owner's announcement, worded from the facts stored when the backfill was created, people by name and id. */
+function toldSection(p: IncidentPackage): string[] {
+  const name = (id: string) => who(p, id);
+  const words = (c: IncidentPackage['consumers'][number]) => (c.told.kind === 'recorded'
+    ? c.told.text.replace(/<@([UW][A-Z0-9]+)(?:\|[^>]*)?>/g, (_, id: string) => name(id))
+    : noticeText(c.told, name));
+  return ['## What each owner was told', '', ...p.consumers.flatMap((c) => [
+    `### ${c.name}: ${name(c.owner)}, told ${c.rule === 'before' ? 'before the run' : 'after the run'}`, '',
+    ...words(c).split('\n').map((line) => `> ${line}`), '',
+  ])];
 }
 
 function stepsSection(p: IncidentPackage): string[] {

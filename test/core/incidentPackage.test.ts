@@ -101,7 +101,9 @@ function expectMarkdownSaysWhatJsonSays(markdown: string, json: string): void {
     if (items.length === 0) continue;
     const rows = tableUnder(markdown, heading);
     expect(rows, `${heading}: one row per item`).toHaveLength(items.length);
-    items.forEach((item, i) => expectRowHolds(rows[i], facts(item), `${heading} row ${i + 1}`));
+    // A consumer's announcement (told) has a section of its own, checked below.
+    const tabled = (item: Json) => (key === 'consumers' && item !== null && typeof item === 'object' && !Array.isArray(item) ? { ...item, told: null } : item);
+    items.forEach((item, i) => expectRowHolds(rows[i], facts(tabled(item)), `${heading} row ${i + 1}`));
   }
 
   const timeline = tableUnder(markdown, 'Timeline');
@@ -197,6 +199,19 @@ describe('the incident package of the night-15 backfill', () => {
       expect(Date.parse(c.acknowledgedAt ?? '')).toBeLessThanOrEqual(Date.parse(pkg.backfill.ranAt ?? ''));
     }
     expect(pkg.consumers.every((c) => c.overriddenBy === null)).toBe(true);
+  });
+
+  it('holds what each owner was told, as the facts stored when the backfill was created, worded with names in the Markdown', () => {
+    const settlement = pkg.consumers.find((c) => c.name === 'settlement_report');
+    expect(settlement?.told).toMatchObject({
+      kind: 'announcement',
+      facts: { backfillId, totalBefore: '1284310.55', expectedTotalAfter: '1271902.10', signed: [{ report: 'settlement_report', signedBy: OWNERS.settlementLead }] },
+    });
+    const section = markdown.slice(markdown.indexOf('## What each owner was told'), markdown.indexOf('## Steps'));
+    expect(section).toMatch(/### settlement_report: .*U07SETTLE.*, told before the run/);
+    expect(section).toMatch(/> Signed figure: settlement_report for 2026-11-15 = 1,284,310\.55, signed by .*U07SETTLE.* at 2026-11-16 07:00 UTC\./);
+    expect(section).toContain('### demand_forecast:');
+    expect(section).not.toContain('<@');
   });
 
   it('holds the whole timeline in order, from the request to the finish', () => {

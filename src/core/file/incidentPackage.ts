@@ -5,6 +5,7 @@ import { loadPeople, type People } from '../../db/people.js';
 import { subtractMoney } from '../money.js';
 import type { BackfillState } from '../engine/stateMachine.js';
 import { loadBackfillReport, type BackfillReport } from './status.js';
+import { storedAnnouncement, type Notice } from '../notices.js';
 import { loadBackfillCost, type BackfillCost } from './costs.js';
 
 // The incident package of one backfill: the record finance and the incident review keep, built from the
@@ -82,6 +83,8 @@ export interface IncidentConsumer {
   overriddenBy: string | null;
   overriddenAt: string | null;
   overrideReason: string | null;
+  /** What the owner was told before anything ran: the announcement's facts as stored with the backfill. */
+  told: Notice;
 }
 
 export interface IncidentStep {
@@ -195,6 +198,7 @@ function consumer(c: BackfillReport['consumers'][number], gates: { ackedBy: Map<
     gate: c.notifyRule === 'after' ? 'told_after' : c.ackedAt ? 'acknowledged' : c.overriddenBy ? 'overridden' : 'waiting',
     acknowledgedAt: isoOrNull(c.ackedAt), acknowledgedBy: gates.ackedBy.get(c.consumer) ?? null,
     overriddenBy: c.overriddenBy, overriddenAt: isoOrNull(gates.overriddenAt.get(c.consumer) ?? null), overrideReason: c.overrideReason,
+    told: storedAnnouncement(c),
   };
 }
 
