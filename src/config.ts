@@ -107,7 +107,15 @@ export const configSchema = z.object({
   NO_COLOR: z.string().optional(),
 });
 
-export type Config = z.infer<typeof configSchema>;
+export type Config = z.infer<typeof configSchema> & {
+  /**
+   * The variables named RETRIGGER_SECRET_…: the secrets a re-trigger names in the catalog ({env: …}, a REST
+   * header's token, a queue's URL with its password), read when the replay runs so the catalog never holds them.
+   */
+  RETRIGGER_SECRETS?: Readonly<Record<string, string>>;
+};
+
+const RETRIGGER_SECRET = /^RETRIGGER_SECRET_[A-Z0-9_]+$/;
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   // An empty variable means "not set": shells and .env files leave them behind.
@@ -117,7 +125,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.') || 'config'}: ${issue.message}`);
     throw new BackfillError(ErrorCode.Config, `The configuration is not valid:\n${lines.join('\n')}`);
   }
-  return parsed.data;
+  const secrets = Object.fromEntries(Object.entries(present).filter((entry): entry is [string, string] => RETRIGGER_SECRET.test(entry[0])));
+  return { ...parsed.data, RETRIGGER_SECRETS: secrets };
 }
 
 export interface SlackConfig {

@@ -5,6 +5,7 @@ import type { StepContext } from './core/engine/steps.js';
 import { cancelRunningStatements } from './db/pool.js';
 import { queueBackendOf } from './backends.js';
 import { createWorker } from './queue/connection.js';
+import { BullmqReplayJobs } from './queue/replayJobs.js';
 import { createStepQueue, dispatch, removeQueuedJobs } from './queue/stepQueue.js';
 
 export interface Workers {
@@ -26,7 +27,10 @@ const CANCEL_GRACE_MS = 2_000;
  * Starts the step worker and the dispatcher sweep. Several processes may run this against one Redis and one
  * database: job ids and the step rows keep them from doing anything twice.
  */
-export async function startWorkers(ctx: StepContext, options: { sweepMs?: number; closeDeadlineMs?: number } = {}): Promise<Workers> {
+export async function startWorkers(given: StepContext, options: { sweepMs?: number; closeDeadlineMs?: number } = {}): Promise<Workers> {
+  // The consumers' queues for bullmq re-triggers: opened on first use, closed with the worker.
+  const ownReplayJobs = given.replayJobs ? undefined : new BullmqReplayJobs(given.config);
+  const ctx: StepContext = ownReplayJobs ? { ...given, replayJobs: ownReplayJobs } : given;
   const queue = createStepQueue(ctx.config);
   const worker = createWorker(queueBackendOf(ctx.config), STEP_QUEUE, createStepProcessor(ctx, queue), { concurrency: ctx.config.WORKER_CONCURRENCY });
   worker.on('error', (error) => console.error(`worker: ${error.message}`));
@@ -56,6 +60,7 @@ export async function startWorkers(ctx: StepContext, options: { sweepMs?: number
       // closed queue never settles.
       await sweep;
       await closeWorker(ctx, worker, queue, options.closeDeadlineMs ?? CLOSE_DEADLINE_MS);
+      await ownReplayJobs?.close();
     },
   };
 }

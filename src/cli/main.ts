@@ -1,4 +1,6 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { applyCatalog, planCatalog } from '../core/catalog/apply.js';
+import { renderCatalogApplied, renderCatalogPlan } from '../views/catalogPlan.js';
 import { hostname, userInfo } from 'node:os';
 import { buildIncidentPackage } from '../core/file/incidentPackage.js';
 import { summarizeCosts } from '../core/file/costs.js';
@@ -312,6 +314,18 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
     console.log(renderPruned(await pruneStoredRows(ctx, { actor, includeRollbackRows: true, backfillId: id })));
     return 0;
   },
+  'catalog-plan': async (ctx, { file }, options) => {
+    const { actor } = options;
+    const plan = await recordingRefusals(ctx, { actor, action: 'catalog plan', input: { file } }, async () => planCatalog(ctx.pool, await readCatalogFile(file), actor));
+    console.log(renderCatalogPlan(plan));
+    return plan.refusals.length > 0 ? 1 : 0;
+  },
+  'catalog-apply': async (ctx, { file }, options) => {
+    const { actor } = options;
+    const plan = await recordingRefusals(ctx, { actor, action: 'catalog apply', input: { file } }, async () => applyCatalog(ctx.pool, await readCatalogFile(file), actor));
+    console.log(renderCatalogApplied(plan));
+    return 0;
+  },
   worker: async (ctx, _command, options) => {
     const { startWorkers } = await import('../worker.js');
     const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line), options.style) });
@@ -341,6 +355,14 @@ async function settle(ctx: EngineContext, id: number, options: Options): Promise
 /** The command's words: costs takes its date as --since, and the command table's schema checks it like any other argument. */
 function commandWords(positionals: string[], since: string | undefined): string[] {
   return positionals[0] === 'costs' && since !== undefined ? [...positionals, since] : positionals;
+}
+
+async function readCatalogFile(file: string): Promise<{ text: string; source: string }> {
+  try {
+    return { text: await readFile(file, 'utf8'), source: file };
+  } catch (error) {
+    throw new BackfillError(ErrorCode.BadInput, `Cannot read the catalog file ${file}: ${(error as Error).message}. Give the path of a YAML file, e.g. src/demo/catalog.yml.`, { cause: error });
+  }
 }
 
 function backfillId(text: string | undefined): number {

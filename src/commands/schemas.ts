@@ -54,6 +54,7 @@ export const SCHEMAS = {
   tick: z.tuple([word]).transform(([pipeline]) => ({ kind: 'tick' as const, pipeline })),
   worker: nothing.transform(() => ({ kind: 'worker' as const })),
   migrate: nothing.transform(() => ({ kind: 'migrate' as const })),
+  catalog: z.tuple([z.enum(['plan', 'apply']), word]).transform(([action, file]) => ({ kind: action === 'plan' ? 'catalog-plan' as const : 'catalog-apply' as const, file })),
   lineage: lineageSchema(),
 };
 

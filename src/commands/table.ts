@@ -71,6 +71,8 @@ export const COMMANDS: readonly CommandSpec[] = [
     rule: 'anyone', action: 'see retention', surfaces: ['cli'] },
   { name: 'tick', schema: SCHEMAS.tick, args: '<pipeline> [--until <hour>]', does: 'the normal run: process the hours after the watermark', rule: 'operator', action: 'run a tick', surfaces: ['cli'] },
   { name: 'worker', schema: SCHEMAS.worker, args: '', does: 'run the step workers until interrupted', rule: 'operator', action: 'run the workers', surfaces: ['cli'] },
+  { name: 'catalog', schema: SCHEMAS.catalog, args: 'plan|apply <file.yml>', does: 'the catalog as code: plan shows what the file adds, changes and removes; apply makes it so, in one transaction',
+    rule: 'operator', action: 'change the catalog', surfaces: ['cli'] },
   { name: 'migrate', schema: SCHEMAS.migrate, args: '[--create]', does: 'apply database migrations (--create: create the database first)', rule: 'operator', action: 'migrate the database', surfaces: ['cli'] },
 ];
 

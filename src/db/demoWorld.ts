@@ -3,7 +3,8 @@ import { storeSchemaName } from './rowStore.js';
 
 // The Harborlight demo world as src/demo/seed.ts builds it: the warehouse's own tables (warehouse.sql and
 // partitioned.sql, run as files; fx rates, raw orders, the hourly partitions) and the control rows the month's
-// replay writes as it happened (consumers, reads, signatures, the watermark, the month's partition record).
+// replay writes as it happened (reads, signatures, the watermark, the month's partition record); the catalog
+// itself (pipeline, consumers, signers) is src/demo/catalog.yml, applied by src/core/catalog.
 // Times are passed as ISO strings, as the seed computes them. The consumers' own statements are catalog SQL
 // and run through pipelineSql.ts.
 
@@ -102,36 +103,7 @@ export async function analyzeDemoWarehouse(db: Queryable): Promise<void> {
   await db.query('ANALYZE warehouse.orders, warehouse.orders_raw, warehouse.orders_raw_pending');
 }
 
-// ---- the catalog as the month left it -------------------------------------------------------------------
-
-export interface DemoConsumerRow {
-  name: string;
-  kind: 'report' | 'export' | 'model';
-  owner: string;
-  notifyRule: 'before' | 'after';
-  explicitRank: number | null;
-  retrigger: { kind: 'sql'; statements: readonly string[] };
-  reportTotalSql: string | null;
-}
-
-export async function insertDemoConsumer(db: Queryable, consumer: DemoConsumerRow): Promise<void> {
-  await db.query(
-    `INSERT INTO backfill.consumers (name, kind, owner, notify_rule, explicit_rank, retrigger, report_total_sql)
-     VALUES ($1::text, $2::text, $3::text, $4::text, $5::int, $6::jsonb, $7::text)`,
-    [consumer.name, consumer.kind, consumer.owner, consumer.notifyRule, consumer.explicitRank,
-      JSON.stringify(consumer.retrigger), consumer.reportTotalSql]);
-}
-
-export async function insertConsumerDependencies(db: Queryable, links: readonly { consumer: string; dependsOn: string }[]): Promise<void> {
-  await db.query(
-    `INSERT INTO backfill.consumer_dependencies (consumer, depends_on) SELECT * FROM unnest($1::text[], $2::text[])`,
-    [links.map((link) => link.consumer), links.map((link) => link.dependsOn)]);
-}
-
-/** The one who may sign settlement_report, added by the seed. */
-export async function insertSettlementReportSigner(db: Queryable, signer: string): Promise<void> {
-  await db.query(`INSERT INTO backfill.signers (report, signer, added_by) VALUES ('settlement_report', $1::text, 'seed')`, [signer]);
-}
+// ---- the control rows as the month left them -------------------------------------------------------------
 
 /** The watermark as the hourly run left it at `at` (an ISO time), creating it if the pipeline has none. */
 export async function upsertWatermarkAt(db: Queryable, move: { pipeline: string; processedThrough: string; at: string; updatedBy: string }): Promise<void> {
@@ -186,11 +158,6 @@ export async function upsertPartitionRecords(db: Queryable, pipeline: string, sh
            flag_reason = EXCLUDED.flag_reason`,
     [pipeline, shardsExpected, hours.map((row) => row.hour), hours.map((row) => row.landedAt),
       hours.map((row) => row.onTime), hours.map((row) => row.flagReason)]);
-}
-
-/** Deploys another version of the pipeline's step. */
-export async function updatePipelineStepSql(db: Queryable, pipeline: string, stepSql: string): Promise<void> {
-  await db.query('UPDATE backfill.pipelines SET step_sql = $2::text WHERE name = $1::text', [pipeline, stepSql]);
 }
 
 export interface SeedCountsRow {

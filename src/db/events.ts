@@ -10,7 +10,7 @@ export type EventKind =
   | 'signed' | 'signer_added' | 'signer_removed' | 'caught_up' | 'stale_readers_told' | 'package_uploaded'
   | 'staged' | 'unavailable' | 'paused' | 'continued' | 'stopped' | 'write_fenced' | 'rolled_back'
   | 'capacity_approved' | 'late_rows_kept' | 'delegate_added' | 'delegate_removed'
-  | 'claim_lost' | 'step_blocked' | 'undeliverable' | 'sized' | 'pruned';
+  | 'claim_lost' | 'step_blocked' | 'undeliverable' | 'sized' | 'pruned' | 'catalog_applied';
 
 export interface TimelineEvent {
   id: number;

@@ -130,7 +130,8 @@ export const DAILY_SCHEDULE_MINUTES = {
   payoutExport: 7 * 60 + 30,
 } as const;
 
-// The step, as it ran in November (v1) and as fixed (v2). $1 is the partition hour. The fx rate of an order is
+// The step, as it ran in November (v1) and as fixed (v2, the one src/demo/catalog.yml declares: a test keeps the
+// two equal). $1 is the partition hour. The fx rate of an order is
 // the rate of its UTC event date. v1 compares the raw currency text with the rate table's code, so a value that
 // arrived quoted and lowercase ('"sek"') finds no rate and coalesce() books it as base currency: the corrupt
 // batch of night 15. v2 normalizes the code first. Neither has a volatile column: two runs give the same rows.
@@ -146,42 +147,5 @@ WHERE r.event_hour = $1::timestamptz`;
 export const STEP_SQL_V1 = STEP_SQL_TEMPLATE('r.currency_raw');
 export const STEP_SQL_V2 = STEP_SQL_TEMPLATE(`upper(btrim(r.currency_raw, ' "'))`);
 
-export const SOURCE_SHARDS_SQL = 'SELECT count(DISTINCT shard) FROM warehouse.orders_raw WHERE event_hour = $1::timestamptz';
-
-// The consumers' re-trigger statements (backfill.consumers.retrigger): catalog SQL like the step, run through
-// src/db/pipelineSql.ts by the seed as the month replays and by a backfill's replay. Each statement takes $1::timestamptz[] (the corrected partitions) and rebuilds whole UTC days (or weeks) that
-// contain them, with an upsert: running it twice leaves the same rows.
-const DAYS_OF_HOURS = `SELECT DISTINCT (h AT TIME ZONE 'UTC')::date AS day FROM unnest($1::timestamptz[]) AS h`;
-const ORDERS_OF_DAY = `warehouse.orders o
-  ON o.partition_hour >= d.day::timestamp AT TIME ZONE 'UTC' AND o.partition_hour < (d.day + 1)::timestamp AT TIME ZONE 'UTC'`;
-
-export const SETTLEMENT_REPORT_SQL = `INSERT INTO warehouse.settlement_report (report_date, total, order_count)
-SELECT d.day, coalesce(sum(o.amount_base), 0), count(o.order_id)
-FROM (${DAYS_OF_HOURS}) d
-LEFT JOIN ${ORDERS_OF_DAY}
-GROUP BY d.day
-ON CONFLICT (report_date) DO UPDATE SET total = EXCLUDED.total, order_count = EXCLUDED.order_count`;
-
-export const PAYOUT_EXPORT_SQL = `INSERT INTO warehouse.payout_export (report_date, total)
-SELECT s.report_date, s.total
-FROM warehouse.settlement_report s
-WHERE s.report_date IN (${DAYS_OF_HOURS})
-ON CONFLICT (report_date) DO UPDATE SET total = EXCLUDED.total`;
-
-export const DEMAND_FORECAST_SQL = `INSERT INTO warehouse.demand_forecast_inputs (day, orders, amount_base)
-SELECT d.day, count(o.order_id), coalesce(sum(o.amount_base), 0)
-FROM (${DAYS_OF_HOURS}) d
-LEFT JOIN ${ORDERS_OF_DAY}
-GROUP BY d.day
-ON CONFLICT (day) DO UPDATE SET orders = EXCLUDED.orders, amount_base = EXCLUDED.amount_base`;
-
-export const MARKETING_WEEKLY_SQL = `INSERT INTO warehouse.marketing_weekly (week_start, orders, amount_base)
-SELECT w.week_start, count(o.order_id), coalesce(sum(o.amount_base), 0)
-FROM (SELECT DISTINCT days.day - extract(dow FROM days.day)::int AS week_start FROM (${DAYS_OF_HOURS}) days) w
-LEFT JOIN warehouse.orders o
-  ON o.partition_hour >= w.week_start::timestamp AT TIME ZONE 'UTC' AND o.partition_hour < (w.week_start + 7)::timestamp AT TIME ZONE 'UTC'
-GROUP BY w.week_start
-ON CONFLICT (week_start) DO UPDATE SET orders = EXCLUDED.orders, amount_base = EXCLUDED.amount_base`;
-
-/** settlement_report's figure for a date ($1): backfill.consumers.report_total_sql. */
-export const SETTLEMENT_REPORT_TOTAL_SQL = 'SELECT total FROM warehouse.settlement_report WHERE report_date = $1::date';
+// The source-shard query, the consumers' re-trigger statements and the report's total query are catalog, in
+// src/demo/catalog.yml, which the seed applies.

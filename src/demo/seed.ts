@@ -7,25 +7,25 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
+import { applyCatalog } from '../core/catalog/apply.js';
+import { parseCatalogText, type Catalog } from '../core/catalog/schema.js';
 import { replacePartition } from '../core/recompute/partitionStep.js';
 import {
-  analyzeDemoWarehouse, createOrdersPartitions, dropPipelineRowStore, insertConsumerDependencies, insertDemoConsumer, insertFxRates,
-  insertRawOrders, insertReads, insertSettlementReportSigner, movePendingRawOrders, readSeedCounts, recordSourceLanded, runWarehouseScript,
-  signSettlementReportAsBuilt, truncateDemoCatalog, updatePipelineStepSql, upsertPartitionRecords, upsertWatermarkAt, type OrdersPartition,
-  type RawOrdersTable,
+  analyzeDemoWarehouse, createOrdersPartitions, dropPipelineRowStore, insertFxRates, insertRawOrders, insertReads, movePendingRawOrders,
+  readSeedCounts, recordSourceLanded, runWarehouseScript, signSettlementReportAsBuilt, truncateDemoCatalog, upsertPartitionRecords,
+  upsertWatermarkAt, type OrdersPartition, type RawOrdersTable,
 } from '../db/demoWorld.js';
 import { migrate } from '../db/migrate.js';
-import { insertPipeline, type Pipeline } from '../db/pipelines.js';
+import { requirePipeline, type Pipeline } from '../db/pipelines.js';
 import { rememberPeople } from '../db/people.js';
 import { runPipelineSql } from '../db/pipelineSql.js';
 import { withTransaction, type Queryable } from '../db/pool.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import {
-  CONSUMER_NAMES, DAILY_SCHEDULE_MINUTES, DEMAND_FORECAST_SQL, DEMO_MONTH, DEMO_PIPELINE, DEMO_SHARDS, FLAGGED_NIGHTS, flaggedNight,
-  MARKETING_WEEK, MARKETING_WEEKLY_SQL, DEMO_PEOPLE, NIGHT_15, NIGHT_9, OWNERS, PAYOUT_EXPORT_SQL, SCENARIO_AS_OF, SETTLEMENT_REPORT_SQL,
-  SETTLEMENT_REPORT_TOTAL_SQL, SOURCE_SHARDS_SQL, STEP_SQL_V1, STEP_SQL_V2, type DemoScenario, type FlagReason,
+  CONSUMER_NAMES, DAILY_SCHEDULE_MINUTES, DEMO_MONTH, DEMO_PIPELINE, DEMO_SHARDS, FLAGGED_NIGHTS, flaggedNight, MARKETING_WEEK, DEMO_PEOPLE,
+  NIGHT_15, NIGHT_9, OWNERS, SCENARIO_AS_OF, STEP_SQL_V1, type DemoScenario, type FlagReason,
 } from './constants.js';
-import { centsToDecimal, generateDemoData, microsToDecimal, monthHours, utcDate, type DemoData, type RawOrder, type StepVersion } from './generate.js';
+import { centsToDecimal, generateDemoData, microsToDecimal, monthHours, utcDate, type DemoData, type RawOrder } from './generate.js';
 
 const HOUR_MS = 3_600_000;
 const MINUTE_MS = 60_000;
@@ -75,73 +75,30 @@ export interface SeedSummary {
   signedTotalNight15: string | null;
 }
 
-export function demoPipelineDefinition(version: StepVersion): Pipeline {
-  return {
-    name: DEMO_PIPELINE,
-    targetTable: 'warehouse.orders',
-    partitionColumn: 'partition_hour',
-    keyColumns: ['order_id'],
-    measureColumn: 'amount_base',
-    stepSql: version === 'v1' ? STEP_SQL_V1 : STEP_SQL_V2,
-    sourceShardsSql: SOURCE_SHARDS_SQL,
-    shardsExpected: DEMO_SHARDS,
-  };
+// ---- the catalog ----------------------------------------------------------------------------------------
+
+/** The demo's catalog file: its pipeline, consumers and signers, applied as `backfill catalog apply` applies one. */
+export const DEMO_CATALOG_FILE = new URL('./catalog.yml', import.meta.url);
+const DEMO_CATALOG_SOURCE = 'src/demo/catalog.yml';
+
+export async function readDemoCatalog(): Promise<{ text: string; source: string; catalog: Catalog }> {
+  const text = await readFile(DEMO_CATALOG_FILE, 'utf8');
+  return { text, source: DEMO_CATALOG_SOURCE, catalog: parseCatalogText(text, DEMO_CATALOG_SOURCE) };
 }
 
-// ---- consumers ------------------------------------------------------------------------------------------
-
-export interface DemoConsumer {
+/** A consumer's part in the month: the statements that rebuild it, and whether it reads warehouse.orders itself. */
+interface DemoConsumer {
   name: string;
-  kind: 'report' | 'export' | 'model';
-  owner: string;
-  notifyRule: 'before' | 'after';
-  explicitRank: number | null;
-  dependsOn: string[];
-  /** Reads warehouse.orders itself (and so appears in the read log), rather than another consumer's output. */
-  readsOrders: boolean;
   statements: string[];
-  reportTotalSql: string | null;
+  /** Reads the pipeline's table (and so appears in the read log), rather than another consumer's output. */
+  readsOrders: boolean;
 }
 
-export const DEMO_CONSUMERS: readonly DemoConsumer[] = [
-  {
-    name: CONSUMER_NAMES.settlementReport, kind: 'report', owner: OWNERS.settlementLead, notifyRule: 'before',
-    explicitRank: null, dependsOn: [], readsOrders: true, statements: [SETTLEMENT_REPORT_SQL],
-    reportTotalSql: SETTLEMENT_REPORT_TOTAL_SQL,
-  },
-  {
-    name: CONSUMER_NAMES.payoutExport, kind: 'export', owner: OWNERS.payouts, notifyRule: 'before',
-    explicitRank: null, dependsOn: [CONSUMER_NAMES.settlementReport], readsOrders: false, statements: [PAYOUT_EXPORT_SQL],
-    reportTotalSql: null,
-  },
-  {
-    name: CONSUMER_NAMES.demandForecast, kind: 'model', owner: OWNERS.forecast, notifyRule: 'after',
-    explicitRank: 2, dependsOn: [], readsOrders: true, statements: [DEMAND_FORECAST_SQL], reportTotalSql: null,
-  },
-  {
-    // A weekly total is not a daily figure, so it offers no report_total_sql for the daily compare.
-    name: CONSUMER_NAMES.marketingWeekly, kind: 'report', owner: OWNERS.marketing, notifyRule: 'after',
-    explicitRank: null, dependsOn: [], readsOrders: true, statements: [MARKETING_WEEKLY_SQL], reportTotalSql: null,
-  },
-];
-
-function consumerNamed(name: string): DemoConsumer {
-  const consumer = DEMO_CONSUMERS.find((candidate) => candidate.name === name);
-  if (!consumer) throw new Error(`no demo consumer called ${name}`);
-  return consumer;
-}
-
-async function registerConsumers(db: Queryable): Promise<void> {
-  for (const consumer of DEMO_CONSUMERS) {
-    await insertDemoConsumer(db, {
-      name: consumer.name, kind: consumer.kind, owner: consumer.owner, notifyRule: consumer.notifyRule, explicitRank: consumer.explicitRank,
-      retrigger: { kind: 'sql', statements: consumer.statements }, reportTotalSql: consumer.reportTotalSql,
-    });
-  }
-  await insertConsumerDependencies(db, DEMO_CONSUMERS.flatMap((consumer) => consumer.dependsOn.map((dependsOn) => ({ consumer: consumer.name, dependsOn }))));
-  // The settlement duty lead signs the daily settlement report (and is the only one who may).
-  await insertSettlementReportSigner(db, OWNERS.settlementLead);
-  await rememberPeople(db, [...DEMO_PEOPLE]);
+function demoConsumers(catalog: Catalog): Map<string, DemoConsumer> {
+  return new Map(catalog.consumers.map((consumer) => {
+    if (consumer.retrigger.kind !== 'sql') throw new Error(`the demo replays its consumers by SQL; ${consumer.name} is re-triggered by ${consumer.retrigger.kind}`);
+    return [consumer.name, { name: consumer.name, statements: consumer.retrigger.statements, readsOrders: consumer.pipeline === DEMO_PIPELINE }];
+  }));
 }
 
 // ---- reset and static data ------------------------------------------------------------------------------
@@ -253,7 +210,9 @@ function demoTimeline(asOf: number): TimelineEvent[] {
 
 interface Replay {
   pool: pg.Pool;
+  /** The pipeline with the step as it ran in November (v1). */
   pipeline: Pipeline;
+  consumers: Map<string, DemoConsumer>;
   /** when the connector called each hour complete */
   sourceLandedAt: Map<number, number>;
   /** every source row in landing order, and how many of them have reached orders_raw */
@@ -289,8 +248,13 @@ async function runHourly(replay: Replay, at: number): Promise<void> {
   }
 }
 
-async function runConsumer(db: Queryable, consumerName: string, hours: number[], at: number): Promise<void> {
-  const consumer = consumerNamed(consumerName);
+function consumerNamed(replay: Replay, name: string): DemoConsumer {
+  const consumer = replay.consumers.get(name);
+  if (!consumer) throw new Error(`the demo's timeline names ${name}, which src/demo/catalog.yml does not declare`);
+  return consumer;
+}
+
+async function runConsumer(db: Queryable, consumer: DemoConsumer, hours: number[], at: number): Promise<void> {
   const hourValues = hours.map(isoOf);
   for (const statement of consumer.statements) await runPipelineSql(db, statement, [hourValues]);
   if (!consumer.readsOrders) return;
@@ -312,7 +276,7 @@ async function replayTimeline(replay: Replay, asOf: number): Promise<void> {
         await runHourly(replay, event.at);
         break;
       case 'consume':
-        await runConsumer(replay.pool, event.consumer, event.hours, event.at);
+        await runConsumer(replay.pool, consumerNamed(replay, event.consumer), event.hours, event.at);
         break;
       case 'sign':
         await signSettlementReport(replay.pool, event.reportDate, event.at);
@@ -359,15 +323,12 @@ async function holdNight9Source(replay: Replay): Promise<void> {
   await insertRawRows(replay.pool, 'warehouse.orders_raw_pending', waiting);
 }
 
-async function deployFixedStep(db: Queryable): Promise<void> {
-  await updatePipelineStepSql(db, DEMO_PIPELINE, STEP_SQL_V2);
-}
-
 // ---- entry points ---------------------------------------------------------------------------------------
 
 /**
- * Seeds (or re-seeds) the demo into a database; migrates it first. The month is built with the step as it ran
- * in November (v1); the fixed step (v2) is deployed at the end, so a backfill recomputes with the fix.
+ * Seeds (or re-seeds) the demo into a database; migrates it first. The catalog (src/demo/catalog.yml) is
+ * applied as `backfill catalog apply` applies it, with the fixed step (v2) a backfill recomputes with; the
+ * month itself is replayed with the step as it ran in November (v1), which is history, not catalog.
  */
 export async function seedDemo(pool: pg.Pool, options: { scenario?: DemoScenario; target?: TargetShape; hourlyDays?: readonly string[] } = {}): Promise<SeedSummary> {
   const scenario = options.scenario ?? 'month-end';
@@ -376,20 +337,20 @@ export async function seedDemo(pool: pg.Pool, options: { scenario?: DemoScenario
   await migrate(pool);
   await resetDemo(pool, options.target ?? 'plain', options.hourlyDays);
   await loadFxRates(pool, data);
-  const pipeline = demoPipelineDefinition('v1');
-  await insertPipeline(pool, pipeline);
+  const { text, source, catalog } = await readDemoCatalog();
+  await applyCatalog(pool, { text, source }, SEEDED_BY);
+  await rememberPeople(pool, [...DEMO_PEOPLE]);
+  const pipeline: Pipeline = { ...(await requirePipeline(pool, DEMO_PIPELINE)), stepSql: STEP_SQL_V1 };
   const watermark = Date.parse(DEMO_MONTH.firstHour) - HOUR_MS;
   await setWatermark(pool, watermark, Date.parse(DEMO_MONTH.firstHour));
-  await registerConsumers(pool);
   const replay: Replay = {
-    pool, pipeline, watermark, landed: 0,
+    pool, pipeline, consumers: demoConsumers(catalog), watermark, landed: 0,
     sourceLandedAt: new Map(data.hourSources.map((source) => [source.hour, source.landedAt])),
     arrivals: [...data.orders].sort((a, b) => a.landedAt - b.landedAt || a.orderId - b.orderId),
   };
   await replayTimeline(replay, asOf);
   await holdNight9Source(replay);
   await recordPartitionLog(pool, data, asOf);
-  await deployFixedStep(pool);
   // Whoever queries next (the engine, a test cloning this database) should not plan against empty statistics.
   await analyzeDemoWarehouse(pool);
   return summarizeSeed(pool, scenario);

@@ -14,7 +14,7 @@ import { storedAnnouncement, type Notice } from '../notices.js';
 import { subtractMoney } from '../money.js';
 import { totalOverDays } from '../../db/partitions.js';
 import { readReportFigure } from '../../db/pipelineSql.js';
-import { callWebhook, parseRetrigger, runSqlRetrigger } from '../retrigger/retrigger.js';
+import { parseRetrigger, runRemoteRetrigger, runSqlRetrigger, type ReplayJobs } from '../retrigger/retrigger.js';
 import { claimStep, failClaimedStep, finishStep, keepClaim, releaseClaim, type ClaimOutcome } from './stepClaims.js';
 import { consumerOf, phaseOf, type StepRef } from './stepGraph.js';
 import { pauseForBreach, publishPartition, stagePartition, type PublishHooks } from '../recompute/stagePublish.js';
@@ -27,6 +27,8 @@ export { STEP_KINDS, type StepKind, type StepRef } from './stepGraph.js';
 
 export interface StepContext extends EngineContext {
   messenger: Messenger;
+  /** The consumers' own queues, for re-triggers of kind bullmq (src/queue/replayJobs.ts; startWorkers opens them). */
+  replayJobs?: ReplayJobs;
   /** Test seams around a publish's commit (a stop arriving, a late writer); never set in production. */
   hooks?: PublishHooks;
 }
@@ -150,13 +152,12 @@ async function replay(ctx: StepContext, ref: StepRef, token: string): Promise<St
     });
     return 'done';
   }
-  const result = await callWebhook(retrigger, {
-    backfillId: ref.backfillId, consumer, partitions: hours,
-    secret: ctx.config.WEBHOOK_SIGNING_SECRET, timeoutMs: ctx.config.WEBHOOK_TIMEOUT_MS,
-  });
+  // Webhook, BullMQ job or REST call: outside any transaction (it may wait for the consumer's run to end),
+  // under the replay's own key, so a retry after a lost commit is recognised by the receiver.
+  const result = await runRemoteRetrigger(retrigger, { backfillId: ref.backfillId, consumer, partitions: hours, rollback }, { config: ctx.config, replayJobs: ctx.replayJobs });
   await withTransaction(ctx.pool, async (tx) => {
-    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, via: 'webhook', url: retrigger.url, status: result.status, rollback } });
-    await finishStep(tx, ref, token, { via: 'webhook', status: result.status });
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, ...result, rollback } });
+    await finishStep(tx, ref, token, result);
   });
   return 'done';
 }

@@ -1,21 +1,118 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import type { RunConfig } from '../../backends.js';
 import { runPipelineSql } from '../../db/pipelineSql.js';
 import type { PoolClient } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
+import { runJobRetrigger, type ReplayJobs } from './jobRetrigger.js';
+import { callRest } from './restRetrigger.js';
+import { TEMPLATE_NAMES, templateNamesIn } from './templates.js';
 
-/** How a consumer is re-run after its partitions changed: SQL in the warehouse, or an HTTP webhook. */
+export type { ReplayJobs, ReplayJobState, ReplayJobTarget } from './jobRetrigger.js';
+
+// How a consumer is re-run after its partitions changed. Four kinds, because teams re-run their readers four
+// ways: SQL in the warehouse, a signed webhook, a job on the consumer's own BullMQ queue (for consumers with
+// workers of their own), or an orchestrator's REST API (start a run with the partitions as its configuration,
+// and wait for its end state when the API says how). The same schema checks a stored definition before a
+// replay and the catalog file before it is applied (src/core/catalog/schema.ts), so neither can hold what the
+// other would refuse.
+
+/**
+ * A secret is named, never written: `{env: RETRIGGER_SECRET_…}` is read from the worker's environment when the
+ * replay runs. Only that prefix, so that whoever may apply the catalog cannot send the bot's own credentials
+ * (DATABASE_URL, SLACK_BOT_TOKEN) to a URL of their choosing.
+ */
+export const secretRefSchema = z.strictObject({
+  env: z.string().regex(/^RETRIGGER_SECRET_[A-Z0-9_]+$/,
+    'names an environment variable, which must start with RETRIGGER_SECRET_ (e.g. RETRIGGER_SECRET_ORCH_TOKEN)'),
+});
+export type SecretRef = z.infer<typeof secretRefSchema>;
+
+// Header names that carry credentials: their value must be a secret reference, not text in the catalog.
+const CREDENTIAL_HEADER = /^(authorization|proxy-authorization|cookie)$|token|secret|api[-_]?key|password/i;
+
+const headersSchema = z.record(z.string().regex(/^[A-Za-z0-9-]+$/, 'is not an HTTP header name'), z.union([z.string(), secretRefSchema]))
+  .superRefine((headers, issue) => {
+    for (const [name, value] of Object.entries(headers)) {
+      if (typeof value === 'string' && CREDENTIAL_HEADER.test(name)) {
+        issue.addIssue({ code: 'custom', path: [name], message: `carries a credential: write it as {env: RETRIGGER_SECRET_…} and set that variable on the workers; secrets are never stored in the catalog` });
+      }
+    }
+  });
+
+/** Placeholders a template may use; refusing an unknown one now beats sending "{{partiton}}" to an orchestrator. */
+function knownPlaceholders(allowed: readonly string[]) {
+  return (value: unknown, issue: z.RefinementCtx) => {
+    for (const name of templateNamesIn(value)) {
+      if (!allowed.includes(name)) issue.addIssue({ code: 'custom', message: `uses {{${name}}}; the placeholders are ${allowed.map((n) => `{{${n}}}`).join(', ')}` });
+    }
+  };
+}
+
+const positiveMs = z.number().int().positive();
+
+const restStatusSchema = z.strictObject({
+  /** GET until the run ends; {{run_id}} is the run the POST started. */
+  url: z.string().min(1).superRefine(knownPlaceholders([...TEMPLATE_NAMES, 'run_id'])),
+  /** Where the run's state is in the status answer, as a dotted path (`state`, `data.run.status`). */
+  field: z.string().min(1),
+  success: z.array(z.string().min(1)).min(1),
+  failure: z.array(z.string().min(1)).min(1),
+  /** Where the run's id is in the POST's answer; without it, the idempotency key names the run. */
+  runIdField: z.string().min(1).optional(),
+  pollMs: positiveMs.optional(),
+  timeoutMs: positiveMs.optional(),
+});
+
+const queueConnectionSchema = z.union([
+  z.literal('default'),
+  z.string().refine((value) => {
+    try {
+      const url = new URL(value);
+      return ['redis:', 'rediss:', 'postgres:', 'postgresql:'].includes(url.protocol) && url.password === '';
+    } catch {
+      return false;
+    }
+  }, 'is "default" (the bot\'s own queue backend), a redis:// or postgres:// URL without a password, or {env: RETRIGGER_SECRET_…} for one with'),
+  secretRefSchema,
+]);
+
 export const retriggerSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('sql'), statements: z.array(z.string().min(1)).min(1) }),
   z.object({ kind: z.literal('webhook'), url: z.url() }),
+  z.strictObject({
+    kind: z.literal('bullmq'),
+    queue: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'is not a queue name (letters, digits, _ . -)'),
+    jobName: z.string().min(1),
+    connection: queueConnectionSchema.optional(),
+    /** The consumer's key prefix on Redis (BullMQ's default is "bull"), or on PostgreSQL its schema bullmq_<prefix>. */
+    prefix: z.string().regex(/^[A-Za-z0-9_-]{1,40}$/, 'is not a queue prefix (letters, digits, _ and -)').optional(),
+    /** Wait for the consumer's worker to finish the job; its failure fails the replay. */
+    wait: z.boolean().optional(),
+    pollMs: positiveMs.optional(),
+    timeoutMs: positiveMs.optional(),
+  }),
+  z.strictObject({
+    kind: z.literal('rest'),
+    url: z.url().superRefine(knownPlaceholders(TEMPLATE_NAMES)),
+    method: z.enum(['POST', 'PUT']).optional(),
+    /** The JSON sent; a string that is exactly "{{partitions}}" becomes the list itself. Default: {conf: {…}}. */
+    body: z.json().superRefine(knownPlaceholders(TEMPLATE_NAMES)).optional(),
+    headers: headersSchema.optional(),
+    status: restStatusSchema.optional(),
+  }),
 ]);
 export type Retrigger = z.infer<typeof retriggerSchema>;
+export type RemoteRetrigger = Exclude<Retrigger, { kind: 'sql' }>;
+
+export const RETRIGGER_SHAPES = '{kind: sql, statements: […]}, {kind: webhook, url}, {kind: bullmq, queue, jobName, …} or {kind: rest, url, …}';
 
 export function parseRetrigger(consumer: string, value: unknown): Retrigger {
   const parsed = retriggerSchema.safeParse(value);
   if (!parsed.success) {
-    throw new BackfillError(ErrorCode.BadInput,
-      `consumer ${consumer} has an unusable retrigger definition: expected {"kind":"sql","statements":[…]} or {"kind":"webhook","url":"https://…"}`);
+    const first = parsed.error.issues[0];
+    const where = first && first.path.length > 0 ? ` (${first.path.join('.')}: ${first.message})` : '';
+    throw new BackfillError(ErrorCode.BadInput, `consumer ${consumer} has an unusable retrigger definition${where}: expected ${RETRIGGER_SHAPES}`);
   }
   return parsed.data;
 }
@@ -30,10 +127,58 @@ export async function runSqlRetrigger(tx: PoolClient, retrigger: Extract<Retrigg
   return { statements: retrigger.statements.length, rows };
 }
 
-export interface WebhookCall {
+/** One replay of one consumer: the same call, whichever attempt makes it. */
+export interface ReplayCall {
   backfillId: number;
   consumer: string;
   partitions: Date[];
+  /** Part of undoing the backfill: a second replay of the same consumer, with a key of its own. */
+  rollback: boolean;
+}
+
+/**
+ * The name of this replay for whoever receives it: the webhook's and the REST call's idempotency key, the
+ * BullMQ job's id. Every attempt of the step sends the same one, so a receiver that dedupes drops a retry; a
+ * rollback's replay is another run of the consumer and gets another name. No ":" (BullMQ refuses it in an id).
+ */
+export function replayKey(call: Pick<ReplayCall, 'backfillId' | 'consumer' | 'rollback'>): string {
+  return `backfill-${call.backfillId}-${call.rollback ? 'rollback-replay' : 'replay'}-${call.consumer}`;
+}
+
+/** What a remote replay needs besides its definition: the settings, the secrets, and (bullmq) the queues. */
+export interface RetriggerEnvironment {
+  config: Pick<RunConfig, 'WEBHOOK_SIGNING_SECRET' | 'WEBHOOK_TIMEOUT_MS' | 'RETRIGGER_SECRETS'>;
+  replayJobs?: ReplayJobs | undefined;
+}
+
+/** The secret's value from the worker's environment, or a refusal naming the variable to set. */
+export function resolveSecret(env: RetriggerEnvironment, consumer: string, ref: SecretRef): string {
+  const value = env.config.RETRIGGER_SECRETS?.[ref.env];
+  if (value === undefined) {
+    throw new BackfillError(ErrorCode.Config, `The re-trigger of ${consumer} needs ${ref.env}, which is not set in this worker's environment: set it on every worker and restart them.`);
+  }
+  return value;
+}
+
+/** Runs a webhook, BullMQ or REST replay; returns what the timeline and the step's result keep of it. */
+export async function runRemoteRetrigger(retrigger: RemoteRetrigger, call: ReplayCall, env: RetriggerEnvironment): Promise<Record<string, unknown>> {
+  switch (retrigger.kind) {
+    case 'webhook': {
+      const result = await callWebhook(retrigger, { ...call, secret: env.config.WEBHOOK_SIGNING_SECRET, timeoutMs: env.config.WEBHOOK_TIMEOUT_MS });
+      return { via: 'webhook', url: retrigger.url, status: result.status };
+    }
+    case 'bullmq':
+      return { via: 'bullmq', ...(await runJobRetrigger(retrigger, call, env)) };
+    case 'rest':
+      return { via: 'rest', ...(await callRest(retrigger, call, env)) };
+    default: {
+      const unknown: never = retrigger;
+      throw new Error(`unknown retrigger ${JSON.stringify(unknown)}`);
+    }
+  }
+}
+
+export interface WebhookCall extends ReplayCall {
   secret: string;
   timeoutMs: number;
 }
@@ -56,7 +201,7 @@ export async function callWebhook(retrigger: Extract<Retrigger, { kind: 'webhook
         'content-type': 'application/json',
         'x-backfill-timestamp': timestamp,
         'x-backfill-signature': `sha256=${signature}`,
-        'idempotency-key': `backfill-${call.backfillId}-replay-${call.consumer}`,
+        'idempotency-key': replayKey(call),
       },
       signal: AbortSignal.timeout(call.timeoutMs),
     });

@@ -1,0 +1,79 @@
+import { BackfillError, ErrorCode } from '../../errors.js';
+import { replayKey, resolveSecret, type ReplayCall, type Retrigger, type RetriggerEnvironment } from './retrigger.js';
+
+// A re-trigger as a job on the consumer's own BullMQ queue, for consumers that run workers of their own. The
+// core knows no BullMQ (ARCHITECTURE.md): it asks through ReplayJobs, which src/queue/replayJobs.ts implements
+// on Redis or on BullMQ's PostgreSQL backend, as the Messenger is implemented in src/slack. The job's id is the
+// replay's key, so a retried step finds the job its earlier attempt added instead of adding a second one.
+
+type JobRetrigger = Extract<Retrigger, { kind: 'bullmq' }>;
+
+/** Where the job goes: the queue, and which backend holds it. */
+export interface ReplayJobTarget {
+  queue: string;
+  /** 'default': the bot's own queue backend (REDIS_URL, or BullMQ on its PostgreSQL); else a redis:// or postgres:// URL. */
+  connection: string;
+  /** The consumer's queue prefix (a schema bullmq_<prefix> on PostgreSQL); unset: BullMQ's default on Redis, the bot's schema on PostgreSQL. */
+  prefix?: string | undefined;
+}
+
+export type ReplayJobState = 'completed' | 'failed' | 'active' | 'waiting' | 'delayed' | 'prioritized' | 'waiting-children' | 'unknown';
+
+export interface ReplayJobs {
+  /** Adds the job under `jobId`, or does nothing when a job with that id is already in the queue. */
+  add(target: ReplayJobTarget, job: { name: string; jobId: string; data: Record<string, unknown> }): Promise<{ added: boolean }>;
+  /** The job's state, and why it failed when it did. */
+  state(target: ReplayJobTarget, jobId: string): Promise<{ state: ReplayJobState; failedReason?: string | undefined }>;
+}
+
+const DEFAULT_POLL_MS = 1_000;
+const DEFAULT_TIMEOUT_MS = 10 * 60_000;
+
+export interface JobOutcome {
+  queue: string;
+  jobId: string;
+  added: boolean;
+  state: ReplayJobState;
+}
+
+/** Enqueues the replay job; with `wait`, waits for the consumer's worker to complete it, and fails if it failed. */
+export async function runJobRetrigger(retrigger: JobRetrigger, call: ReplayCall, env: RetriggerEnvironment): Promise<JobOutcome> {
+  if (!env.replayJobs) {
+    throw new BackfillError(ErrorCode.Config, `The re-trigger of ${call.consumer} is a BullMQ job, and this process was started without queues for re-triggers: run the steps in a worker (npm run worker, or npm start).`);
+  }
+  const connection = retrigger.connection === undefined || typeof retrigger.connection === 'string'
+    ? retrigger.connection ?? 'default'
+    : resolveSecret(env, call.consumer, retrigger.connection);
+  const target: ReplayJobTarget = { queue: retrigger.queue, connection, prefix: retrigger.prefix };
+  const jobId = replayKey(call);
+  const data = {
+    backfillId: call.backfillId, consumer: call.consumer, partitions: call.partitions.map((hour) => hour.toISOString()),
+    idempotencyKey: jobId, rollback: call.rollback,
+  };
+  const { added } = await env.replayJobs.add(target, { name: retrigger.jobName, jobId, data });
+  if (!retrigger.wait) return { queue: retrigger.queue, jobId, added, state: 'waiting' };
+  const state = await waitForJob(env.replayJobs, target, jobId, retrigger, call.consumer);
+  return { queue: retrigger.queue, jobId, added, state };
+}
+
+async function waitForJob(jobs: ReplayJobs, target: ReplayJobTarget, jobId: string, retrigger: JobRetrigger, consumer: string): Promise<ReplayJobState> {
+  const timeoutMs = retrigger.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const { state, failedReason } = await jobs.state(target, jobId);
+    if (state === 'completed') return state;
+    if (state === 'failed') {
+      throw new BackfillError(ErrorCode.StepFailed, `${consumer}'s job ${jobId} on queue ${target.queue} failed: ${failedReason ?? 'no reason given'}`, { retryable: false });
+    }
+    if (state === 'unknown') {
+      // Removed before it was seen to end (removeOnComplete: 0, or someone cleaned the queue): nobody can say
+      // whether it ran, so the replay is not called done.
+      throw new BackfillError(ErrorCode.StepFailed, `${consumer}'s job ${jobId} is gone from queue ${target.queue} before its end was seen: keep finished jobs a while (removeOnComplete by age or count)`, { retryable: false });
+    }
+    if (Date.now() >= deadline) {
+      // Retryable: the next attempt finds the same job by its id and waits for it again.
+      throw new BackfillError(ErrorCode.StepFailed, `${consumer}'s job ${jobId} on queue ${target.queue} is still ${state} after ${timeoutMs} ms`, { retryable: true });
+    }
+    await new Promise((resolve) => setTimeout(resolve, retrigger.pollMs ?? DEFAULT_POLL_MS));
+  }
+}

@@ -1,0 +1,226 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseDocument, stringify } from 'yaml';
+import { startBackfill } from '../../src/core/announce/start.js';
+import { applyCatalog, planCatalog } from '../../src/core/catalog/apply.js';
+import { parseCatalogText, type Catalog } from '../../src/core/catalog/schema.js';
+import { readCatalogRows } from '../../src/db/catalog.js';
+import { STEP_SQL_V2 } from '../../src/demo/constants.js';
+import { readDemoCatalog } from '../../src/demo/seed.js';
+import { ErrorCode, isBackfillError } from '../../src/errors.js';
+import { renderCatalogApplied, renderCatalogPlan } from '../../src/views/catalogPlan.js';
+import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
+
+const OPERATOR = 'U07ONCALL';
+const run = promisify(execFile);
+const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
+
+/** The demo's catalog file as a plain object, to edit the way a person edits the YAML. */
+async function demoDocument(): Promise<Catalog> {
+  const { text } = await readDemoCatalog();
+  return parseDocument(text).toJS() as Catalog;
+}
+
+function consumerOf(document: Catalog, name: string): Catalog['consumers'][number] {
+  const consumer = document.consumers.find((candidate) => candidate.name === name);
+  if (!consumer) throw new Error(`no consumer ${name} in the document`);
+  return consumer;
+}
+
+const asInput = (document: unknown, source = 'catalog.yml') => ({ text: stringify(document), source });
+
+const SCRATCH_MODEL = {
+  name: 'scratch_model', kind: 'model', owner: 'U07DATASCI', pipeline: 'orders', rule: 'after',
+  retrigger: { kind: 'webhook', url: 'https://models.example.com/rebuild' },
+};
+const FINANCE_EXPORT = {
+  name: 'finance_export', kind: 'export', owner: 'U07FINANCE', depends_on: ['settlement_report'], rule: 'before',
+  retrigger: { kind: 'bullmq', queue: 'finance-exports', jobName: 'rebuild', wait: true },
+};
+
+describe('the catalog as code', () => {
+  let engine: TestEngine;
+  beforeAll(async () => {
+    engine = await createTestEngine();
+  });
+  afterAll(async () => engine.close());
+
+  /** Everything the catalog tables hold, and the catalog events: what "nothing changed" is checked against. */
+  const snapshot = async () => ({
+    rows: await readCatalogRows(engine.ctx.pool),
+    ranks: (await engine.ctx.pool.query('SELECT name, dependency_rank FROM backfill.consumers ORDER BY name')).rows,
+    events: await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'catalog_applied'`),
+  });
+
+  it('the demo catalog file is what the seed made: its plan shows no changes, with the fixed step', async () => {
+    const demo = await readDemoCatalog();
+    expect(demo.catalog.pipelines[0]?.step_sql).toBe(STEP_SQL_V2);
+    const plan = await planCatalog(engine.ctx.pool, demo, OPERATOR);
+    expect(plan).toEqual({ source: 'src/demo/catalog.yml', changes: [], refusals: [] });
+    expect(renderCatalogPlan(plan)).toBe('Catalog src/demo/catalog.yml: no changes; the database holds what the file declares.');
+    // The seed applied it through apply, which recorded who did.
+    const { rows } = await engine.ctx.pool.query(`SELECT actor, detail->>'source' AS source FROM backfill.events WHERE kind = 'catalog_applied'`);
+    expect(rows).toEqual([{ actor: 'seed', source: 'src/demo/catalog.yml' }]);
+  });
+
+  it('plan shows an add, a change (field before → after) and a remove, and changes nothing', async () => {
+    const withScratch = await demoDocument();
+    withScratch.consumers.push(SCRATCH_MODEL as Catalog['consumers'][number]);
+    await applyCatalog(engine.ctx.pool, asInput(withScratch), OPERATOR);
+
+    const next = await demoDocument();
+    next.consumers.push(FINANCE_EXPORT as Catalog['consumers'][number]);
+    Object.assign(consumerOf(next, 'payout_export'), { owner: 'U07NEWPAY', rule: 'after' });
+    const before = await snapshot();
+    const plan = await planCatalog(engine.ctx.pool, asInput(next), OPERATOR);
+    expect(plan.refusals).toEqual([]);
+    expect(plan.changes).toEqual([
+      { action: 'add', entity: 'consumer', name: 'finance_export' },
+      { action: 'change', entity: 'consumer', name: 'payout_export', fields: [
+        { field: 'owner', before: 'U07PAYOUTS', after: 'U07NEWPAY' }, { field: 'rule', before: 'before', after: 'after' }] },
+      { action: 'remove', entity: 'consumer', name: 'scratch_model' },
+    ]);
+    expect(renderCatalogPlan(plan).split('\n')).toEqual([
+      'Catalog catalog.yml against the database: 1 to add, 1 to change, 1 to remove.',
+      '+ consumer finance_export',
+      '~ consumer payout_export',
+      '    owner: "U07PAYOUTS" → "U07NEWPAY"',
+      '    rule: "before" → "after"',
+      '- consumer scratch_model',
+      '',
+      '`backfill catalog apply catalog.yml` makes these changes in one transaction.',
+    ]);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('apply makes the plan so, records who applied it, and a second plan shows no changes', async () => {
+    const next = await demoDocument();
+    next.consumers.push(FINANCE_EXPORT as Catalog['consumers'][number]);
+    Object.assign(consumerOf(next, 'payout_export'), { owner: 'U07NEWPAY', rule: 'after' });
+    const applied = await applyCatalog(engine.ctx.pool, asInput(next), OPERATOR);
+    expect(renderCatalogApplied(applied).split('\n')[0]).toBe('Applied catalog.yml: 1 added, 1 changed, 1 removed.');
+
+    const { rows } = await engine.ctx.pool.query(
+      `SELECT name, owner, notify_rule, dependency_rank, retrigger FROM backfill.consumers WHERE name IN ('finance_export', 'payout_export', 'scratch_model') ORDER BY name`);
+    expect(rows).toEqual([
+      { name: 'finance_export', owner: 'U07FINANCE', notify_rule: 'before', dependency_rank: 2, retrigger: FINANCE_EXPORT.retrigger },
+      { name: 'payout_export', owner: 'U07NEWPAY', notify_rule: 'after', dependency_rank: 2, retrigger: consumerOf(next, 'payout_export').retrigger },
+    ]);
+    const event = await engine.ctx.pool.query(`SELECT actor, detail FROM backfill.events WHERE kind = 'catalog_applied' ORDER BY id DESC LIMIT 1`);
+    expect(event.rows[0]).toEqual({ actor: OPERATOR, detail: { source: 'catalog.yml', changes: ['add consumer finance_export', 'change consumer payout_export', 'remove consumer scratch_model'] } });
+
+    const events = await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'catalog_applied'`);
+    expect((await planCatalog(engine.ctx.pool, asInput(next), OPERATOR)).changes).toEqual([]);
+    expect((await applyCatalog(engine.ctx.pool, asInput(next), OPERATOR)).changes).toEqual([]);
+    // Nothing to apply is not an application.
+    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'catalog_applied'`)).toBe(events);
+
+    // And back to the demo's own catalog, for the tests after this one.
+    const back = await applyCatalog(engine.ctx.pool, await readDemoCatalog(), OPERATOR);
+    expect(back.changes.map((change) => `${change.action} ${change.name}`)).toEqual(['remove finance_export', 'change payout_export']);
+  });
+
+  it('apply is one transaction: a removal it must refuse leaves every other change of the file unapplied', async () => {
+    const next = await demoDocument();
+    consumerOf(next, 'payout_export').owner = 'U07NEWPAY';
+    next.consumers = next.consumers.filter((consumer) => consumer.name !== 'marketing_weekly');
+    const before = await snapshot();
+    const plan = await planCatalog(engine.ctx.pool, asInput(next), OPERATOR);
+    expect(plan.refusals).toEqual([
+      'consumer marketing_weekly cannot be removed: backfill.read_log still refers to it (the record keeps who read, signed and was told); keep it in the file',
+    ]);
+    expect(renderCatalogPlan(plan)).toContain('Apply would refuse all of it (nothing changes) because:\n  ! consumer marketing_weekly cannot be removed');
+    await expect(applyCatalog(engine.ctx.pool, asInput(next), OPERATOR)).rejects.toSatisfy((error: unknown) =>
+      isBackfillError(error, ErrorCode.NotAllowed) && error.message.startsWith('The catalog catalog.yml was not applied (nothing changed):\n  - consumer marketing_weekly cannot be removed'));
+    // The owner change in the same file was rolled back with the refused removal.
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it.each([
+    ['a cycle', (document: Catalog) => { consumerOf(document, 'settlement_report').depends_on = ['payout_export']; },
+      'consumers depend on each other in a cycle: payout_export → settlement_report → payout_export; remove one of these depends_on links so every chain ends'],
+    ['an unknown pipeline', (document: Catalog) => { consumerOf(document, 'demand_forecast').pipeline = 'ordrs'; },
+      'consumer demand_forecast: pipeline "ordrs" is not declared in the file; declared pipelines: orders'],
+    ['a malformed owner', (document: Catalog) => { consumerOf(document, 'payout_export').owner = 'dana'; },
+      'consumers[1] (payout_export).owner: "dana" is not a Slack user id: write a Slack member id, U… or W… (e.g. U07SETTLE; in Slack: the profile, ⋯, Copy member ID)'],
+  ])('refuses %s with a sentence saying what is wrong and what would be right, and changes nothing', async (_what, edit, problem) => {
+    const document = await demoDocument();
+    edit(document);
+    const before = await snapshot();
+    const expected = `The catalog catalog.yml was not applied (nothing changed):\n  - ${problem}`;
+    for (const attempt of [planCatalog, applyCatalog]) {
+      await expect(attempt(engine.ctx.pool, asInput(document), OPERATOR)).rejects.toSatisfy((error: unknown) =>
+        isBackfillError(error, ErrorCode.BadInput) && error.message === expected);
+    }
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('checks re-triggers with the same schema as a replay, and never stores or echoes a secret', () => {
+    const document = {
+      pipelines: [], signers: [],
+      consumers: [{ name: 'ops_report', kind: 'report', owner: 'U07OPS', rule: 'after',
+        retrigger: { kind: 'rest', url: 'https://orchestrator.example.com/api/v1/dags/ops/dagRuns', headers: { Authorization: 'Bearer s3cr3t-token' }, body: { conf: { hours: '{{partiton}}' } } } }],
+    };
+    let message = '';
+    try {
+      parseCatalogText(stringify(document), 'ops.yml');
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toContain('consumers[0] (ops_report).retrigger.headers.Authorization: carries a credential: write it as {env: RETRIGGER_SECRET_…}');
+    expect(message).toContain('consumers[0] (ops_report).retrigger.body: uses {{partiton}}; the placeholders are {{partitions}}');
+    expect(message).not.toContain('s3cr3t');
+    // Written as a reference to the environment, it is a valid catalog.
+    document.consumers[0]!.retrigger = { ...document.consumers[0]!.retrigger, headers: { Authorization: { env: 'RETRIGGER_SECRET_ORCH_TOKEN' } } as never, body: { conf: { hours: '{{partitions}}' } } };
+    expect(parseCatalogText(stringify(document), 'ops.yml').consumers[0]?.retrigger.kind).toBe('rest');
+  });
+
+  it('refuses to remove a consumer an unfinished backfill reads, naming the backfill', async () => {
+    const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
+    const next = await demoDocument();
+    next.consumers = next.consumers.filter((consumer) => consumer.name !== 'payout_export');
+    const before = await snapshot();
+    const plan = await planCatalog(engine.ctx.pool, asInput(next), OPERATOR);
+    expect(plan.refusals[0]).toBe(`consumer payout_export cannot be removed: unfinished backfill #${backfill.id} will replay it and may need its owner; ` +
+      'keep it in the file until that backfill is done, cancelled or rolled back');
+    await expect(applyCatalog(engine.ctx.pool, asInput(next), OPERATOR)).rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.NotAllowed));
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('is an operator command of the CLI: plan and apply print the plan, a refusal exits 1 and is recorded', async () => {
+    const folder = await mkdtemp(path.join(tmpdir(), 'catalog-'));
+    const file = path.join(folder, 'catalog.yml');
+    const next = await demoDocument();
+    consumerOf(next, 'marketing_weekly').owner = 'U07GROWTH';
+    await writeFile(file, stringify(next));
+    const cli = async (env: Record<string, string>, ...args: string[]) => {
+      try {
+        const { stdout } = await run(process.execPath, ['--import', 'tsx', CLI, ...args], {
+          env: { ...process.env, DATABASE_URL: engine.ctx.config.DATABASE_URL, QUEUE_PREFIX: engine.ctx.config.QUEUE_PREFIX, ...env },
+        });
+        return { code: 0, out: stdout };
+      } catch (error) {
+        const failed = error as { code: number; stdout: string; stderr: string };
+        return { code: failed.code, out: failed.stdout + failed.stderr };
+      }
+    };
+    const planned = await cli({}, 'catalog', 'plan', file);
+    expect(planned.out).toContain('1 to change');
+    expect(planned.code).toBe(0);
+    expect(planned.out).toContain('~ consumer marketing_weekly\n    owner: "U07MARKETING" → "U07GROWTH"');
+    const refused = await cli({ BACKFILL_CLI_OPERATORS: 'someone_else' }, 'catalog', 'apply', file);
+    expect(refused.code).toBe(1);
+    expect(refused.out).toContain('is not a backfill operator, so cannot change the catalog');
+    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.consumers WHERE owner = 'U07GROWTH'`)).toBe(0);
+    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'refused' AND detail->>'action' = 'catalog'`)).toBe(1);
+    const applied = await cli({}, 'catalog', 'apply', file);
+    expect(applied.code).toBe(0);
+    expect(applied.out).toContain('Applied ' + file + ': 0 added, 1 changed, 0 removed.');
+    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.consumers WHERE name = 'marketing_weekly' AND owner = 'U07GROWTH'`)).toBe(1);
+  });
+});
