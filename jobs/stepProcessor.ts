@@ -1,6 +1,7 @@
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
 import { executeStep, type StepContext, type StepOutcome } from '../src/core/engine/steps.js';
 import { isBackfillError } from '../src/errors.js';
+import { logger } from '../src/log.js';
 import { dispatch } from '../src/queue/stepQueue.js';
 import { REMIND_JOB, remindPayloadSchema, RETENTION_JOB, retentionPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from '../src/queue/registry.js';
 import { tellStaleReader } from '../src/core/retrigger/catchUps.js';
@@ -17,6 +18,7 @@ export function createStepProcessor(ctx: StepContext, queue: Queue) {
       retentionPayloadSchema.parse(job.data);
       // Only what no rollback can need: the rows of a backfill whose rollback is still allowed wait for an operator.
       const pruned = await pruneStoredRows(ctx, { actor: RETENTION_ACTOR, includeRollbackRows: false });
+      if (pruned.length > 0) (ctx.log ?? logger()).info({ job: job.name, pruned: pruned.length }, `retention dropped the stored rows of ${pruned.length} backfill(s)`);
       return { pruned: pruned.length };
     }
     if (job.name === STALE_READER_JOB) {
@@ -26,6 +28,7 @@ export function createStepProcessor(ctx: StepContext, queue: Queue) {
       const { backfillId, consumer } = remindPayloadSchema.parse(job.data);
       const sent = await sendReminder(ctx, backfillId, consumer);
       if (sent) await ctx.messenger.changed(backfillId);
+      (ctx.log ?? logger()).info({ job: job.name, backfillId, consumer, sent }, sent ? `reminded the owner of ${consumer}` : `no reminder due for ${consumer}`);
       return sent ? 'reminded' : 'not_due';
     }
     const step = stepPayloadSchema.parse(job.data);

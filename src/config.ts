@@ -105,6 +105,11 @@ export const configSchema = z.object({
   STATUS_THROTTLE_MS: z.coerce.number().int().min(0).default(1000),
   // Set (to anything): the CLI prints no colour even on a terminal (https://no-color.org).
   NO_COLOR: z.string().optional(),
+  // The services' log (src/log.ts): JSON lines, or pino-pretty's lines when stdout is a terminal.
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { error: 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent' }).default('info'),
+  // Set: `npm run worker` serves GET /metrics on this port, and so does `npm start` over Socket Mode (over HTTP it
+  // serves it beside /slack/events on PORT).
+  METRICS_PORT: z.coerce.number({ error: 'METRICS_PORT must be a port number, e.g. 9464' }).int().min(1).max(65535, 'METRICS_PORT must be at most 65535').optional(),
 });
 
 export type Config = z.infer<typeof configSchema> & {

@@ -3,6 +3,7 @@ import { loadConfig, requireSlack, type SlackConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool, poolBounds, type Pool } from './db/pool.js';
 import { isBackfillError } from './errors.js';
+import { configureLogging, logger, secretsIn } from './log.js';
 
 /**
  * Runs a long-lived entry point: a refusal at start (bad configuration, say) prints its message and exits 1;
@@ -15,14 +16,18 @@ export function runService(start: () => Promise<() => Promise<void>>): void {
       if (stopping) return;
       stopping = true;
       stop().then(() => process.exit(0), (error: unknown) => {
-        console.error(error);
+        logger().fatal({ err: error }, 'the service did not stop cleanly');
         process.exit(1);
       });
     };
     process.once('SIGINT', shutdown);
     process.once('SIGTERM', shutdown);
   }, (error: unknown) => {
-    console.error(isBackfillError(error) ? error.message : error);
+    // A refusal at start (bad configuration, a backend that does not answer) is one sentence for the person
+    // starting the service, often before the log is set up: printed plainly, as the CLI prints its refusals.
+    // Anything else is a fault, logged with its stack.
+    if (isBackfillError(error)) console.error(error.message);
+    else logger().fatal({ err: error }, 'the service could not start');
     process.exit(1);
   });
 }
@@ -66,15 +71,16 @@ export async function runOn<T>(backends: Backends, work: (config: RunConfig) => 
 export function runSlackService(applicationName: string, start: (pool: Pool, config: RunConfig, slack: SlackConfig) => Promise<{ stop: () => Promise<void>; ready: string }>): void {
   runService(async () => {
     const loaded = loadConfig();
+    const log = configureLogging({ level: loaded.LOG_LEVEL, name: applicationName, secrets: secretsIn(loaded) });
     const slack = requireSlack(loaded);
-    const backends = await openBackends(loaded, { log: (line) => console.log(line) });
+    const backends = await openBackends(loaded, { log: (line) => log.info(line) });
     return startOn(backends, async (config) => {
       const pool = createPool(config.DATABASE_URL, applicationName, poolBounds(config));
       try {
         await migrate(pool);
         const service = await start(pool, config, slack);
-        console.log(backends.summary);
-        console.log(service.ready);
+        log.info(backends.summary);
+        log.info(service.ready);
         return async () => {
           await service.stop();
           await pool.end();

@@ -7,6 +7,7 @@ import { queueBackendOf } from './backends.js';
 import { createWorker } from './queue/connection.js';
 import { BullmqReplayJobs } from './queue/replayJobs.js';
 import { createStepQueue, dispatch, removeQueuedJobs } from './queue/stepQueue.js';
+import { logger, type Logger } from './log.js';
 
 export interface Workers {
   queue: Queue;
@@ -33,7 +34,8 @@ export async function startWorkers(given: StepContext, options: { sweepMs?: numb
   const ctx: StepContext = ownReplayJobs ? { ...given, replayJobs: ownReplayJobs } : given;
   const queue = createStepQueue(ctx.config);
   const worker = createWorker(queueBackendOf(ctx.config), STEP_QUEUE, createStepProcessor(ctx, queue), { concurrency: ctx.config.WORKER_CONCURRENCY });
-  worker.on('error', (error) => console.error(`worker: ${error.message}`));
+  const log = (ctx.log ?? logger()).child({ component: 'worker' });
+  worker.on('error', (error) => log.error({ err: error }, 'the step worker reported an error'));
   await worker.waitUntilReady();
   await scheduleRetention(queue, ctx.config.RETENTION_INTERVAL_MS);
   const kick = async (backfillId?: number) => {
@@ -44,7 +46,7 @@ export async function startWorkers(given: StepContext, options: { sweepMs?: numb
   let sweep: Promise<void> | undefined;
   const timer = setInterval(() => {
     if (sweep) return;
-    sweep = kick().catch((error: unknown) => console.error(`dispatcher sweep: ${(error as Error).message}`)).finally(() => {
+    sweep = kick().catch((error: unknown) => log.warn({ err: error }, 'the dispatcher sweep failed; the next one tries again')).finally(() => {
       sweep = undefined;
     });
   }, options.sweepMs ?? SWEEP_MS);
@@ -59,7 +61,7 @@ export async function startWorkers(given: StepContext, options: { sweepMs?: numb
       // A sweep still adding jobs must finish before the queue closes: on the PostgreSQL backend a call on a
       // closed queue never settles.
       await sweep;
-      await closeWorker(ctx, worker, queue, options.closeDeadlineMs ?? CLOSE_DEADLINE_MS);
+      await closeWorker(ctx, worker, queue, options.closeDeadlineMs ?? CLOSE_DEADLINE_MS, log);
       await ownReplayJobs?.close();
     },
   };
@@ -71,15 +73,15 @@ export async function startWorkers(given: StepContext, options: { sweepMs?: numb
  * another worker, whose claim check makes the retry safe), then the worker is closed by force: nothing the
  * process started keeps running in the database after it is gone.
  */
-async function closeWorker(ctx: StepContext, worker: Worker, queue: Queue, deadlineMs: number): Promise<void> {
+async function closeWorker(ctx: StepContext, worker: Worker, queue: Queue, deadlineMs: number, log: Logger): Promise<void> {
   // worker.close() waits for active jobs with no bound of its own (and can hang while Redis is away).
   const closed = worker.close().then(() => true);
   if (!(await within(closed, deadlineMs))) {
     const cancelled = await cancelRunningStatements(ctx.pool).catch((error: unknown) => {
-      console.error(`worker close: could not cancel running statements: ${(error as Error).message}`);
+      log.error({ err: error }, 'worker close: could not cancel the running statements');
       return 0;
     });
-    if (cancelled > 0) console.error(`worker close: cancelled ${cancelled} statement(s) still running after ${deadlineMs} ms`);
+    if (cancelled > 0) log.warn({ cancelled, deadlineMs }, `worker close: cancelled ${cancelled} statement(s) still running after ${deadlineMs} ms`);
     if (!(await within(closed, CANCEL_GRACE_MS))) await worker.close(true);
   }
   await queue.close();

@@ -80,6 +80,13 @@ describe('the direction of imports', () => {
       under(target, 'src/db', 'src/slack', 'src/queue', 'src/views', 'src/cli', 'handlers', 'jobs')))).toEqual([]);
   });
 
+  it('one logger and one metrics module: pino only in src/log.ts, prom-client only in src/metrics.ts, and the core counts through what its context gives it', () => {
+    const importing = (name: string) => ['src', 'handlers', 'jobs'].flatMap(sourceFiles).filter((file) => importsOf(file).some((i) => i.target === name));
+    expect(importing('pino')).toEqual(['src/log.ts']);
+    expect(importing('prom-client')).toEqual(['src/metrics.ts']);
+    expect(violations(['src/core'], (target) => target === 'src/metrics.ts' || under(target, 'src/http'))).toEqual([]);
+  });
+
   it('the Bolt listeners are a thin shell over src/slack', () => {
     expect(violations(['handlers'], (target) => under(target, 'src/db', 'src/queue', 'src/core/engine', 'src/core/recompute'))).toEqual([]);
   });

@@ -1,4 +1,4 @@
-import { App, LogLevel, type webApi } from '@slack/bolt';
+import { App, LogLevel, type CustomRoute, type webApi } from '@slack/bolt';
 import type { Server } from 'node:http';
 import { Redis } from 'ioredis';
 import { queueBackendOf } from '../backends.js';
@@ -7,8 +7,12 @@ import type { SlackConfig } from '../config.js';
 import type { EngineContext } from '../core/context.js';
 import { pingDatabase } from '../db/pool.js';
 import { startWorkers, type Workers } from '../worker.js';
-import { SlackMessenger } from './messenger.js';
+import { postingClientFor, SlackMessenger } from './messenger.js';
 import { OperatorPolicy } from './permissions.js';
+import { logger } from '../log.js';
+import { Metrics } from '../metrics.js';
+import { metricsRoute } from '../http/metrics.js';
+import { boltLogger } from './boltLogger.js';
 import { lineageRoutes } from '../http/lineage.js';
 import { postLineageProposal } from './lineage.js';
 
@@ -26,16 +30,22 @@ export interface SlackApp {
   app: App;
   messenger: SlackMessenger;
   workers: Workers | undefined;
+  /** What GET /metrics serves: this app's registry. */
+  metrics: Metrics;
   start(port: number): Promise<Server | undefined>;
   stop(): Promise<void>;
 }
 
 /**
  * The Bolt app: the HTTP receiver on /slack/events with signature verification (or Socket Mode when an
- * app token is set), /healthz, the listeners, and the step workers in the same process.
+ * app token is set), /healthz, /metrics, the listeners, and the step workers in the same process.
  */
 export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp> {
-  const { ctx, slack } = options;
+  const { slack } = options;
+  // Every part of the app logs to one logger and counts into one registry of its own.
+  const log = options.ctx.log ?? logger();
+  const metrics = new Metrics(options.ctx.pool, log);
+  const ctx: EngineContext = { ...options.ctx, log, metrics };
   // With the queues in PostgreSQL, the database check covers them too.
   const queue = queueBackendOf(ctx.config);
   const redis = queue.kind === 'redis' ? new Redis(queue.url, { lazyConnect: true, maxRetriesPerRequest: 1 }) : undefined;
@@ -44,34 +54,27 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
     // 429s wait Retry-After inside the client; other failures retry a few times, then the step is retried.
     retryConfig: { retries: 5, factor: 2, minTimeout: 1000, maxTimeout: 30_000 },
     timeout: 15_000,
+    fetch: metrics.slackFetch(slack.apiUrl),
     ...options.clientOptions,
   };
   const app = new App({
     token: slack.botToken,
+    logger: boltLogger(log),
     logLevel: options.logLevel ?? LogLevel.INFO,
     clientOptions,
     ...(slack.appToken
       ? { socketMode: true, appToken: slack.appToken }
       : {
         signingSecret: slack.signingSecret,
-        customRoutes: [{
-          path: '/healthz',
-          method: ['GET'],
-          handler: (_req, res) => {
-            healthy(ctx, redis).then((ok) => {
-              res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' });
-              res.end(ok ? 'ok' : 'database or redis unreachable');
-            }, () => {
-              res.writeHead(503);
-              res.end('unhealthy');
-            });
-          },
-        }, ...lineageRoutes({ ctx, token: ctx.config.LINEAGE_TOKEN, onProposal: (id): Promise<void> => postLineageProposal(app.client, ctx.pool, ctx.config, id) })],
+        customRoutes: [healthRoute(ctx, redis), metricsRoute(metrics, log), ...lineageRoutes({ ctx, token: ctx.config.LINEAGE_TOKEN, onProposal: (id): Promise<void> => postLineageProposal(app.client, ctx.pool, ctx.config, id) })],
       }),
   });
-  const messenger = new SlackMessenger(app.client, ctx.pool, ctx.config.STATUS_THROTTLE_MS);
+  // The posting client counts its failures and logs as the app's client does.
+  const poster = postingClientFor(app.client, { fetch: clientOptions.fetch, logger: clientOptions.logger });
+  const messenger = new SlackMessenger(app.client, ctx.pool, ctx.config.STATUS_THROTTLE_MS, poster);
   const policy = new OperatorPolicy(ctx.config, app.client);
   const workers = options.workers === false ? undefined : await startWorkers({ ...ctx, messenger });
+  metrics.watchQueue(workers?.queue);
   const kick = async (backfillId: number) => {
     if (workers) await workers.kick(backfillId);
   };
@@ -81,6 +84,7 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
     app,
     messenger,
     workers,
+    metrics,
     async start(port: number) {
       const server = await app.start(port);
       return slack.appToken ? undefined : (server as Server);
@@ -89,6 +93,23 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
       await app.stop().catch(() => undefined);
       await workers?.close();
       redis?.disconnect();
+    },
+  };
+}
+
+/** GET /healthz: 200 once the database (and Redis, when configured) answer. */
+function healthRoute(ctx: EngineContext, redis: Redis | undefined): CustomRoute {
+  return {
+    path: '/healthz',
+    method: ['GET'],
+    handler: (_req, res) => {
+      healthy(ctx, redis).then((ok) => {
+        res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' });
+        res.end(ok ? 'ok' : 'database or redis unreachable');
+      }, () => {
+        res.writeHead(503);
+        res.end('unhealthy');
+      });
     },
   };
 }

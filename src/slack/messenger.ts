@@ -1,4 +1,5 @@
 import { webApi } from '@slack/bolt';
+import { logger } from '../log.js';
 import { findIncidentChannel, findIncidentThread, keepStatusTs } from '../db/backfills.js';
 import type { Pool } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
@@ -52,9 +53,11 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * second message. Here a failed post fails the step; its retry searches the history before posting again.
  * A 429 (Slack posted nothing) is waited out in postMessage instead, Retry-After as Slack asked.
  */
-export function postingClientFor(client: WebClient): WebClient {
+export function postingClientFor(client: WebClient, shared: Pick<webApi.WebClientOptions, 'fetch' | 'logger'> = {}): WebClient {
   return new webApi.WebClient(client.token, {
     slackApiUrl: client.slackApiUrl,
+    // The app's fetch (it counts failures for GET /metrics) and logger, when given.
+    ...shared,
     retryConfig: { retries: 0 },
     rejectRateLimitedCalls: true,
     timeout: POST_TIMEOUT_MS,
@@ -190,7 +193,7 @@ export class SlackMessenger implements Messenger {
       while (entry.dirty) {
         entry.dirty = false;
         await this.refreshStatus(backfillId).catch((error: unknown) => {
-          console.error(`status message of backfill #${backfillId}: ${(error as Error).message}`);
+          logger().warn({ err: error, backfillId }, 'the status message could not be refreshed');
         });
         if (entry.dirty && this.throttleMs > 0) await sleep(this.throttleMs);
       }

@@ -21,7 +21,8 @@ const WORKER = `${hostname()}:${process.pid}`;
 const ENGINE = 'backfill-bot';
 
 export type ClaimOutcome = 'already_done' | 'not_runnable' | 'claimed_elsewhere';
-export type Claim = { outcome: 'claimed'; token: string; takeover: boolean } | { outcome: ClaimOutcome };
+/** A claim names the backfill's generation (its run) it was taken under: the step's log lines carry it. */
+export type Claim = { outcome: 'claimed'; token: string; takeover: boolean; generation: number } | { outcome: ClaimOutcome };
 
 /**
  * Claims a step by compare-and-set: only a pending step, or a running one whose lease ran out (its worker
@@ -41,7 +42,8 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
     const token = await claimStepRow(tx, ref, leaseMs);
     if (!token) throw new Error('claim update returned no token');
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started', detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER } });
-    return { outcome: 'claimed', token, takeover };
+    const { generation } = await requireBackfill(tx, ref.backfillId);
+    return { outcome: 'claimed', token, takeover, generation };
   });
 }
 

@@ -21,6 +21,7 @@ import { pauseForBreach, publishPartition, stagePartition, type PublishHooks } f
 import { transition } from './stateMachine.js';
 import { emitRunEvents } from '../lineage/emit.js';
 import { distinctDays, formatHour } from '../time.js';
+import { logger } from '../../log.js';
 
 export type { Messenger, OwnerMessage } from '../messenger.js';
 export { STEP_KINDS, type StepKind, type StepRef } from './stepGraph.js';
@@ -59,16 +60,34 @@ const BODIES: Record<StepRef['kind'], StepBody> = {
 export async function executeStep(ctx: StepContext, ref: StepRef, options: { finalAttempt?: boolean } = {}): Promise<StepOutcome> {
   const claim = await claimStep(ctx.pool, ref, ctx.config.STEP_LEASE_MS);
   if (claim.outcome !== 'claimed') return claim.outcome;
+  // Every line the step writes says which backfill, step and run (generation) it is about.
+  const log = (ctx.log ?? logger()).child({ backfillId: ref.backfillId, step: ref.kind, key: ref.key, generation: claim.generation });
+  const stepCtx: StepContext = { ...ctx, log };
+  const started = performance.now();
   const stopRenewing = keepClaim(ctx.pool, ref, claim.token, ctx.config.STEP_LEASE_MS);
+  let outcome: StepOutcome | 'error' = 'error';
+  let failure: unknown;
   try {
-    return await BODIES[ref.kind](ctx, ref, claim.token);
+    outcome = await BODIES[ref.kind](stepCtx, ref, claim.token);
+    return outcome;
   } catch (error) {
-    return await settleFailure(ctx, ref, claim.token, error, options.finalAttempt ?? true);
+    failure = error;
+    outcome = await settleFailure(stepCtx, ref, claim.token, error, options.finalAttempt ?? true);
+    return outcome;
   } finally {
     stopRenewing();
+    reportStep(stepCtx, ref, outcome, (performance.now() - started) / 1000, failure);
     // After the step's commit: the OpenLineage run event its move made due (START, COMPLETE, FAIL). Never throws.
     await emitRunEvents(ctx, ref.backfillId);
   }
+}
+
+/** The step's line and its duration; `error` is a failure settleFailure rethrew (retried, or final). */
+function reportStep(ctx: StepContext, ref: StepRef, outcome: StepOutcome | 'error', seconds: number, failure: unknown): void {
+  ctx.metrics?.stepFinished(ref.kind, outcome, seconds);
+  const fields = { outcome, durationMs: Math.round(seconds * 1000), ...(failure === undefined ? {} : { err: failure }) };
+  if (outcome === 'error') ctx.log?.warn(fields, `${ref.kind} ${ref.key} failed`);
+  else ctx.log?.info(fields, `${ref.kind} ${ref.key}: ${outcome}`);
 }
 
 /**
@@ -115,13 +134,17 @@ async function publish(ctx: StepContext, ref: StepRef, token: string): Promise<S
   const outcome = await withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
     const result = await publishPartition(tx, backfill, new Date(ref.key), ctx.hooks);
-    if (result.kind === 'breach') return { paused: await pauseForBreach(tx, ref, token, result.reason) };
+    if (result.kind === 'breach') return { paused: await pauseForBreach(tx, ref, token, result.reason), rows: 0, pipeline: backfill.pipeline };
     await finishStep(tx, ref, token, { outcome: result.kind, generation: result.generation ?? null }, { writes: true });
     // From its first publish on, the backfill holds its hours until it finishes or is rolled back.
     if (result.kind === 'published') await markPublishedAny(tx, ref.backfillId);
-    return { paused: 0 };
+    return { paused: 0, rows: result.kind === 'published' ? result.rows : 0, pipeline: backfill.pipeline };
   });
-  if (outcome.paused === 0) return 'done';
+  if (outcome.paused === 0) {
+    // Counted once committed: a publish the fence rolled back never went live.
+    ctx.metrics?.rowsPublished(outcome.pipeline, outcome.rows);
+    return 'done';
+  }
   await tellIncident(ctx, ref, () => ctx.messenger.reportReconciliation(ref.backfillId, intentKey(ref.backfillId, 'paused', String(outcome.paused))));
   return 'blocked';
 }

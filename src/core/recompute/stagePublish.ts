@@ -89,7 +89,8 @@ async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore,
   return { source: tableSource(store, table.qualified), table };
 }
 
-export type PublishOutcome = { kind: 'published'; generation: number } | { kind: 'unavailable'; generation?: undefined } | { kind: 'breach'; reason: string };
+/** published: `rows` is how many rows the partition holds live now. */
+export type PublishOutcome = { kind: 'published'; generation: number; rows: number } | { kind: 'unavailable'; generation?: undefined } | { kind: 'breach'; reason: string };
 
 /** Hooks for tests that must act between a publish's writes and its commit (a stop, a late writer). */
 export interface PublishHooks extends SwapHooks {
@@ -133,7 +134,7 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
     detail: { partition: formatHour(hour), generation: partitionGeneration, rowsBefore: target.rowsBefore, rowsAfter: snapshot.rows, totalBefore: target.totalBefore, totalAfter: snapshot.total,
       checksum: snapshot.checksum, lateRows, publishedBy: target.stagedTable ? 'swap' : 'rewrite', ...(written.swapMs === undefined ? {} : { swapMs: Math.round(written.swapMs * 10) / 10 }) } });
   await hooks.beforeFenceCheck?.(backfill.id, hour);
-  return { kind: 'published', generation: partitionGeneration };
+  return { kind: 'published', generation: partitionGeneration, rows: snapshot.rows };
 }
 
 interface Written {
