@@ -30,7 +30,7 @@ import { planBackfill } from '../core/identify/plan.js';
 import { recordingRefusals } from '../core/refusals.js';
 import { listRetention, pruneStoredRows } from '../core/recovery/retention.js';
 import { startBackfill } from '../core/announce/start.js';
-import { loadBackfillReport } from '../core/file/status.js';
+import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';
 import { tick } from '../core/engine/tick.js';
 import { parseHour } from '../core/time.js';
 import { listRecentBackfills } from '../db/backfills.js';
@@ -42,7 +42,7 @@ import { createPool, explainCancellation, poolBounds } from '../db/pool.js';
 import { listReportSigners, listSigners } from '../db/signers.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { fromSlackMarkup, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
-import { PrintingMessenger, runUntilSettled } from './runner.js';
+import { PrintingMessenger, runUntilSettled, TerminalProgress } from './runner.js';
 
 const USAGE = cliUsage();
 
@@ -346,8 +346,15 @@ function run<K extends CliCommand['kind']>(ctx: EngineContext, command: Extract<
 
 async function settle(ctx: EngineContext, id: number, options: Options): Promise<number> {
   if (!options.wait) return 0;
-  const print = (line: string) => console.log(line);
-  const report = await runUntilSettled(ctx, id, print, new PrintingMessenger(print, options.style));
+  // A bar redrawn in place on a terminal, plain lines in a pipe; the run's own lines print above it.
+  const progress = new TerminalProgress(process.stdout, id);
+  const print = (line: string) => progress.print(line);
+  let report: BackfillReport;
+  try {
+    report = await runUntilSettled(ctx, id, print, new PrintingMessenger(print, options.style), (reading) => progress.update(reading));
+  } finally {
+    progress.end();
+  }
   console.log(renderDiff(report, options.style));
   return report.backfill.state === 'done' || report.backfill.state === 'rolled_back' ? 0 : 1;
 }

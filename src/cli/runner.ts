@@ -4,6 +4,7 @@ import type { Notice } from '../core/notices.js';
 import { person, PLAIN, terminalNoticeText, type TextStyle } from '../views/text.js';
 import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';
 import { ACTIVE_STATES } from '../core/engine/stateMachine.js';
+import { backfillProgress, plainProgressLine, terminalProgressLine } from '../views/progress.js';
 import { startWorkers } from '../worker.js';
 
 /** Without Slack, messages are printed, worded for a terminal; the timeline keeps that they were delivered. */
@@ -40,14 +41,16 @@ export class PrintingMessenger implements Messenger {
 
 /**
  * Runs the backfill's steps in this process (a real BullMQ worker) until it is no longer active and its
- * messages are sent, then returns what the database says.
+ * messages are sent, then returns what the database says. `onReport` sees every reading on the way (the
+ * progress display of --wait).
  */
-export async function runUntilSettled(ctx: EngineContext, backfillId: number, print: (line: string) => void, messenger: Messenger = new PrintingMessenger(print)): Promise<BackfillReport> {
+export async function runUntilSettled(ctx: EngineContext, backfillId: number, print: (line: string) => void, messenger: Messenger = new PrintingMessenger(print), onReport?: (report: BackfillReport) => void): Promise<BackfillReport> {
   const workers = await startWorkers({ ...ctx, messenger }, { sweepMs: 500 });
   try {
     await workers.kick(backfillId);
     for (;;) {
       const report = await loadBackfillReport(ctx.pool, backfillId);
+      onReport?.(report);
       const pending = report.steps.some((s) => s.status === 'pending' || s.status === 'running');
       const running = report.steps.some((s) => s.status === 'running');
       const waitingForPeople = report.backfill.state === 'announced' || report.backfill.state === 'held';
@@ -59,5 +62,52 @@ export async function runUntilSettled(ctx: EngineContext, backfillId: number, pr
     }
   } finally {
     await workers.close();
+  }
+}
+
+/** Where a progress display writes: process.stdout, or a stand-in in a test. */
+export interface ProgressOutput {
+  isTTY?: boolean;
+  /** The terminal's width: a line longer than it would wrap, and \r would redraw only its last part. */
+  columns?: number;
+  write(text: string): unknown;
+}
+
+const CLEAR_LINE = '\r\x1b[2K';
+
+/**
+ * The run's progress while --wait waits. On a terminal: one line redrawn in place (the bar, the counts, the
+ * time left once known), lifted out of the way of any other line printed meanwhile and drawn again under it.
+ * Elsewhere (a pipe, a log): a plain line each time the counts change, and nothing that redraws.
+ */
+export class TerminalProgress {
+  private shown = '';
+  private lastPlain = '';
+
+  constructor(private readonly out: ProgressOutput, private readonly backfillId: number, private readonly now: () => Date = () => new Date()) {}
+
+  update(report: BackfillReport): void {
+    const progress = backfillProgress(report, this.now());
+    if (this.out.isTTY) {
+      const width = this.out.columns ? this.out.columns - 1 : Infinity;
+      const line = terminalProgressLine(this.backfillId, progress).slice(0, width);
+      if (line !== this.shown) this.out.write(`${CLEAR_LINE}${line}`);
+      this.shown = line;
+      return;
+    }
+    const line = plainProgressLine(this.backfillId, progress);
+    if (line !== this.lastPlain) this.out.write(`${line}\n`);
+    this.lastPlain = line;
+  }
+
+  /** A line of the run's own (a message printed instead of sent), above the bar. */
+  print(line: string): void {
+    this.out.write(this.out.isTTY && this.shown ? `${CLEAR_LINE}${line}\n${this.shown}` : `${line}\n`);
+  }
+
+  /** Leaves the bar's last state on its line and moves below it. */
+  end(): void {
+    if (this.out.isTTY && this.shown) this.out.write('\n');
+    this.shown = '';
   }
 }

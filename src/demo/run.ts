@@ -1,4 +1,7 @@
+import { mkdir, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { LogLevel } from '@slack/bolt';
 import { STEP_QUEUE } from '../queue/registry.js';
 import { startSlackEmulator, type SlackEmulator } from '../emulator/slackEmulator.js';
@@ -26,6 +29,8 @@ import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type TargetShap
 const OPERATOR = 'U07ONCALL';
 const INCIDENT = 'C0INCIDENT';
 const SECRET = 'demo-signing-secret';
+/** Where the demo leaves what it made: in the project's git-ignored .backfill-bot folder. */
+const DEMO_OUTPUT = fileURLToPath(new URL('../../.backfill-bot/demo/', import.meta.url));
 
 function section(title: string): void {
   console.log(`\n━━ ${title} ${'━'.repeat(Math.max(0, 74 - title.length))}`);
@@ -116,6 +121,22 @@ async function converse(events: string, slack: SlackEmulator, pool: Pool): Promi
   await until(async () => (await loadBackfillReport(pool, 1)).backfill.state === 'done', 'the backfill to finish');
   await until(async () => slack.callsTo('chat.postMessage').filter((c) => c.params.channel === INCIDENT).length >= 2, 'the diff message');
   await until(async () => slack.callsTo('chat.postMessage').some((c) => c.params.channel === `D${OWNERS.forecast}`), 'the after-run DM');
+  await until(async () => slack.callsTo('files.completeUploadExternal').length >= 1, 'the diff chart');
+}
+
+/**
+ * The diff chart as the emulator received it (the bytes POSTed to its upload URL), written where a person can
+ * open it: .backfill-bot/demo/backfill-<id>-diff.png. Returns its absolute path.
+ */
+async function saveDiffChart(slack: SlackEmulator, backfillId: number): Promise<string> {
+  const filename = `backfill-${backfillId}-diff.png`;
+  const asked = slack.callsTo('files.getUploadURLExternal').find((c) => c.params.filename === filename);
+  const bytes = slack.uploads.get(String(asked?.response.file_id ?? ''));
+  if (!bytes) throw new Error(`the emulator received no ${filename}`);
+  await mkdir(DEMO_OUTPUT, { recursive: true });
+  const path = join(DEMO_OUTPUT, filename);
+  await writeFile(path, bytes);
+  return path;
 }
 
 /** What Slack showed, the jobs in the order they ran, and the backfill log row. */
@@ -133,6 +154,7 @@ async function show(slack: SlackEmulator, pool: Pool): Promise<void> {
   section('The backfill log row');
   const report = await loadBackfillReport(pool, 1);
   console.log(renderDiff(report));
+  console.log(`\nDiff chart: ${await saveDiffChart(slack, 1)}`);
   if (report.backfill.state !== 'done') throw new Error(`backfill ended ${report.backfill.state}: ${report.backfill.failure ?? ''}`);
 }
 

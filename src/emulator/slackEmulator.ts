@@ -1,7 +1,8 @@
 // A local stand-in for the Slack Web API (and for response_url and file-upload targets), served by node:http on
 // 127.0.0.1 with an ephemeral port. Tests and `npm run demo` point `clientOptions.slackApiUrl` at `emulator.url`.
 // It records every call, can be told to answer 429 / 5xx / ok:false or to lose its answer after doing the work,
-// serves the conversations' history (with message metadata), and renders what a person would have seen.
+// serves the conversations' history (with message metadata and shared files), keeps the bytes uploaded to its
+// upload URLs, and renders what a person would have seen.
 // No vitest imports here: the demo runs this file under tsx.
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -87,6 +88,13 @@ type Fault =
   | { kind: 'error'; error: string }
   | { kind: 'drop'; answer: number | 'hangup' };
 
+/** A file as a shared-file message lists it. */
+interface SharedFile {
+  id: string;
+  title: string;
+  name: string;
+}
+
 interface Content {
   text?: string;
   blocks?: unknown;
@@ -96,7 +104,7 @@ interface Content {
 type Entry =
   | ({ kind: 'message'; channel: string; ts: string; threadTs?: string; edits: number; deleted: boolean; metadata?: Rec } & Content)
   | ({ kind: 'ephemeral'; channel: string; user: string; ts: string; threadTs?: string } & Content)
-  | { kind: 'file'; channel: string; threadTs?: string; comment?: string; files: { id: string; title: string }[] }
+  | { kind: 'file'; channel: string; ts: string; threadTs?: string; comment?: string; files: SharedFile[] }
   | { kind: 'response'; id: string; body: unknown }
   | { kind: 'home'; user: string; view: unknown; publishes: number };
 
@@ -344,6 +352,7 @@ function content(params: Rec): Content {
 // The emulator's state
 
 type MessageEntry = Extract<Entry, { kind: 'message' }>;
+type FileEntry = Extract<Entry, { kind: 'file' }>;
 type HomeEntry = Extract<Entry, { kind: 'home' }>;
 
 const messageKey = (channel: string, ts: string): string => `${channel}\u0000${ts}`;
@@ -444,6 +453,28 @@ class EmulatorState {
     };
   }
 
+  /** Files shared in a conversation (files.completeUploadExternal with a channel), oldest first. */
+  filesSharedIn(channel: string): FileEntry[] {
+    return this.entries.filter((entry): entry is FileEntry => entry.kind === 'file' && entry.channel === channel);
+  }
+
+  /**
+   * A file share as conversations.history and conversations.replies show it on Slack: a message by the bot
+   * with the comment as its text and the files listed, `upload: true`.
+   */
+  fileShareMessage(entry: FileEntry): Rec {
+    return {
+      type: 'message',
+      user: this.botUserId,
+      bot_id: BOT_ID,
+      ts: entry.ts,
+      ...(entry.threadTs ? { thread_ts: entry.threadTs } : {}),
+      text: entry.comment ?? '',
+      upload: true,
+      files: entry.files.map((file) => ({ id: file.id, name: file.name, title: file.title })),
+    };
+  }
+
   reset(): void {
     this.calls.length = 0;
     this.attempts.length = 0;
@@ -497,16 +528,18 @@ function conversationsHistory(state: EmulatorState, params: Rec): Rec {
   const inWindow = (ts: string): boolean =>
     (latest === undefined || (inclusive ? Number(ts) <= Number(latest) : Number(ts) < Number(latest))) &&
     (oldest === undefined || (inclusive ? Number(ts) >= Number(oldest) : Number(ts) > Number(oldest)));
-  // The channel's own messages, newest first; replies stay in their threads (conversations.replies).
-  const found = state
-    .postedIn(channel)
-    .filter((entry) => entry.threadTs === undefined && inWindow(entry.ts))
-    .reverse();
-  const limit = pageLimit(params.limit);
+  // The channel's own messages and file shares, newest first; replies stay in their threads (conversations.replies).
   const withMetadata = flag(params.include_all_metadata);
+  const found = [
+    ...state.postedIn(channel).map((entry) => ({ entry, show: () => state.historyMessage(entry, withMetadata) })),
+    ...state.filesSharedIn(channel).map((entry) => ({ entry, show: () => state.fileShareMessage(entry) })),
+  ]
+    .filter(({ entry }) => entry.threadTs === undefined && inWindow(entry.ts))
+    .sort((a, b) => Number(b.entry.ts) - Number(a.entry.ts));
+  const limit = pageLimit(params.limit);
   return {
     ok: true,
-    messages: found.slice(0, limit).map((entry) => state.historyMessage(entry, withMetadata)),
+    messages: found.slice(0, limit).map(({ show }) => show()),
     has_more: found.length > limit,
     pin_count: 0,
     response_metadata: { next_cursor: '' },
@@ -520,13 +553,17 @@ function conversationsReplies(state: EmulatorState, params: Rec): Rec {
   const channel = conversationFor(requested);
   const parent = parentTs === undefined ? undefined : state.messages.get(messageKey(channel, parentTs));
   if (!parent || parent.deleted) return { ok: false, error: 'thread_not_found' };
-  // The parent first, then its replies, oldest first.
-  const thread = [parent, ...state.postedIn(channel).filter((entry) => entry.threadTs === parentTs)];
-  const limit = pageLimit(params.limit);
+  // The parent first, then its replies (messages and file shares), oldest first.
   const withMetadata = flag(params.include_all_metadata);
+  const replies = [
+    ...state.postedIn(channel).filter((entry) => entry.threadTs === parentTs).map((entry) => ({ ts: entry.ts, message: state.historyMessage(entry, withMetadata) })),
+    ...state.filesSharedIn(channel).filter((entry) => entry.threadTs === parentTs).map((entry) => ({ ts: entry.ts, message: state.fileShareMessage(entry) })),
+  ].sort((a, b) => Number(a.ts) - Number(b.ts));
+  const thread = [state.historyMessage(parent, withMetadata), ...replies.map((reply) => reply.message)];
+  const limit = pageLimit(params.limit);
   return {
     ok: true,
-    messages: thread.slice(0, limit).map((entry) => state.historyMessage(entry, withMetadata)),
+    messages: thread.slice(0, limit),
     has_more: thread.length > limit,
     response_metadata: { next_cursor: '' },
   };
@@ -673,7 +710,8 @@ function filesCompleteUploadExternal(state: EmulatorState, params: Rec): Rec {
     state.entries.push({
       kind: 'file',
       channel: conversationFor(channel),
-      files: files.map(({ id, title }) => ({ id, title })),
+      ts: state.nextTs(),
+      files: files.map(({ id, title, name }) => ({ id, title, name })),
       ...(threadTs ? { threadTs } : {}),
       ...(comment ? { comment } : {}),
     });

@@ -13,6 +13,7 @@ import { buildIncidentPackage } from '../core/file/incidentPackage.js';
 import { incidentPackageFiles } from '../views/incidentPackage.js';
 import { announcementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../views/blocks.js';
 import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
+import { uploadDiffChartOnce } from './diffChart.js';
 
 type WebClient = webApi.WebClient;
 
@@ -76,6 +77,8 @@ export function postingClientFor(client: WebClient, shared: Pick<webApi.WebClien
  */
 export class SlackMessenger implements Messenger {
   private readonly refreshing = new Map<number, Refresh>();
+  /** When each backfill's last status refresh ended (Date.now()): one number per backfill seen. */
+  private readonly lastRefreshAt = new Map<number, number>();
   private readonly dmChannels = new Map<string, string>();
 
   constructor(
@@ -133,10 +136,12 @@ export class SlackMessenger implements Messenger {
     await this.deliverOnce(intent, backfillId, { channel: incidentChannel }, message);
   }
 
+  /** The diff message in the incident channel, then its chart (a PNG) in the incident thread; each once. */
   async reportDiff(backfillId: number, intent: string): Promise<void> {
     const report = await loadBackfillReport(this.pool, backfillId);
     if (!report.backfill.incidentChannel) return;
     await this.deliverOnce(intent, backfillId, { channel: report.backfill.incidentChannel }, diffMessage(report));
+    await uploadDiffChartOnce({ pool: this.pool, client: this.client, poster: this.poster }, report, intent);
   }
 
   /** A notice in the incident channel; a backfill without one has nowhere to show it (its status still does). */
@@ -180,7 +185,9 @@ export class SlackMessenger implements Messenger {
 
   /**
    * Re-renders the status message. Calls coalesce: one refresh at a time per backfill, at most one per
-   * throttle interval, and a change that arrives during a refresh triggers exactly one more.
+   * throttle interval, and a change that arrives during a refresh triggers exactly one more. The interval runs
+   * from the end of the last refresh, also when it ended before this change came: a step finishing just after
+   * it waits out the rest, so Slack never sees the message updated more often than STATUS_THROTTLE_MS allows.
    */
   async changed(backfillId: number): Promise<void> {
     const current = this.refreshing.get(backfillId);
@@ -191,11 +198,13 @@ export class SlackMessenger implements Messenger {
     const entry: Refresh = { running: Promise.resolve(), dirty: true };
     entry.running = (async () => {
       while (entry.dirty) {
+        const wait = (this.lastRefreshAt.get(backfillId) ?? -Infinity) + this.throttleMs - Date.now();
+        if (wait > 0) await sleep(wait);
         entry.dirty = false;
         await this.refreshStatus(backfillId).catch((error: unknown) => {
           logger().warn({ err: error, backfillId }, 'the status message could not be refreshed');
         });
-        if (entry.dirty && this.throttleMs > 0) await sleep(this.throttleMs);
+        this.lastRefreshAt.set(backfillId, Date.now());
       }
       this.refreshing.delete(backfillId);
     })();
@@ -207,7 +216,7 @@ export class SlackMessenger implements Messenger {
     const report = await loadBackfillReport(this.pool, backfillId);
     const { incidentChannel, statusTs } = report.backfill;
     if (!incidentChannel) return;
-    const message = statusMessage(report);
+    const message = statusMessage(report, new Date());
     if (statusTs) {
       await this.client.chat.update({ channel: incidentChannel, ts: statusTs, ...message });
       return;

@@ -10,6 +10,7 @@ import { describeSecondApproval, describeSize } from '../core/identify/sizing.js
 import { describeState } from '../core/engine/stateMachine.js';
 import type { BackfillReport } from '../core/file/status.js';
 import { waitingOn } from './waiting.js';
+import { backfillProgress, slackProgress } from './progress.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, slackPerson } from './format.js';
 import type { CostSummary } from '../core/file/costs.js';
 import { costsBlocks } from './costs.js';
@@ -89,13 +90,13 @@ function gateLine(c: BackfillConsumerRow): string {
   return `:hourglass: ${c.consumer} ${slackPerson(c.owner)}: waiting`;
 }
 
-/** The one status message in the incident channel, re-rendered from the database on every change. */
-export function statusMessage(report: BackfillReport): Message {
-  const { backfill, steps } = report;
-  const count = (kind: string, status?: string) => steps.filter((s) => s.kind === kind && (status === undefined || s.status === status)).length;
-  const progress = count('publish') === 0 ? 'not started'
-    : `staged ${count('stage', 'done')} of ${count('stage')} · published ${count('publish', 'done')} of ${count('publish')} · ` +
-      `replays ${count('replay', 'done')} of ${count('replay')} · compare ${count('compare', 'done') ? 'done' : 'pending'}`;
+/**
+ * The one status message in the incident channel, re-rendered from the database on every change. `now` is
+ * when it is rendered: the time left is estimated against it.
+ */
+export function statusMessage(report: BackfillReport, now: Date = new Date()): Message {
+  const { backfill } = report;
+  const progress = slackProgress(backfillProgress(report, now));
   const why = [
     backfill.failure ? `:x: ${backfill.failure}` : '',
     backfill.pausedReason ? `:octagonal_sign: paused: ${backfill.pausedReason}` : '',
@@ -227,6 +228,33 @@ export function homeView(data: HomeData): types.HomeView {
       ...(data.costs ? [{ type: 'divider' } as const, ...costsBlocks(data.costs)] : []),
     ].slice(0, 100),
   };
+}
+
+/** The latest diff chart uploaded to an incident thread: the Slack file and where it was shared. */
+export interface DiffChartRef {
+  backfillId: number;
+  fileId: string;
+  channel: string;
+}
+
+/**
+ * The Home tab with the latest diff chart under the backfill log. The image is the Slack file itself
+ * (slack_file), so it needs no public URL; Slack shows it to whoever can see the channel it was shared in.
+ */
+export function withLatestDiffChart(view: types.HomeView, chart: DiffChartRef | undefined): types.HomeView {
+  if (!chart) return view;
+  const chartBlocks: Block[] = [
+    {
+      type: 'image',
+      slack_file: { id: chart.fileId },
+      alt_text: `Diff chart of backfill #${chart.backfillId}: per partition the total before and after, and each signed figure against the corrected one`,
+      title: { type: 'plain_text', text: `Latest diff: backfill #${chart.backfillId}` },
+    },
+    context(`Shared in <#${chart.channel}>, in the backfill's incident thread.`),
+  ];
+  const log = view.blocks.findIndex((b) => b.type === 'header' && 'text' in b && b.text.text === 'Backfill log');
+  const at = log < 0 ? view.blocks.length : log + 2;
+  return { ...view, blocks: [...view.blocks.slice(0, at), ...chartBlocks, ...view.blocks.slice(at)].slice(0, 100) };
 }
 
 /** The reconciliation by key, partition by partition: staged against live, then published against preserved. */

@@ -1,0 +1,122 @@
+import type { types, webApi } from '@slack/bolt';
+import { findLatestDiffChart, diffChartIntent } from '../db/diffCharts.js';
+import { recordEvent } from '../db/events.js';
+import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
+import type { Pool, Queryable } from '../db/pool.js';
+import type { BackfillReport } from '../core/file/status.js';
+import { withLatestDiffChart } from '../views/blocks.js';
+import { diffChartPng } from '../views/diffChart.js';
+import { answeredWithoutPosting, rateLimitedFor, slackPlatformError } from './deliveryErrors.js';
+import { buildHome } from './questions.js';
+
+type WebClient = webApi.WebClient;
+
+// The diff chart goes to the incident thread with the diff message, once per intent, as the messages do
+// (src/slack/messenger.ts, deliverOnce): the intent is a row before the upload; the row gets the file id when
+// Slack has shared the file; a row without one sends a retry to the thread to look for the file by its name
+// before uploading again. Uploading is three calls (files.getUploadURLExternal, the POST of the bytes,
+// files.completeUploadExternal) and only the last one shares the file, so an attempt that died before it
+// left nothing anyone can see.
+
+/** 429s waited out per upload before the step gives up and BullMQ retries it. */
+const RATE_LIMIT_WAITS = 10;
+const HISTORY_LIMIT = 100;
+
+export interface ChartClients {
+  pool: Pool;
+  /** Reads the thread (conversations.replies); its own retries are harmless for a read. */
+  client: WebClient;
+  /** Uploads, with the Web API client's retries off: a retried completeUploadExternal could share twice. */
+  poster: WebClient;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** "backfill-1-diff.png" for intent bf1:report:diff: one name per intent, which is how a retry recognises it. */
+export function diffChartFilename(backfillId: number, diffIntent: string): string {
+  const step = (diffIntent.split(':').at(-1) ?? 'diff').replace(/[^A-Za-z0-9_-]/g, '-');
+  return `backfill-${backfillId}-${step}.png`;
+}
+
+/**
+ * Uploads the report's diff chart to its incident thread unless this intent's chart is there already.
+ * A Slack refusal (ok:false: uploads disabled, the scope missing, the channel gone) does not fail the step:
+ * the diff message carries the figures, so the refusal is recorded in the timeline and the run goes on.
+ * Anything else (a 5xx, a lost answer) fails the step, whose retry finds or finishes the upload.
+ */
+export async function uploadDiffChartOnce(clients: ChartClients, report: BackfillReport, diffIntent: string): Promise<void> {
+  const { backfill } = report;
+  const channel = backfill.incidentChannel;
+  if (!channel) return;
+  const intent = diffChartIntent(diffIntent);
+  const filename = diffChartFilename(backfill.id, diffIntent);
+  const threadTs = backfill.statusTs ?? undefined;
+  const earlier = await findMessageIntent(clients.pool, intent);
+  if (earlier?.ts) return;
+  if (earlier) {
+    const fileId = await findSharedFile(clients.client, channel, threadTs, filename);
+    if (fileId) {
+      await recordMessageDelivered(clients.pool, { intent, channel, ts: fileId, recovered: true });
+      return;
+    }
+  } else if (!(await insertMessageIntent(clients.pool, { intent, backfillId: backfill.id, channel }))) {
+    throw new Error(`another attempt is uploading ${intent} right now; this one stops and will be retried`);
+  }
+  const chart = await diffChartPng(report);
+  const file = {
+    channel_id: channel,
+    file: chart.png,
+    filename,
+    title: `Backfill #${backfill.id} diff chart`,
+    alt_text: chart.altText,
+    initial_comment: `Diff chart of backfill #${backfill.id}: per partition the total before and after; each signed figure against the corrected one.`,
+  };
+  let fileId: string;
+  try {
+    fileId = await upload(clients.poster, threadTs ? { ...file, thread_ts: threadTs } : file);
+  } catch (error) {
+    if (!answeredWithoutPosting(error)) throw error;
+    await forgetUndeliveredIntent(clients.pool, intent);
+    const slackError = slackPlatformError(error);
+    if (slackError === undefined) throw error;
+    await recordEvent(clients.pool, { backfillId: backfill.id, actor: 'backfill-bot', kind: 'undeliverable', detail: { what: 'diff chart', intent, channel, slackError } });
+    return;
+  }
+  await recordMessageDelivered(clients.pool, { intent, channel, ts: fileId, recovered: false });
+}
+
+/**
+ * filesUploadV2 through the posting client, waiting out 429s (Slack shared nothing) as Slack asks. The file id
+ * is nested one level deeper than the method's type suggests (node-slack-sdk #1803): files[0].files[0].id.
+ */
+async function upload(poster: WebClient, args: webApi.FilesUploadV2Arguments): Promise<string> {
+  for (let waits = 0; ; waits += 1) {
+    try {
+      const result = await poster.filesUploadV2(args);
+      const fileId = result.files[0]?.files?.[0]?.id;
+      if (!fileId) throw new Error('files.completeUploadExternal answered ok without a file id');
+      return fileId;
+    } catch (error) {
+      const retryAfter = rateLimitedFor(error);
+      if (retryAfter === undefined || waits >= RATE_LIMIT_WAITS) throw error;
+      await sleep(retryAfter * 1000);
+    }
+  }
+}
+
+/** The id of a file called `filename` shared in the thread (or, without one, the channel), if it is there. */
+async function findSharedFile(client: WebClient, channel: string, threadTs: string | undefined, filename: string): Promise<string | undefined> {
+  const page = threadTs
+    ? await client.conversations.replies({ channel, ts: threadTs, limit: HISTORY_LIMIT })
+    : await client.conversations.history({ channel, limit: HISTORY_LIMIT });
+  for (const message of page.messages ?? []) {
+    const file = message.files?.find((f) => f.name === filename);
+    if (file?.id) return file.id;
+  }
+  return undefined;
+}
+
+/** The Home tab, with the latest diff chart under the backfill log. */
+export async function homeWithLatestDiffChart(db: Queryable): Promise<types.HomeView> {
+  return withLatestDiffChart(await buildHome(db), await findLatestDiffChart(db));
+}
