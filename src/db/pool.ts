@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { logger } from '../log.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 
 export type Pool = pg.Pool;
@@ -35,7 +36,7 @@ export function createPool(databaseUrl: string, applicationName = 'backfill-bot'
   });
   // An idle client losing its connection must not take the process down; the next checkout reconnects.
   pool.on('error', (error) => {
-    console.error(`postgres: idle client error: ${error.message}`);
+    logger().warn({ err: error.message }, 'postgres: an idle client lost its connection');
   });
   const clients = new Set<pg.PoolClient>();
   openClients.set(pool, clients);
@@ -43,7 +44,7 @@ export function createPool(databaseUrl: string, applicationName = 'backfill-bot'
     clients.add(client);
     // A checked-out client whose connection dies between queries emits 'error' on itself, not on the pool:
     // without a listener that would end the process. The query in flight (or the next) fails and is retried.
-    client.on('error', (error) => console.error(`postgres: connection lost: ${error.message}`));
+    client.on('error', (error) => logger().warn({ err: error.message }, 'postgres: a connection was lost'));
   });
   pool.on('remove', (client) => clients.delete(client));
   return pool;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { logger } from '../../log.js';
 import {
   findBackfillRunFacts, insertEmissionIntent, recordEmissionResult, recordLineageEvent, type BackfillRunFacts, type EmittedEventType,
 } from '../../db/lineageEvents.js';
@@ -93,7 +94,7 @@ export async function emitRunEvents(ctx: EngineContext, backfillId: number): Pro
     if (!facts) return;
     for (const eventType of dueEvents(facts)) await emitOnce(ctx, url, facts, eventType);
   } catch (error) {
-    console.error(`lineage: run events of backfill #${backfillId}: ${describeError(error)}`);
+    (ctx.log ?? logger()).warn({ backfillId, err: describeError(error) }, 'lineage: the run events could not be sent');
   }
 }
 
