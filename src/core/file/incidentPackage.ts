@@ -110,16 +110,7 @@ export interface IncidentEvent {
 }
 
 /** What the backfill cost (src/core/file/costs.ts), as filed with its log row; durations in milliseconds. */
-export interface IncidentCost {
-  rowsRewritten: number;
-  partitions: number;
-  replays: number;
-  peopleTold: number;
-  ackWaitMs: number;
-  computeMs: number;
-  signedFiguresMoved: number;
-  filedAt: string;
-}
+export type IncidentCost = Omit<BackfillCost, 'filedAt'> & { filedAt: string };
 
 export interface IncidentPackage {
   format: typeof INCIDENT_PACKAGE_FORMAT;
