@@ -18,7 +18,8 @@ import { runOn } from '../processLifecycle.js';
 import { createSlackApp } from '../slack/app.js';
 import { ActionId, encodeButtonValue } from '../views/blocks.js';
 import { renderDiff } from '../views/text.js';
-import { OWNERS } from './constants.js';
+import { loadPeople } from '../db/people.js';
+import { DEMO_PEOPLE, OWNERS } from './constants.js';
 import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type TargetShape } from './seed.js';
 
 // npm run demo: the night-15 backfill end to end on the configured PostgreSQL and Redis, or on the embedded
@@ -80,7 +81,7 @@ async function runDemo(config: RunConfig, queueBackend: QueueBackend, target: Ta
     await seed(pool, target);
     const server = await bot.start(0);
     await converse(`http://127.0.0.1:${(server?.address() as AddressInfo).port}/slack/events`, slack, pool);
-    await show(slack, pool);
+    await show(slack, pool, Boolean(config.NO_COLOR));
   } finally {
     await bot.stop();
     await slack.close();
@@ -98,12 +99,15 @@ async function seed(pool: Pool, target: TargetShape): Promise<void> {
     : 'warehouse.orders is one plain table: each partition is published by rewrite (DELETE … RETURNING into the saved rows, INSERT … SELECT)');
 }
 
+/** The name Slack sends with each request, which the bot learns (backfill.people): the demo's names for its people. */
+const nameOf = (user: string): string | undefined => DEMO_PEOPLE.find((p) => p.slackId === user)?.name;
+
 /** The operator types in the incident channel; the owners press Acknowledge; the run goes to its end. */
 async function converse(events: string, slack: SlackEmulator, pool: Pool): Promise<void> {
   let typed = 0;
   const type = async (user: string, text: string) => {
     console.log(`<@${user}> in <#${INCIDENT}>: /backfill ${text}`);
-    await postSlashCommand(events, SECRET, { text, user_id: user, channel_id: INCIDENT, response_url: slack.responseUrl(`${user}-${Date.now()}`) });
+    await postSlashCommand(events, SECRET, { text, user_id: user, user_name: nameOf(user), channel_id: INCIDENT, response_url: slack.responseUrl(`${user}-${Date.now()}`) });
     await until(async () => slack.responses.length > 0 && slack.responses.length >= typed + 1, 'the reply');
     typed += 1;
   };
@@ -116,7 +120,7 @@ async function converse(events: string, slack: SlackEmulator, pool: Pool): Promi
   section('The owners acknowledge in their DMs (the demo presses the buttons for them)');
   for (const [owner, consumer] of [[OWNERS.settlementLead, 'settlement_report'], [OWNERS.payouts, 'payout_export']] as const) {
     console.log(`<@${owner}> presses Acknowledge on the ${consumer} announcement`);
-    await postBlockAction(events, SECRET, { user: owner, actionId: ActionId.Acknowledge, value: encodeButtonValue({ backfillId: 1, consumer }), responseUrl: slack.responseUrl() });
+    await postBlockAction(events, SECRET, { user: owner, userName: nameOf(owner), actionId: ActionId.Acknowledge, value: encodeButtonValue({ backfillId: 1, consumer }), responseUrl: slack.responseUrl() });
   }
   await until(async () => (await loadBackfillReport(pool, 1)).backfill.state === 'done', 'the backfill to finish');
   await until(async () => slack.callsTo('chat.postMessage').filter((c) => c.params.channel === INCIDENT).length >= 2, 'the diff message');
@@ -140,7 +144,7 @@ async function saveDiffChart(slack: SlackEmulator, backfillId: number): Promise<
 }
 
 /** What Slack showed, the jobs in the order they ran, and the backfill log row. */
-async function show(slack: SlackEmulator, pool: Pool): Promise<void> {
+async function show(slack: SlackEmulator, pool: Pool, noColour: boolean): Promise<void> {
   section('What Slack showed (the emulator\'s transcript)');
   console.log(slack.transcript());
 
@@ -153,7 +157,8 @@ async function show(slack: SlackEmulator, pool: Pool): Promise<void> {
 
   section('The backfill log row');
   const report = await loadBackfillReport(pool, 1);
-  console.log(renderDiff(report));
+  // People by the names they go by, as the CLI shows them; colour only on a terminal.
+  console.log(renderDiff(report, { people: await loadPeople(pool), colour: process.stdout.isTTY === true && !noColour }));
   console.log(`\nDiff chart: ${await saveDiffChart(slack, 1)}`);
   if (report.backfill.state !== 'done') throw new Error(`backfill ended ${report.backfill.state}: ${report.backfill.failure ?? ''}`);
 }

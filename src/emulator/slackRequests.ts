@@ -98,6 +98,8 @@ export async function postBlockAction(
   secret: string,
   payload: {
     user: string;
+    /** The name Slack sends with the press (the user's handle); their id in lower case when not given. */
+    userName?: string;
     actionId: string;
     value: string;
     blockId?: string;
@@ -113,17 +115,10 @@ export async function postBlockAction(
   const messageTs = payload.messageTs ?? '1764480000.000100';
   const blockId = payload.blockId ?? 'actions';
   const buttonText = { type: 'plain_text', text: payload.actionId, emoji: true };
-  const action = {
-    type: 'button',
-    action_id: payload.actionId,
-    block_id: blockId,
-    value: payload.value,
-    text: buttonText,
-    action_ts: actionTs(),
-  };
+  const action = { type: 'button', action_id: payload.actionId, block_id: blockId, value: payload.value, text: buttonText, action_ts: actionTs() };
   const json = {
     type: 'block_actions',
-    user: { id: payload.user, username: payload.user.toLowerCase(), name: payload.user.toLowerCase(), team_id: teamId },
+    user: { id: payload.user, username: payload.userName ?? payload.user.toLowerCase(), name: payload.userName ?? payload.user.toLowerCase(), team_id: teamId },
     api_app_id: TEST_API_APP_ID,
     token: LEGACY_TOKEN,
     container: { type: 'message', message_ts: messageTs, channel_id: channel, is_ephemeral: false },
