@@ -5,7 +5,7 @@ import type { Queryable } from './pool.js';
 // (src/db/lineage.ts is something else: a backfill's rollback generations.)
 
 export type LineageEventType = 'START' | 'RUNNING' | 'COMPLETE' | 'ABORT' | 'FAIL' | 'OTHER';
-export type EmittedEventType = 'START' | 'COMPLETE' | 'FAIL';
+export type EmittedEventType = 'START' | 'COMPLETE' | 'ABORT' | 'FAIL';
 export type ProposalState = 'proposed' | 'confirmed' | 'rejected';
 
 /** One read: a pipeline's partition hour, read at the event's time. */
@@ -196,13 +196,15 @@ export interface BackfillRunFacts {
   ranAt: Date | null;
   finishedAt: Date | null;
   failure: string | null;
+  /** Who stopped it, when an operator did. */
+  stoppedBy: string | null;
   hours: Date[];
 }
 
 export async function findBackfillRunFacts(db: Queryable, backfillId: number): Promise<BackfillRunFacts | undefined> {
   const { rows } = await db.query<BackfillRunFacts>(
     `SELECT b.id::int, b.pipeline, p.target_table AS "targetTable", b.state, b.announced_at AS "announcedAt", b.ran_at AS "ranAt",
-            b.finished_at AS "finishedAt", b.failure,
+            b.finished_at AS "finishedAt", b.failure, b.stopped_by AS "stoppedBy",
             coalesce((SELECT array_agg(t.partition_hour ORDER BY t.partition_hour) FROM backfill.backfill_targets t WHERE t.backfill_id = b.id), '{}') AS hours
      FROM backfill.backfills b JOIN backfill.pipelines p ON p.name = b.pipeline WHERE b.id = $1::bigint`, [backfillId]);
   return rows[0];

@@ -5,7 +5,10 @@ import { runUntilSettled } from '../../src/cli/runner.js';
 import { overrideGate } from '../../src/core/announce/gate.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { tick } from '../../src/core/engine/tick.js';
-import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
+import { rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
+import { startApproved } from '../../src/core/engine/dispatch.js';
+import { executeStep } from '../../src/core/engine/steps.js';
+import { listSteps } from '../../src/db/steps.js';
 import { backfillRunId, emitRunEvents } from '../../src/core/lineage/emit.js';
 import { parseRunEvent } from '../../src/core/lineage/runEvent.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
@@ -100,6 +103,25 @@ describe("the backfill's own runs as OpenLineage events", () => {
     } finally {
       await engine.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1 WHERE name = 'settlement_report'`, [original[0]?.retrigger]);
     }
+  });
+
+  it('POSTs START then ABORT when an operator stops a backfill that has started running, and nothing after', async () => {
+    const id = await night15();
+    // The announcements go out and the run starts; the operator stops it before any partition is staged.
+    for (const step of await listSteps(engine.ctx.pool, id)) {
+      if (step.kind === 'announce') await executeStep(engine.ctx, { backfillId: id, kind: step.kind, key: step.key });
+    }
+    expect(await startApproved(engine.ctx, id)).toEqual([id]);
+    await emitRunEvents(engine.ctx, id);
+    const stopped = await stopBackfill(engine.ctx, { backfillId: id, actor: OPERATOR, reason: 'wrong step version deployed' });
+    expect(stopped.state).toBe('stopped');
+    const runId = await runIdOf(id);
+    const events = receiver.received.filter((r) => r.event.run.runId === runId).map((r) => r.event);
+    expect(events.map((e) => e.eventType)).toEqual(['START', 'ABORT']);
+    expect(() => parseRunEvent(events[1])).not.toThrow();
+    expect(Date.parse(String(events[1]?.eventTime))).toBe(stopped.finishedAt?.getTime());
+    await emitRunEvents(engine.ctx, id);
+    expect(receiver.received.filter((r) => r.event.run.runId === runId)).toHaveLength(2);
   });
 
   it('a receiver that is down does not hold up the backfill: the failure is a timeline row, and nothing is retried', async () => {

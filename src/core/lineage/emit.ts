@@ -11,6 +11,7 @@ import { PARTITIONS_FACET, PARTITIONS_FACET_SCHEMA_URL } from './runEvent.js';
 //   START     once the backfill runs (ran_at is set)
 //   COMPLETE  once it is done (the compare step finished it)
 //   FAIL      once it failed after it had started running
+//   ABORT     once an operator stopped it after it had started running (a rollback afterwards sends nothing more)
 // Job: namespace `backfill-bot`, name `backfill.<pipeline>`. Run id: a UUID (version 5) derived from the backfill's
 // id and announced_at, so every process names the same run alike and another database's backfill #1 differs.
 // Output: the pipeline's table with the backfillPartitions facet (the hours the backfill rewrites).
@@ -42,6 +43,8 @@ export function dueEvents(facts: BackfillRunFacts): EmittedEventType[] {
   if (!facts.ranAt) return [];
   if (facts.state === 'done') return ['START', 'COMPLETE'];
   if (facts.state === 'failed') return ['START', 'FAIL'];
+  // Stopped, and whatever a rollback of it made of it since: the run was cut short by an operator.
+  if (facts.stoppedBy !== null) return ['START', 'ABORT'];
   return ['START'];
 }
 

@@ -1,4 +1,5 @@
 import { fenceBackfillRun, findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../../db/backfills.js';
+import { emitRunEvents } from '../lineage/emit.js';
 import { recordEvent } from '../../db/events.js';
 import { findRowsSaved, listLaterGenerations, markGenerationRolledBack } from '../../db/lineage.js';
 import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
@@ -27,6 +28,13 @@ import { formatHour, formatHourRange } from '../time.js';
  */
 export async function stopBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason: string }): Promise<BackfillRow> {
   if (!input.reason.trim()) throw new BackfillError(ErrorCode.BadInput, 'A stop needs a reason, e.g. "wrong step version deployed": the incident timeline keeps it.');
+  const stopped = await fenceAndStop(ctx, input);
+  // After the commit: a run that had started ends with ABORT for the lineage server. Never throws.
+  await emitRunEvents(ctx, stopped.id);
+  return stopped;
+}
+
+async function fenceAndStop(ctx: EngineContext, input: { backfillId: number; actor: string; reason: string }): Promise<BackfillRow> {
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     const moved = await transition(tx, {
