@@ -10,7 +10,8 @@ export type EventKind =
   | 'signed' | 'signer_added' | 'signer_removed' | 'caught_up' | 'stale_readers_told' | 'package_uploaded'
   | 'staged' | 'unavailable' | 'paused' | 'continued' | 'stopped' | 'write_fenced' | 'rolled_back'
   | 'capacity_approved' | 'late_rows_kept' | 'delegate_added' | 'delegate_removed'
-  | 'claim_lost' | 'step_blocked' | 'undeliverable' | 'sized' | 'pruned' | 'catalog_applied';
+  | 'claim_lost' | 'step_blocked' | 'undeliverable' | 'sized' | 'pruned' | 'catalog_applied'
+  | 'lineage_proposed' | 'lineage_confirmed' | 'lineage_rejected' | 'lineage_emitted' | 'lineage_emit_failed';
 
 export interface TimelineEvent {
   id: number;

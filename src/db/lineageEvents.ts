@@ -175,17 +175,6 @@ export async function findConsumerOwner(db: Queryable, name: string): Promise<st
   return rows[0]?.owner;
 }
 
-/**
- * A timeline row of lineage (a proposal, a decision, an emitted event). Its own insert rather than recordEvent,
- * whose kinds are the backfill procedure's; the columns are the same, so the timeline shows both.
- */
-export async function recordLineageEvent(db: Queryable, event: { backfillId?: number | null; actor: string; kind: LineageEventKind; detail: Record<string, unknown> }): Promise<void> {
-  await db.query('INSERT INTO backfill.events (backfill_id, actor, kind, detail) VALUES ($1::bigint, $2::text, $3::text, $4::jsonb)',
-    [event.backfillId ?? null, event.actor, event.kind, JSON.stringify(event.detail)]);
-}
-
-export type LineageEventKind = 'lineage_proposed' | 'lineage_confirmed' | 'lineage_rejected' | 'lineage_emitted' | 'lineage_emit_failed';
-
 /** What a backfill's run events are made of. */
 export interface BackfillRunFacts {
   id: number;

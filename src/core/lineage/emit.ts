@@ -1,7 +1,8 @@
+import { recordEvent } from '../../db/events.js';
 import { createHash } from 'node:crypto';
 import { logger } from '../../log.js';
 import {
-  findBackfillRunFacts, insertEmissionIntent, recordEmissionResult, recordLineageEvent, type BackfillRunFacts, type EmittedEventType,
+  findBackfillRunFacts, insertEmissionIntent, recordEmissionResult, type BackfillRunFacts, type EmittedEventType,
 } from '../../db/lineageEvents.js';
 import { describeError } from '../../errors.js';
 import type { EngineContext } from '../context.js';
@@ -107,7 +108,7 @@ async function emitOnce(ctx: EngineContext, url: string, facts: BackfillRunFacts
   const event = backfillRunEvent(facts, eventType, datasetNamespace(ctx.config.DATABASE_URL));
   const result = await post(url, event, ctx.config.WEBHOOK_TIMEOUT_MS, ctx.config.OPENLINEAGE_API_KEY);
   await recordEmissionResult(ctx.pool, facts.id, eventType, result);
-  await recordLineageEvent(ctx.pool, {
+  await recordEvent(ctx.pool, {
     backfillId: facts.id, actor: JOB_NAMESPACE, kind: result.error ? 'lineage_emit_failed' : 'lineage_emitted',
     detail: { eventType, runId, url: new URL(url).origin, ...(result.status ? { status: result.status } : {}), ...(result.error ? { error: result.error } : {}) },
   });

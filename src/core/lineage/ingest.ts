@@ -1,5 +1,6 @@
+import { recordEvent } from '../../db/events.js';
 import {
-  findJobConsumer, insertPendingReads, insertReads, insertSeenEvent, listPipelineTables, lockOrCreateProposal, recordLineageEvent,
+  findJobConsumer, insertPendingReads, insertReads, insertSeenEvent, listPipelineTables, lockOrCreateProposal,
   recordSeenOutcome, type LineageRead,
 } from '../../db/lineageEvents.js';
 import { withTransaction, type PoolClient } from '../../db/pool.js';
@@ -68,7 +69,7 @@ async function recordReads(tx: PoolClient, event: RunEvent, reads: LineageRead[]
   const pending = await insertPendingReads(tx, proposal.id, reads);
   await recordSeenOutcome(tx, event.run.runId, eventType, 'pending', pending);
   if (proposal.created) {
-    await recordLineageEvent(tx, { actor: ACTOR, kind: 'lineage_proposed', detail: { proposal: proposal.id, ...job, runId: event.run.runId } });
+    await recordEvent(tx, { actor: ACTOR, kind: 'lineage_proposed', detail: { proposal: proposal.id, ...job, runId: event.run.runId } });
   }
   return { kind: 'pending', proposalId: proposal.id, created: proposal.created, reads: pending };
 }

@@ -1,6 +1,7 @@
+import { recordEvent } from '../../db/events.js';
 import {
   dropPendingReads, findConsumerOwner, findProposal, insertJobMapping, insertLineageConsumer, listOpenProposals, movePendingReads,
-  recordLineageEvent, recordProposalDecision, type LineageProposal,
+  recordProposalDecision, type LineageProposal,
 } from '../../db/lineageEvents.js';
 import { withTransaction, type PoolClient } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -55,7 +56,7 @@ export async function decideProposal(ctx: EngineContext, actor: string, decision
     if (decision.action === 'reject') return reject(tx, actor, proposal, decision.reason);
     const target = decision.action === 'map' ? await existingConsumer(tx, decision.consumer) : await newConsumer(tx, proposal, decision);
     const kind = decision.action === 'map' ? 'mapped to' : 'registered as';
-    await recordLineageEvent(tx, { actor, kind: 'lineage_confirmed', detail: { proposal: proposal.id, jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, consumer: target.name, owner: target.owner, how: kind } });
+    await recordEvent(tx, { actor, kind: 'lineage_confirmed', detail: { proposal: proposal.id, jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, consumer: target.name, owner: target.owner, how: kind } });
     if (decision.action === 'create') await insertLineageConsumer(tx, { name: target.name, kind: decision.consumerKind, owner: target.owner, retrigger: LINEAGE_RETRIGGER });
     await insertJobMapping(tx, { jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, consumer: target.name, confirmedBy: actor });
     await recordProposalDecision(tx, { id: proposal.id, state: 'confirmed', consumer: target.name, decidedBy: actor, note: null });
@@ -65,7 +66,7 @@ export async function decideProposal(ctx: EngineContext, actor: string, decision
 }
 
 async function reject(tx: PoolClient, actor: string, proposal: LineageProposal, reason: string | undefined): Promise<DecisionResult> {
-  await recordLineageEvent(tx, { actor, kind: 'lineage_rejected', detail: { proposal: proposal.id, jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, reason: reason ?? null } });
+  await recordEvent(tx, { actor, kind: 'lineage_rejected', detail: { proposal: proposal.id, jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, reason: reason ?? null } });
   await recordProposalDecision(tx, { id: proposal.id, state: 'rejected', consumer: null, decidedBy: actor, note: reason ?? null });
   const dropped = await dropPendingReads(tx, proposal.id);
   return { proposal, action: 'reject', consumer: null, owner: null, reads: 0, dropped };
