@@ -15,6 +15,11 @@ export interface CatalogPipelineRow {
   estimateSql: string | null;
   sourceShardsSql: string;
   shardsExpected: number;
+  /**
+   * The watermark as 2026-11-14T23:00Z: stored, the pipeline's current one (null when it has none); wanted, the
+   * file's starting hour (src/core/catalog/plan.ts says when it applies).
+   */
+  watermark: string | null;
 }
 
 export interface CatalogConsumerRow {
@@ -52,8 +57,9 @@ export async function readCatalogRows(db: Queryable): Promise<CatalogRows> {
   const pipelines = await db.query<CatalogPipelineRow>(
     `SELECT name, target_table AS "targetTable", partition_column AS "partitionColumn", key_columns AS "keyColumns",
             measure_column AS "measureColumn", step_sql AS "stepSql", estimate_sql AS "estimateSql",
-            source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected"
-     FROM backfill.pipelines ORDER BY name`);
+            source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected",
+            to_char(w.processed_through AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"') AS watermark
+     FROM backfill.pipelines p LEFT JOIN backfill.watermarks w ON w.pipeline = p.name ORDER BY name`);
   const consumers = await db.query<CatalogConsumerRow>(
     `SELECT c.name, c.kind, c.owner, c.pipeline, c.notify_rule AS "notifyRule", c.explicit_rank AS "explicitRank",
             coalesce((SELECT array_agg(d.depends_on ORDER BY d.depends_on) FROM backfill.consumer_dependencies d WHERE d.consumer = c.name), '{}') AS "dependsOn",
@@ -145,9 +151,13 @@ export async function deleteConsumerUnlessReferenced(tx: Queryable, name: string
   return deleteUnlessReferenced(tx, 'DELETE FROM backfill.consumers WHERE name = $1::text', name);
 }
 
-/** As deleteConsumerUnlessReferenced, for a pipeline (its watermark, partition log and backfills refer to it). */
+/**
+ * As deleteConsumerUnlessReferenced, for a pipeline (its partition log and backfills refer to it). Its watermark
+ * goes with it: without a built partition it is only the starting hour the catalog gave, not a record.
+ */
 export async function deletePipelineUnlessReferenced(tx: Queryable, name: string): Promise<{ deleted: true } | { deleted: false; referencedBy: string }> {
-  return deleteUnlessReferenced(tx, 'DELETE FROM backfill.pipelines WHERE name = $1::text', name);
+  return deleteUnlessReferenced(tx,
+    `WITH watermark AS (DELETE FROM backfill.watermarks WHERE pipeline = $1::text) DELETE FROM backfill.pipelines WHERE name = $1::text`, name);
 }
 
 const FOREIGN_KEY_VIOLATION = '23503';

@@ -38,12 +38,3 @@ export async function requirePipeline(db: Queryable, name: string): Promise<Pipe
   throw new BackfillError(ErrorCode.UnknownPipeline,
     `There is no pipeline called "${name}". Known pipelines: ${known.length ? known.join(', ') : '(none registered)'}.`);
 }
-
-export async function insertPipeline(db: Queryable, pipeline: Pipeline): Promise<void> {
-  await db.query(
-    `INSERT INTO backfill.pipelines (name, target_table, partition_column, key_columns, measure_column, step_sql,
-                                     source_shards_sql, shards_expected, estimate_sql)
-     VALUES ($1::text, $2::text, $3::text, $4::text[], $5::text, $6::text, $7::text, $8::int, $9::text)`,
-    [pipeline.name, pipeline.targetTable, pipeline.partitionColumn, pipeline.keyColumns, pipeline.measureColumn,
-      pipeline.stepSql, pipeline.sourceShardsSql, pipeline.shardsExpected, pipeline.estimateSql ?? null]);
-}

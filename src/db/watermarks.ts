@@ -29,3 +29,11 @@ export async function updateWatermark(tx: Queryable, pipeline: string, processed
     `UPDATE backfill.watermarks SET processed_through = $2::timestamptz, updated_at = now(), updated_by = $3::text WHERE pipeline = $1::text`,
     [pipeline, processedThrough, updatedBy]);
 }
+
+/** A pipeline's first watermark; one it already has is kept (the normal run or a backfill owns it from then on). */
+export async function insertWatermarkIfNone(tx: Queryable, pipeline: string, processedThrough: string, updatedBy: string): Promise<void> {
+  await tx.query(
+    `INSERT INTO backfill.watermarks (pipeline, processed_through, updated_at, updated_by) VALUES ($1::text, $2::timestamptz, now(), $3::text)
+     ON CONFLICT (pipeline) DO NOTHING`,
+    [pipeline, processedThrough, updatedBy]);
+}

@@ -9,7 +9,11 @@ import { parseDocument, stringify } from 'yaml';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { applyCatalog, planCatalog } from '../../src/core/catalog/apply.js';
 import { parseCatalogText, type Catalog } from '../../src/core/catalog/schema.js';
+import { tick } from '../../src/core/engine/tick.js';
+import { identifyTargets } from '../../src/core/identify/identify.js';
+import { parseTargetSpec } from '../../src/core/time.js';
 import { readCatalogRows } from '../../src/db/catalog.js';
+import { requirePipeline } from '../../src/db/pipelines.js';
 import { STEP_SQL_V2 } from '../../src/demo/constants.js';
 import { readDemoCatalog } from '../../src/demo/seed.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
@@ -222,5 +226,79 @@ describe('the catalog as code', () => {
     expect(applied.code).toBe(0);
     expect(applied.out).toContain('Applied ' + file + ': 0 added, 1 changed, 0 removed.');
     expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.consumers WHERE name = 'marketing_weekly' AND owner = 'U07GROWTH'`)).toBe(1);
+  });
+});
+
+describe('a pipeline the catalog adds', () => {
+  let engine: TestEngine;
+  beforeAll(async () => {
+    engine = await createTestEngine();
+    // A warehouse table of its own, with three whole hours of source landed for 1 December.
+    await engine.ctx.pool.query(`
+      CREATE TABLE warehouse.refunds_raw (event_hour timestamptz NOT NULL, refund_id int NOT NULL, amount numeric(18,2) NOT NULL);
+      CREATE TABLE warehouse.refunds (partition_hour timestamptz NOT NULL, refund_id int NOT NULL, amount numeric(18,2) NOT NULL);
+      INSERT INTO warehouse.refunds_raw SELECT '2026-12-01T00:00Z'::timestamptz + h * interval '1 hour', h * 10 + n, n FROM generate_series(0, 2) h, generate_series(1, 4) n;`);
+  });
+  afterAll(async () => engine.close());
+
+  const refunds = (name: string, watermark?: string) => ({
+    name, target_table: 'warehouse.refunds', key_columns: ['refund_id'], measure_column: 'amount',
+    step_sql: 'INSERT INTO warehouse.refunds (partition_hour, refund_id, amount) SELECT event_hour, refund_id, amount FROM warehouse.refunds_raw WHERE event_hour = $1::timestamptz',
+    source_shards_sql: 'SELECT count(*) > 0 FROM warehouse.refunds_raw WHERE event_hour = $1::timestamptz',
+    ...(watermark ? { watermark } : {}),
+  }) as Catalog['pipelines'][number];
+  const withPipeline = async (...pipelines: Catalog['pipelines']) => {
+    const document = await demoDocument();
+    document.pipelines.push(...pipelines);
+    return asInput(document);
+  };
+  const watermarkOf = async (pipeline: string) => (await engine.ctx.pool.query(
+    'SELECT processed_through, updated_by FROM backfill.watermarks WHERE pipeline = $1', [pipeline])).rows;
+
+  it('starts at the watermark the file declares, in the same apply: the normal run ticks it and a range of its built hours is identified', async () => {
+    const applied = await applyCatalog(engine.ctx.pool, await withPipeline(refunds('refunds', '2026-11-30T23:00Z')), OPERATOR);
+    expect(applied.changes).toEqual([{ action: 'add', entity: 'pipeline', name: 'refunds' }]);
+    expect(await watermarkOf('refunds')).toEqual([{ processed_through: new Date('2026-11-30T23:00Z'), updated_by: `${OPERATOR} (catalog)` }]);
+
+    const ticked = await tick(engine.ctx, { pipeline: 'refunds', actor: 'hourly', until: new Date('2026-12-01T02:00Z') });
+    expect(ticked.processed).toEqual(['00', '01', '02'].map((hour) => new Date(`2026-12-01T${hour}:00Z`)));
+    expect(ticked.watermark).toEqual(new Date('2026-12-01T02:00Z'));
+    expect(await countRows(engine.ctx, 'SELECT 1 FROM warehouse.refunds')).toBe(12);
+    const identified = await identifyTargets(engine.ctx.pool, await requirePipeline(engine.ctx.pool, 'refunds'),
+      parseTargetSpec('2026-12-01T00:00..2026-12-01T01:00'), { maxPartitions: 24 });
+    expect(identified).toMatchObject({ watermarkBefore: new Date('2026-12-01T02:00Z'), watermarkResetTo: new Date('2026-11-30T23:00Z') });
+    expect(identified.hours).toHaveLength(2);
+
+    // From here the run owns the watermark: the file's starting hour is no difference and never moves it back.
+    const again = await withPipeline(refunds('refunds', '2026-11-01T00:00Z'));
+    expect((await applyCatalog(engine.ctx.pool, again, OPERATOR)).changes).toEqual([]);
+    expect((await watermarkOf('refunds'))[0]?.processed_through).toEqual(new Date('2026-12-01T02:00Z'));
+  });
+
+  it('without one the run says how to start it; declaring it later is a change the plan shows, and an unbuilt pipeline can still be removed', async () => {
+    const built = refunds('refunds', '2026-11-30T23:00Z');
+    await applyCatalog(engine.ctx.pool, await withPipeline(built, refunds('returns')), OPERATOR);
+    const idle = await tick(engine.ctx, { pipeline: 'returns', actor: 'hourly' });
+    expect(idle).toMatchObject({ processed: [], watermark: null });
+    expect(idle.stoppedBecause).toBe('no watermark for returns yet: give it one in the catalog file (watermark: <the last hour already correct>) and apply it');
+
+    const declared = await withPipeline(built, refunds('returns', '2026-12-01 01:00'));
+    const plan = await planCatalog(engine.ctx.pool, declared, OPERATOR);
+    expect(plan.changes).toEqual([{ action: 'change', entity: 'pipeline', name: 'returns', fields: [{ field: 'watermark', before: null, after: '2026-12-01T01:00Z' }] }]);
+    expect(renderCatalogPlan(plan)).toContain('~ pipeline returns\n    watermark: (none) → "2026-12-01T01:00Z"');
+    await applyCatalog(engine.ctx.pool, declared, OPERATOR);
+    expect(await watermarkOf('returns')).toEqual([{ processed_through: new Date('2026-12-01T01:00Z'), updated_by: `${OPERATOR} (catalog)` }]);
+
+    // Its watermark is where it would start, not a record: it goes with the pipeline while nothing was built.
+    const removed = await applyCatalog(engine.ctx.pool, await withPipeline(built), OPERATOR);
+    expect(removed.changes).toEqual([{ action: 'remove', entity: 'pipeline', name: 'returns' }]);
+    expect(await watermarkOf('returns')).toEqual([]);
+  });
+
+  it('refuses a watermark that is not a whole hour, saying how to write one', async () => {
+    const document = await demoDocument();
+    document.pipelines.push(refunds('refunds', '2026-11-30T23:30'));
+    expect(() => parseCatalogText(stringify(document), 'catalog.yml')).toThrow(
+      'pipelines[1] (refunds).watermark: "2026-11-30T23:30" is not a whole UTC hour: write it as 2026-11-14T23:00Z');
   });
 });

@@ -4,6 +4,7 @@ import {
 } from '../../db/catalog.js';
 import { recordEvent } from '../../db/events.js';
 import { withClient, withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
+import { insertWatermarkIfNone } from '../../db/watermarks.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { ACTIVE_STATES } from '../engine/stateMachine.js';
 import { catalogRows, diffCatalog, type CatalogChange, type CatalogPlan } from './plan.js';
@@ -52,7 +53,7 @@ async function removeUnreferenced(tx: PoolClient, consumers: string[], pipelines
   }
   for (const name of pipelines) {
     const outcome = await deletePipelineUnlessReferenced(tx, name);
-    if (!outcome.deleted) refusals.push(`pipeline ${name} cannot be removed: ${outcome.referencedBy} still refers to it (its watermark, partition log and backfills are its record); keep it in the file`);
+    if (!outcome.deleted) refusals.push(`pipeline ${name} cannot be removed: ${outcome.referencedBy} still refers to it (its partition log and backfills are its record); keep it in the file`);
   }
   return refusals;
 }
@@ -61,7 +62,12 @@ async function removeUnreferenced(tx: PoolClient, consumers: string[], pipelines
 async function writeDifference(tx: PoolClient, wanted: CatalogRows, plan: CatalogPlan, actor: string): Promise<string[]> {
   const touched = (entity: CatalogChange['entity']) => new Set([...namesOf(plan.changes, entity, 'add'), ...namesOf(plan.changes, entity, 'change')]);
   const pipelines = touched('pipeline');
-  for (const pipeline of wanted.pipelines) if (pipelines.has(pipeline.name)) await upsertCatalogPipeline(tx, pipeline);
+  for (const pipeline of wanted.pipelines) {
+    if (!pipelines.has(pipeline.name)) continue;
+    await upsertCatalogPipeline(tx, pipeline);
+    // In the same transaction as the row, so the normal run can start the moment the pipeline exists.
+    if (pipeline.watermark !== null) await insertWatermarkIfNone(tx, pipeline.name, pipeline.watermark, `${actor} (catalog)`);
+  }
   const consumers = touched('consumer');
   for (const consumer of wanted.consumers) if (consumers.has(consumer.name)) await upsertCatalogConsumer(tx, consumer);
   if (consumers.size > 0) {

@@ -30,7 +30,7 @@ export function pipelineRow(pipeline: CatalogPipeline): CatalogPipelineRow {
   return {
     name: pipeline.name, targetTable: pipeline.target_table, partitionColumn: pipeline.partition_column, keyColumns: pipeline.key_columns,
     measureColumn: pipeline.measure_column, stepSql: pipeline.step_sql, estimateSql: pipeline.estimate_sql,
-    sourceShardsSql: pipeline.source_shards_sql, shardsExpected: pipeline.shards_expected,
+    sourceShardsSql: pipeline.source_shards_sql, shardsExpected: pipeline.shards_expected, watermark: pipeline.watermark,
   };
 }
 
@@ -54,6 +54,7 @@ export function catalogRows(catalog: Catalog): CatalogRows {
 const PIPELINE_FIELDS: Record<Exclude<keyof CatalogPipelineRow, 'name'>, string> = {
   targetTable: 'target_table', partitionColumn: 'partition_column', keyColumns: 'key_columns', measureColumn: 'measure_column',
   stepSql: 'step_sql', estimateSql: 'estimate_sql', sourceShardsSql: 'source_shards_sql', shardsExpected: 'shards_expected',
+  watermark: 'watermark',
 };
 const CONSUMER_FIELDS: Record<Exclude<keyof CatalogConsumerRow, 'name'>, string> = {
   kind: 'kind', owner: 'owner', pipeline: 'pipeline', notifyRule: 'rule', explicitRank: 'rank', dependsOn: 'depends_on',
@@ -99,12 +100,22 @@ function signerKey(row: CatalogSignerRow): string {
   return `${row.report}: ${row.signer}`;
 }
 
+/**
+ * The file's watermark is where a pipeline starts, not where it is: once the pipeline has one, the normal run
+ * and backfills move it every hour, and a file that set it again would make the run redo or skip hours
+ * silently. So it is a difference only while the pipeline has none (added, or added before it was declared).
+ */
+function startingWatermarks(stored: readonly CatalogPipelineRow[], wanted: readonly CatalogPipelineRow[]): CatalogPipelineRow[] {
+  const current = new Map(stored.map((row) => [row.name, row.watermark]));
+  return wanted.map((row) => ({ ...row, watermark: current.get(row.name) ?? row.watermark }));
+}
+
 /** Every difference between what the database holds and what the file declares: pipelines, consumers, signers, each by name. */
 export function diffCatalog(stored: CatalogRows, wanted: CatalogRows, source: string): CatalogPlan {
   const storedSigners = new Set(stored.signers.map(signerKey));
   const wantedSigners = new Set(wanted.signers.map(signerKey));
   const changes = [
-    ...diffNamed('pipeline', PIPELINE_FIELDS, stored.pipelines, wanted.pipelines),
+    ...diffNamed('pipeline', PIPELINE_FIELDS, stored.pipelines, startingWatermarks(stored.pipelines, wanted.pipelines)),
     ...diffNamed('consumer', CONSUMER_FIELDS, stored.consumers, wanted.consumers),
     ...[...wantedSigners].filter((key) => !storedSigners.has(key)).map((name): CatalogChange => ({ action: 'add', entity: 'signer', name })),
     ...[...storedSigners].filter((key) => !wantedSigners.has(key)).map((name): CatalogChange => ({ action: 'remove', entity: 'signer', name })),

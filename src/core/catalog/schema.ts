@@ -2,6 +2,7 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { RETRIGGER_SHAPES, retriggerSchema } from '../retrigger/retrigger.js';
+import { parseHour } from '../time.js';
 
 // The catalog file: the pipelines, their consumers (owner, kind, dependencies, rule, re-trigger) and who signs
 // which report, as YAML an engineer reviews in a pull request. Its fields are the database's columns
@@ -15,6 +16,20 @@ export const SLACK_USER_RULE = 'a Slack member id, U… or W… (e.g. U07SETTLE;
 const slackUser = z.string().regex(/^[UW][A-Z0-9]{2,}$/, `is not a Slack user id: write ${SLACK_USER_RULE}`);
 const sql = z.string().trim().min(1, 'is empty: write the SQL');
 
+/** An hour as the file writes it, kept as one spelling (2026-11-14T23:00Z) so the plan compares like with like. */
+function isoHour(hour: Date): string {
+  return `${hour.toISOString().slice(0, 13)}:00Z`;
+}
+
+const hour = z.string().transform((text, ctx) => {
+  try {
+    return isoHour(parseHour(text));
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'is not a whole UTC hour: write it as 2026-11-14T23:00Z' });
+    return z.NEVER;
+  }
+});
+
 export const catalogPipelineSchema = z.strictObject({
   name,
   target_table: z.string().regex(/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/, 'is not a schema-qualified table: write schema.table, e.g. warehouse.orders'),
@@ -27,6 +42,11 @@ export const catalogPipelineSchema = z.strictObject({
   estimate_sql: sql.nullable().default(null),
   source_shards_sql: sql,
   shards_expected: z.number().int().positive().default(1),
+  /**
+   * The last hour already correct in the table: the normal run starts with the hour after it. Only a start:
+   * apply writes it when the pipeline has no watermark yet, and after that the run and backfills move it.
+   */
+  watermark: hour.nullable().default(null),
 });
 
 export const catalogConsumerSchema = z.strictObject({

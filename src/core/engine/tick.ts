@@ -36,7 +36,8 @@ export async function tick(ctx: EngineContext, input: { pipeline: string; actor:
   for (let n = 0; n < (input.maxHours ?? 24 * 366); n += 1) {
     const step = await withTransaction(ctx.pool, async (tx) => {
       const current = await lockWatermark(tx, pipeline.name);
-      if (!current) return { stop: `no watermark for ${pipeline.name} yet`, watermark: null };
+      // Where a pipeline starts is the operator's to say, not a guess: an hour too early rebuilds history, too late skips it.
+      if (!current) return { stop: `no watermark for ${pipeline.name} yet: give it one in the catalog file (watermark: <the last hour already correct>) and apply it`, watermark: null };
       const next = new Date(current.getTime() + HOUR_MS);
       if (input.until && next > input.until) return { stop: `reached ${formatHour(input.until)}`, watermark: current };
       const shards = await sourceShards(tx, pipeline, next);
