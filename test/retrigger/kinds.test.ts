@@ -2,19 +2,24 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Worker } from 'bullmq';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { overrideGate } from '../../src/core/announce/gate.js';
 import { startBackfill } from '../../src/core/announce/start.js';
+import type { StepContext } from '../../src/core/engine/steps.js';
+import type { BackfillReport } from '../../src/core/file/status.js';
 import { tick } from '../../src/core/engine/tick.js';
+import type { ReplayJobs, ReplayJobTarget } from '../../src/core/retrigger/retrigger.js';
 import { createQueue, createWorker } from '../../src/queue/connection.js';
-import { replayBackendOf } from '../../src/queue/replayJobs.js';
+import { BullmqReplayJobs, replayBackendOf } from '../../src/queue/replayJobs.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 
 // The re-trigger kinds people run today, each in a real backfill of night 15 through the real worker: the
 // settlement report through an orchestrator's REST API (a receiver on loopback that starts runs, dedupes them
 // by idempotency key and reports their state), then the payout export, which depends on it, as a job on a
-// BullMQ queue of its own, processed by a worker of the test's own on the consumer's own prefix.
+// BullMQ queue of its own, processed by a worker of the test's own on the consumer's own prefix. Then the
+// export's job failing on that worker, and the job no worker takes: each on a queue of its own, so no test's
+// worker sees another's jobs.
 
 const OPERATOR = 'U07ONCALL';
 const TOKEN = 'orchestrator-token-for-tests';
@@ -26,6 +31,36 @@ interface Orchestrator {
   posts: { key: string; authorization: string; body: { conf: { backfill_id: number; consumer: string; partitions: string[] } } }[];
   /** The runs it started, by idempotency key. */
   runs: Map<string, { id: string; polls: number }>;
+}
+
+/**
+ * The project's own ReplayJobs, recording each add and what it answered; with `loseFirstLook`, the first look
+ * at a job's state throws as a dropped connection to the consumer's queue would, which the step retries.
+ */
+class RecordingReplayJobs implements ReplayJobs {
+  readonly adds: { jobId: string; added: boolean }[] = [];
+  private looks = 0;
+  private readonly real: BullmqReplayJobs;
+
+  constructor(config: TestEngine['ctx']['config'], private readonly loseFirstLook: boolean) {
+    this.real = new BullmqReplayJobs(config);
+  }
+
+  async add(target: ReplayJobTarget, job: { name: string; jobId: string; data: Record<string, unknown> }): Promise<{ added: boolean }> {
+    const result = await this.real.add(target, job);
+    this.adds.push({ jobId: job.jobId, added: result.added });
+    return result;
+  }
+
+  async state(target: ReplayJobTarget, jobId: string): ReturnType<ReplayJobs['state']> {
+    this.looks += 1;
+    if (this.loseFirstLook && this.looks === 1) throw new Error('Connection is closed.');
+    return this.real.state(target, jobId);
+  }
+
+  close(): Promise<void> {
+    return this.real.close();
+  }
 }
 
 /** An orchestrator: POST starts a run (the same key gives the same run), GET says running, then `end`. */
@@ -63,8 +98,13 @@ describe('re-trigger kinds: an orchestrator REST API and a BullMQ queue', () => 
   let consumerWorker: Worker | undefined;
   const prefix = `exports-${randomBytes(4).toString('hex')}`;
   const target = { queue: 'payout-exports', connection: 'default', prefix };
+  // The export's queue in the failure tests: one its worker fails the job on, one no worker listens on.
+  const failingQueue = 'payout-exports-failing';
+  const idleQueue = 'payout-exports-idle';
 
-  beforeAll(async () => {
+  // A database of its own for each test: a failed backfill keeps holding night 15 until it is rolled back, and
+  // the next test starts night 15 again. Its backfill ids start again too, so the consumers' queues are emptied.
+  beforeEach(async () => {
     engine = await createTestEngine('month-end', { JOB_ATTEMPTS: '3', RETRIGGER_SECRET_ORCH_TOKEN: TOKEN });
   });
   afterEach(async () => {
@@ -72,36 +112,66 @@ describe('re-trigger kinds: an orchestrator REST API and a BullMQ queue', () => 
     consumerWorker = undefined;
     if (orchestrator) await new Promise((resolve) => orchestrator?.server.close(resolve));
     orchestrator = undefined;
-  });
-  afterAll(async () => {
-    const queue = createQueue(replayBackendOf(engine.ctx.config, target), target.queue);
-    await queue.obliterate({ force: true });
-    await queue.close();
+    for (const name of [target.queue, failingQueue, idleQueue]) {
+      const queue = createQueue(replayBackendOf(engine.ctx.config, target), name);
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
     await engine.close();
   });
 
   /** settlement_report by REST (waiting for the run's end), payout_export by a job on its own queue (waiting too). */
-  async function configureConsumers(url: string): Promise<void> {
+  async function configureConsumers(url: string, exports: { queue: string; timeoutMs: number } = { queue: target.queue, timeoutMs: 60_000 }): Promise<void> {
     await engine.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1 WHERE name = 'settlement_report'`, [{
       kind: 'rest', url: `${url}/api/dags/settlement/runs`, headers: { Authorization: { env: 'RETRIGGER_SECRET_ORCH_TOKEN' } },
       status: { url: `${url}/runs/{{run_id}}`, field: 'data.state', success: ['success'], failure: ['failed'], runIdField: 'id', pollMs: 20, timeoutMs: 60_000 },
     }]);
     await engine.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1 WHERE name = 'payout_export'`, [{
-      kind: 'bullmq', queue: target.queue, jobName: 'rebuild-payouts', connection: 'default', prefix, wait: true, pollMs: 20, timeoutMs: 60_000,
+      kind: 'bullmq', queue: exports.queue, jobName: 'rebuild-payouts', connection: 'default', prefix, wait: true, pollMs: 20, timeoutMs: exports.timeoutMs,
     }]);
   }
 
-  async function startConsumerWorker(log: string[], jobs: { id: string | undefined; name: string; data: unknown }[]): Promise<void> {
-    consumerWorker = createWorker(replayBackendOf(engine.ctx.config, target), target.queue, async (job) => {
+  /** The consumer's worker; with `failWith`, every job it takes fails with that reason. */
+  async function startConsumerWorker(log: string[], jobs: { id: string | undefined; name: string; data: unknown }[], queue = target.queue, failWith?: string): Promise<void> {
+    consumerWorker = createWorker(replayBackendOf(engine.ctx.config, target), queue, async (job) => {
       log.push(`job ran: ${String(job.data.consumer)}`);
       jobs.push({ id: job.id, name: job.name, data: job.data });
+      if (failWith !== undefined) throw new Error(failWith);
       return 'rebuilt';
     }, { concurrency: 1 });
     await consumerWorker.waitUntilReady();
   }
 
+  /** Every job in one of the consumer's queues, whatever its state: the proof that a retry added none. */
+  async function jobsIn(name: string): Promise<{ id: string | undefined; state: string }[]> {
+    const queue = createQueue(replayBackendOf(engine.ctx.config, target), name);
+    try {
+      const found = await queue.getJobs(['waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed']);
+      return await Promise.all(found.map(async (job) => ({ id: job.id, state: await job.getState() })));
+    } finally {
+      await queue.close();
+    }
+  }
+
+  async function exportReplaySteps(id: number): Promise<{ retried: number; replayed: number }> {
+    return {
+      retried: await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE backfill_id = $1 AND kind = 'step_retried' AND detail->>'step' = 'replay' AND detail->>'key' = 'payout_export'`, [id]),
+      replayed: await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE backfill_id = $1 AND kind = 'replayed' AND detail->>'consumer' = 'payout_export'`, [id]),
+    };
+  }
+
+  /** Runs the backfill to its end with these queues for the re-triggers (the worker takes a context's own). */
+  async function runWith(replayJobs: RecordingReplayJobs, id: number): Promise<BackfillReport> {
+    const ctx: StepContext = { ...engine.ctx, replayJobs };
+    try {
+      return await runUntilSettled(ctx, id, () => undefined, engine.notifier);
+    } finally {
+      await replayJobs.close();
+    }
+  }
+
   async function runNight15(): Promise<number> {
-    // A previous backfill in this file moved the watermark back; the normal run re-advances it first.
+    // The normal run first, as on the night itself: the watermark stands after the hours the backfill replaces.
     await tick(engine.ctx, { pipeline: 'orders', actor: 'scheduler', until: new Date('2026-11-26T00:00:00Z') });
     const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
     await overrideGate(engine.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'test run' });
@@ -185,5 +255,47 @@ describe('re-trigger kinds: an orchestrator REST API and a BullMQ queue', () => 
     expect(jobs).toEqual([]);
     expect(report.steps.find((step) => step.kind === 'replay' && step.key === 'payout_export')).toMatchObject({ status: 'skipped', attempts: 0 });
     expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE backfill_id = $1 AND kind = 'replayed' AND detail->>'consumer' IN ('settlement_report', 'payout_export')`, [id])).toBe(0);
+  });
+
+  it("fails the replay with the consumer, the job's id and its reason when the consumer's worker fails the job; the retry adds no second job", async () => {
+    const log: string[] = [];
+    const jobs: { id: string | undefined; name: string; data: unknown }[] = [];
+    orchestrator = await startOrchestrator(log, 'success');
+    await configureConsumers(orchestrator.url, { queue: failingQueue, timeoutMs: 60_000 });
+    await startConsumerWorker(log, jobs, failingQueue, 'payout ledger is locked');
+    // The first attempt loses its connection after adding the job: the step is retried, and must find that job.
+    const replayJobs = new RecordingReplayJobs(engine.ctx.config, true);
+    const id = await runNight15();
+    const report = await runWith(replayJobs, id);
+    const jobId = `backfill-${id}-replay-payout_export`;
+    expect(report.backfill.state).toBe('failed');
+    expect(report.backfill.failure).toBe(`replay payout_export failed: payout_export's job ${jobId} on queue ${failingQueue} failed: payout ledger is locked`);
+    // Two attempts, one job, run once: the retry found the job its first attempt added, and saw it fail.
+    expect(replayJobs.adds).toEqual([{ jobId, added: true }, { jobId, added: false }]);
+    expect(jobs.map((job) => job.id)).toEqual([jobId]);
+    expect(await jobsIn(failingQueue)).toEqual([{ id: jobId, state: 'failed' }]);
+    // A failed job is the consumer's answer, not a fault: no third attempt, and the replay is not recorded as done.
+    expect(report.steps.find((step) => step.kind === 'replay' && step.key === 'payout_export')).toMatchObject({ status: 'failed', attempts: 2 });
+    expect(await exportReplaySteps(id)).toEqual({ retried: 1, replayed: 0 });
+  });
+
+  it('fails the replay as timed out, saying what to do, when no worker finishes the job; every attempt waits for the same job', async () => {
+    const log: string[] = [];
+    orchestrator = await startOrchestrator(log, 'success');
+    // Nobody listens on this queue: the job waits until every attempt of the step has timed out.
+    await configureConsumers(orchestrator.url, { queue: idleQueue, timeoutMs: 200 });
+    const replayJobs = new RecordingReplayJobs(engine.ctx.config, false);
+    const id = await runNight15();
+    const report = await runWith(replayJobs, id);
+    const jobId = `backfill-${id}-replay-payout_export`;
+    expect(report.backfill.state).toBe('failed');
+    expect(report.backfill.failure).toBe(`replay payout_export failed: payout_export's job ${jobId} on queue ${idleQueue} (prefix ${prefix}) timed out: still waiting after 200 ms; `
+      + `no worker has taken it: check that payout_export's worker runs and listens on queue ${idleQueue} (prefix ${prefix}), or raise timeoutMs in payout_export's retrigger in the catalog. `
+      + 'The job stays in the queue, and a retry waits for that same job instead of adding another');
+    // A timeout is retried (JOB_ATTEMPTS is 3), each attempt waiting for the job the first one added; then it fails.
+    expect(replayJobs.adds).toEqual([{ jobId, added: true }, { jobId, added: false }, { jobId, added: false }]);
+    expect(await jobsIn(idleQueue)).toEqual([{ id: jobId, state: 'waiting' }]);
+    expect(report.steps.find((step) => step.kind === 'replay' && step.key === 'payout_export')).toMatchObject({ status: 'failed', attempts: 3 });
+    expect(await exportReplaySteps(id)).toEqual({ retried: 2, replayed: 0 });
   });
 });

@@ -72,8 +72,22 @@ async function waitForJob(jobs: ReplayJobs, target: ReplayJobTarget, jobId: stri
     }
     if (Date.now() >= deadline) {
       // Retryable: the next attempt finds the same job by its id and waits for it again.
-      throw new BackfillError(ErrorCode.StepFailed, `${consumer}'s job ${jobId} on queue ${target.queue} is still ${state} after ${timeoutMs} ms`, { retryable: true });
+      throw new BackfillError(ErrorCode.StepFailed, timedOut(consumer, jobId, target, state, timeoutMs), { retryable: true });
     }
     await new Promise((resolve) => setTimeout(resolve, retrigger.pollMs ?? DEFAULT_POLL_MS));
   }
+}
+
+/**
+ * The last attempt's message is the backfill's failure, read by someone who must act on it: whether any worker
+ * took the job tells a missing worker (or one on another queue or prefix) from a slow one, and the job left in
+ * the queue means a later run of the consumer's worker still replays it.
+ */
+function timedOut(consumer: string, jobId: string, target: ReplayJobTarget, state: ReplayJobState, timeoutMs: number): string {
+  const where = `queue ${target.queue}${target.prefix === undefined ? '' : ` (prefix ${target.prefix})`}`;
+  const raise = `raise timeoutMs in ${consumer}'s retrigger in the catalog`;
+  const advice = state === 'active'
+    ? `its worker is still running it: if it needs longer, ${raise}`
+    : `${state === 'waiting' || state === 'prioritized' ? 'no worker has taken it' : 'it has not run to its end'}: check that ${consumer}'s worker runs and listens on ${where}, or ${raise}`;
+  return `${consumer}'s job ${jobId} on ${where} timed out: still ${state} after ${timeoutMs} ms; ${advice}. The job stays in the queue, and a retry waits for that same job instead of adding another`;
 }
