@@ -2,6 +2,8 @@ import type { Queue } from 'bullmq';
 import { queueBackendOf, type QueueBackend, type RunConfig } from '../backends.js';
 import type { ReplayJobs, ReplayJobState, ReplayJobTarget } from '../core/retrigger/retrigger.js';
 import { createQueue } from './connection.js';
+import { BackfillError, ErrorCode } from '../errors.js';
+import { logger } from '../log.js';
 
 // The consumers' own BullMQ queues, for re-triggers of kind bullmq (src/core/retrigger/jobRetrigger.ts). Built
 // with the project's one constructor (connection.ts), so a consumer's queue works on Redis and on BullMQ's
@@ -29,15 +31,15 @@ export class BullmqReplayJobs implements ReplayJobs {
   async add(target: ReplayJobTarget, job: { name: string; jobId: string; data: Record<string, unknown> }): Promise<{ added: boolean }> {
     const queue = this.queueOf(target);
     // BullMQ ignores an add under a known id; asking first tells the timeline whether this attempt added it.
-    if (await queue.getJob(job.jobId)) return { added: false };
-    await queue.add(job.name, job.data, { jobId: job.jobId });
+    if (await this.answered(target, queue.getJob(job.jobId))) return { added: false };
+    await this.answered(target, queue.add(job.name, job.data, { jobId: job.jobId }));
     return { added: true };
   }
 
   async state(target: ReplayJobTarget, jobId: string): Promise<{ state: ReplayJobState; failedReason?: string | undefined }> {
-    const job = await this.queueOf(target).getJob(jobId);
+    const job = await this.answered(target, this.queueOf(target).getJob(jobId));
     if (!job) return { state: 'unknown' };
-    const state = await job.getState();
+    const state = await this.answered(target, job.getState());
     return { state, failedReason: state === 'failed' ? job.failedReason : undefined };
   }
 
@@ -47,12 +49,39 @@ export class BullmqReplayJobs implements ReplayJobs {
     await Promise.all(queues.map((queue) => queue.close()));
   }
 
+  /**
+   * The call's answer, or a retryable failure once WEBHOOK_TIMEOUT_MS has passed without one. The queues'
+   * connections retry for ever (BullMQ insists), so a consumer's Redis or database that is down would otherwise
+   * hold the replay step, and its claim, with no end. The call left behind settles into nothing.
+   */
+  private async answered<T>(target: ReplayJobTarget, call: Promise<T>): Promise<T> {
+    const ms = this.config.WEBHOOK_TIMEOUT_MS;
+    call.catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new BackfillError(ErrorCode.StepFailed,
+        `the queue ${target.queue} did not answer within ${ms} ms (WEBHOOK_TIMEOUT_MS): check that its Redis or database is up and reachable from the workers`,
+        { retryable: true })), ms);
+    });
+    try {
+      return await Promise.race([call, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   private queueOf(target: ReplayJobTarget): Queue {
     const backend = replayBackendOf(this.config, target);
     const key = JSON.stringify([backend, target.queue]);
     let queue = this.queues.get(key);
     if (!queue) {
       queue = createQueue(backend, target.queue);
+      // A connection that keeps failing says so once, not on every reconnect; the replay's deadline does the rest.
+      let warned = false;
+      queue.on('error', (error) => {
+        if (!warned) logger().warn({ queue: target.queue, err: error.message }, "a consumer's replay queue cannot reach its backend");
+        warned = true;
+      });
       this.queues.set(key, queue);
     }
     return queue;
