@@ -163,8 +163,10 @@ export async function listBackfillSignoffs(db: Queryable, backfillId: number): P
 }
 
 /** A share lock on the backfill row: a state move (pause, stop) waits for the caller's commit, or the caller sees its result. */
-export async function lockBackfillForShare(tx: Queryable, id: number): Promise<void> {
-  await tx.query('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE', [id]);
+/** Locks the backfill's row for share and returns its generation (the run a claim taken now belongs to). */
+export async function lockBackfillForShare(tx: Queryable, id: number): Promise<number | undefined> {
+  const { rows } = await tx.query<{ generation: number }>('SELECT generation FROM backfill.backfills WHERE id = $1::bigint FOR SHARE', [id]);
+  return rows[0]?.generation;
 }
 
 /**

@@ -31,10 +31,12 @@ export type Claim = { outcome: 'claimed'; token: string; takeover: boolean; gene
  */
 export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Promise<Claim> {
   return withTransaction(pool, async (tx) => {
-    // FOR SHARE: a state move (pause, stop) waits for this claim to commit, or this claim sees its result.
-    await lockBackfillForShare(tx, ref.backfillId);
+    // FOR SHARE: a state move (pause, stop) waits for this claim to commit, or this claim sees its result; the
+    // generation read under it is the one the claim runs in.
+    const generation = await lockBackfillForShare(tx, ref.backfillId);
     const step = await lockStepForClaim(tx, ref);
-    if (!step) throw new BackfillError(ErrorCode.StepFailed, `no step ${ref.kind} ${ref.key} in backfill #${ref.backfillId}`);
+    // A step belongs to its backfill (a foreign key): no backfill, no step.
+    if (!step || generation === undefined) throw new BackfillError(ErrorCode.StepFailed, `no step ${ref.kind} ${ref.key} in backfill #${ref.backfillId}`);
     if (FINAL.includes(step.status)) return { outcome: 'already_done' };
     if (step.status === 'running' && !step.expired) return { outcome: 'claimed_elsewhere' };
     if (step.status === 'blocked' || !step.runnable) return { outcome: 'not_runnable' };
@@ -42,7 +44,6 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
     const token = await claimStepRow(tx, ref, leaseMs);
     if (!token) throw new Error('claim update returned no token');
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started', detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER } });
-    const { generation } = await requireBackfill(tx, ref.backfillId);
     return { outcome: 'claimed', token, takeover, generation };
   });
 }
