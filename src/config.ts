@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { BackfillError, ErrorCode } from './errors.js';
+import { isSlackUserId } from './slackUser.js';
 
 // The only module that reads process.env. Parsed once at start; a bad value stops the start with a message
 // that names the variable and says what a good value looks like.
@@ -32,7 +33,7 @@ const redisUrl = z.string().refine((value) => {
 function userIdList(name: string) {
   return z.string().default('').transform((value, issue) => {
     const ids = value.split(',').map((id) => id.trim()).filter(Boolean);
-    for (const id of ids) if (!/^[UW][A-Z0-9]+$/.test(id)) issue.addIssue({ code: 'custom', message: `${name}: "${id}" is not a Slack user id (U… or W…)` });
+    for (const id of ids) if (!isSlackUserId(id)) issue.addIssue({ code: 'custom', message: `${name}: "${id}" is not a Slack user id (U… or W…)` });
     return ids;
   });
 }

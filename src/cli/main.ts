@@ -43,6 +43,7 @@ import { listReportSigners, listSigners } from '../db/signers.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
 import { fromSlackMarkup, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
 import { PrintingMessenger, runUntilSettled, TerminalProgress } from './runner.js';
+import { isSlackUserId } from '../slackUser.js';
 
 const USAGE = cliUsage();
 
@@ -74,7 +75,7 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return command || values.help ? 0 : 2;
   }
-  if (values.as !== undefined && !/^[UW][A-Z0-9]+$/.test(values.as)) {
+  if (values.as !== undefined && !isSlackUserId(values.as)) {
     throw new BackfillError(ErrorCode.BadInput, `--as takes the Slack user id of the person acted for, such as U07SETTLE; "${values.as}" is not one.`);
   }
   // Only `migrate --create` creates a configured database: a mistyped name is said, not silently made.

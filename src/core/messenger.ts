@@ -1,4 +1,5 @@
 import type { Notice } from './notices.js';
+import { isSlackUserId } from '../slackUser.js';
 
 /**
  * Where messages go. The Slack bot sends DMs with buttons and posts in the incident channel; the CLI prints.
@@ -59,5 +60,5 @@ export function intentKey(backfillId: number, kind: string, key: string, extra?:
  * (the CLI's cli:<user>@<host>) as it is, never as broken mention markup.
  */
 export function mention(actor: string): string {
-  return /^[UW][A-Z0-9]+$/.test(actor) ? `<@${actor}>` : actor;
+  return isSlackUserId(actor) ? `<@${actor}>` : actor;
 }

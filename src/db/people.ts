@@ -1,11 +1,12 @@
 import type { Queryable } from './pool.js';
+import { isSlackUserId } from '../slackUser.js';
 
 /** Slack user id → the name they go by. */
 export type People = ReadonlyMap<string, string>;
 
 /** Keeps the names just seen (a slash command's user_name, a button press's user.name); a name unchanged writes nothing. */
 export async function rememberPeople(db: Queryable, people: { slackId: string; name: string }[]): Promise<void> {
-  const known = people.filter((p) => /^[UW][A-Z0-9]+$/.test(p.slackId) && p.name.trim() !== '');
+  const known = people.filter((p) => isSlackUserId(p.slackId) && p.name.trim() !== '');
   if (known.length === 0) return;
   await db.query(
     `INSERT INTO backfill.people (slack_id, name)

@@ -1,6 +1,6 @@
 import type { IncidentEvent, IncidentPackage, JsonValue } from '../core/file/incidentPackage.js';
 import { INCIDENT_PACKAGE_FORMAT } from '../core/file/incidentPackage.js';
-import { formatHour, moneyOrNone, NONE, recordPerson, signedMoneyOrNone } from './format.js';
+import { formatHour, moneyOrNone, nameMentions, NONE, recordPerson, signedMoneyOrNone } from './format.js';
 import { formatDuration } from './costs.js';
 import { noticeText } from './notices.js';
 
@@ -161,7 +161,7 @@ function consumersSection(p: IncidentPackage): string[] {
 function toldSection(p: IncidentPackage): string[] {
   const name = (id: string) => who(p, id);
   const words = (c: IncidentPackage['consumers'][number]) => (c.told.kind === 'recorded'
-    ? c.told.text.replace(/<@([UW][A-Z0-9]+)(?:\|[^>]*)?>/g, (_, id: string) => name(id))
+    ? nameMentions(c.told.text, name)
     : noticeText(c.told, name));
   return ['## What each owner was told', '', ...p.consumers.flatMap((c) => [
     `### ${c.name}: ${name(c.owner)}, told ${c.rule === 'before' ? 'before the run' : 'after the run'}`, '',

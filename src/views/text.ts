@@ -12,7 +12,7 @@ import { waitingOn } from './waiting.js';
 import type { TickResult } from '../core/engine/tick.js';
 import type { Notice } from '../core/notices.js';
 import { noticeText } from './notices.js';
-import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, terminalPerson, timeOrNone } from './format.js';
+import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, nameMentions, terminalPerson, timeOrNone } from './format.js';
 
 // Plain-text views for the CLI and the demo. Pure: data in, text out. No Slack markup: people by the names
 // they go by (backfill.people), else by their id; colour only when the caller says the output is a terminal.
@@ -35,8 +35,7 @@ export function person(id: string, style: TextStyle): string {
  * names, channels as #name, links as "label (url)", *bold* bold on a colour terminal and plain otherwise.
  */
 export function fromSlackMarkup(text: string, style: TextStyle): string {
-  return text
-    .replace(/<@([UW][A-Z0-9]+)(?:\|[^>]*)?>/g, (_, id: string) => person(id, style))
+  return nameMentions(text, (id) => person(id, style))
     .replace(/<#([CG][A-Z0-9]+)(?:\|([^>]*))?>/g, (_, id: string, name: string | undefined) => `#${name || id}`)
     .replace(/<(https?:\/\/[^|>]+)\|([^>]+)>/g, (_, url: string, label: string) => `${label} (${url})`)
     .replace(/(^|[\s(])\*([^*\n]+)\*(?=[\s.,;:)]|$)/g, (_, before: string, bold: string) => `${before}${style.colour ? `\u001b[1m${bold}\u001b[22m` : bold}`);

@@ -9,6 +9,7 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { readReportFigure } from '../../db/pipelineSql.js';
 import { parseDate } from '../time.js';
+import { isSlackUserId } from '../../slackUser.js';
 
 /**
  * Records the report's current total for the period as signed by `actor`, if they may sign that report.
@@ -40,7 +41,7 @@ export async function signReport(ctx: EngineContext, input: { report: string; pe
 }
 
 export async function addSigner(ctx: EngineContext, input: { report: string; signer: string; actor: string }): Promise<void> {
-  if (!/^[UW][A-Z0-9]+$/.test(input.signer)) throw new BackfillError(ErrorCode.BadInput, `"${input.signer}" is not a Slack user id (U… or W…).`);
+  if (!isSlackUserId(input.signer)) throw new BackfillError(ErrorCode.BadInput, `"${input.signer}" is not a Slack user id (U… or W…).`);
   const reports = await listSignableReports(ctx.pool);
   if (!reports.includes(input.report)) throw new BackfillError(ErrorCode.UnknownConsumer, `"${input.report}" is not a report. Reports: ${reports.join(', ') || 'none'}.`);
   await insertSigner(ctx.pool, { report: input.report, signer: input.signer, addedBy: input.actor });
@@ -56,7 +57,7 @@ export async function removeSigner(ctx: EngineContext, input: { report: string; 
 /** Someone who may acknowledge or hold for an owner (leave, shifts). Kept in backfill.delegates. */
 export async function addDelegate(ctx: EngineContext, input: { owner: string; delegate: string; actor: string }): Promise<void> {
   for (const id of [input.owner, input.delegate]) {
-    if (!/^[UW][A-Z0-9]+$/.test(id)) throw new BackfillError(ErrorCode.BadInput, `"${id}" is not a Slack user id (U… or W…).`);
+    if (!isSlackUserId(id)) throw new BackfillError(ErrorCode.BadInput, `"${id}" is not a Slack user id (U… or W…).`);
   }
   if (input.owner === input.delegate) throw new BackfillError(ErrorCode.BadInput, 'An owner cannot be their own delegate.');
   await insertDelegate(ctx.pool, input.owner, input.delegate);
