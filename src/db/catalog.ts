@@ -1,3 +1,4 @@
+import { PIPELINE_COLUMNS, type Pipeline } from './pipelines.js';
 import type { Queryable } from './pool.js';
 
 // The catalog as the database holds it (backfill.pipelines, backfill.consumers with their dependencies,
@@ -5,16 +6,9 @@ import type { Queryable } from './pool.js';
 // (src/core/catalog). Every value is a bound parameter; the SQL texts a pipeline or consumer carries are
 // stored as text here and only ever run through pipelineSql.ts.
 
-export interface CatalogPipelineRow {
-  name: string;
-  targetTable: string;
-  partitionColumn: string;
-  keyColumns: string[];
-  measureColumn: string;
-  stepSql: string;
+export interface CatalogPipelineRow extends Omit<Pipeline, 'estimateSql'> {
+  /** Written as the file gives it: null when it declares none. */
   estimateSql: string | null;
-  sourceShardsSql: string;
-  shardsExpected: number;
   /**
    * The watermark as 2026-11-14T23:00Z: stored, the pipeline's current one (null when it has none); wanted, the
    * file's starting hour (src/core/catalog/plan.ts says when it applies).
@@ -55,9 +49,7 @@ export async function lockCatalog(tx: Queryable): Promise<void> {
 
 export async function readCatalogRows(db: Queryable): Promise<CatalogRows> {
   const pipelines = await db.query<CatalogPipelineRow>(
-    `SELECT name, target_table AS "targetTable", partition_column AS "partitionColumn", key_columns AS "keyColumns",
-            measure_column AS "measureColumn", step_sql AS "stepSql", estimate_sql AS "estimateSql",
-            source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected",
+    `SELECT ${PIPELINE_COLUMNS},
             to_char(w.processed_through AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"') AS watermark
      FROM backfill.pipelines p LEFT JOIN backfill.watermarks w ON w.pipeline = p.name ORDER BY name`);
   const consumers = await db.query<CatalogConsumerRow>(

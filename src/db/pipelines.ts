@@ -14,11 +14,12 @@ export interface Pipeline {
   shardsExpected: number;
 }
 
-const SELECT_PIPELINE = `
-  SELECT name, target_table AS "targetTable", partition_column AS "partitionColumn", key_columns AS "keyColumns",
+/** A pipeline row's columns as the Pipeline type names them (the catalog reads them too, beside its watermark). */
+export const PIPELINE_COLUMNS = `name, target_table AS "targetTable", partition_column AS "partitionColumn", key_columns AS "keyColumns",
          measure_column AS "measureColumn", step_sql AS "stepSql", estimate_sql AS "estimateSql", source_shards_sql AS "sourceShardsSql",
-         shards_expected AS "shardsExpected"
-  FROM backfill.pipelines`;
+         shards_expected AS "shardsExpected"`;
+
+const SELECT_PIPELINE = `SELECT ${PIPELINE_COLUMNS} FROM backfill.pipelines`;
 
 export async function findPipeline(db: Queryable, name: string): Promise<Pipeline | undefined> {
   const { rows } = await db.query<Pipeline>(`${SELECT_PIPELINE} WHERE name = $1::text`, [name]);
