@@ -56,11 +56,6 @@ export async function recordSeenOutcome(tx: Queryable, runId: string, eventType:
     [runId, eventType, outcome, reads]);
 }
 
-export async function countSeenEvents(db: Queryable): Promise<number> {
-  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM backfill.lineage_events');
-  return rows[0]?.n ?? 0;
-}
-
 /** The consumer an operator confirmed this job to be, if any. */
 export async function findJobConsumer(db: Queryable, jobNamespace: string, jobName: string): Promise<string | undefined> {
   const { rows } = await db.query<{ consumer: string }>(
