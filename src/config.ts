@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { BackfillError, ErrorCode } from './errors.js';
+import { registerSecrets } from './redaction.js';
 import { isSlackUserId } from './slackUser.js';
 
 // The only module that reads process.env. Parsed once at start; a bad value stops the start with a message
@@ -132,7 +133,37 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new BackfillError(ErrorCode.Config, `The configuration is not valid:\n${lines.join('\n')}`);
   }
   const secrets = Object.fromEntries(Object.entries(present).filter((entry): entry is [string, string] => RETRIGGER_SECRET.test(entry[0])));
-  return { ...parsed.data, RETRIGGER_SECRETS: secrets };
+  const config: Config = { ...parsed.data, RETRIGGER_SECRETS: secrets };
+  // Every sink that stores or shows outside text redacts these values (src/redaction.ts): registered here, once,
+  // so that no sink has to be handed the list and a new one cannot forget it.
+  registerSecrets(secretValues(config));
+  return config;
+}
+
+/** The password of a URL, as written (percent-encoded) and as the server receives it. */
+function passwordOf(url: string | undefined): string[] {
+  try {
+    const password = url ? new URL(url).password : '';
+    return password ? [password, decodeURIComponent(password)] : [];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Every configured value that must never be shown: the Slack tokens and signing secret, the webhook signing
+ * secret, the lineage tokens and key, every RETRIGGER_SECRET_…, and the passwords in the database, Redis and
+ * OpenLineage URLs.
+ */
+export function secretValues(config: Partial<Config>): string[] {
+  const values = [
+    config.SLACK_BOT_TOKEN, config.SLACK_SIGNING_SECRET, config.SLACK_APP_TOKEN, config.WEBHOOK_SIGNING_SECRET,
+    config.LINEAGE_TOKEN, config.OPENLINEAGE_API_KEY,
+    ...Object.values(config.RETRIGGER_SECRETS ?? {}),
+    ...[config.DATABASE_URL, config.DEMO_DATABASE_URL, config.REDIS_URL, config.OPENLINEAGE_URL].flatMap(passwordOf),
+  ];
+  // A very short value would blank out ordinary words; such a secret is weak anyway, and the shapes still apply.
+  return values.filter((value): value is string => typeof value === 'string' && value.length >= 4);
 }
 
 export interface SlackConfig {

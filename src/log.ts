@@ -1,15 +1,16 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
-import type { Config } from './config.js';
+import { secretValues, type Config } from './config.js';
+import { redact, REDACTED } from './redaction.js';
 
 // The services' log: one pino root logger, JSON lines (one object a line, for a log shipper) or, on a terminal,
 // pino-pretty's coloured lines. Where a step runs, a child is bound to { backfillId, step, key, generation }
 // and travels in the step's context (src/core/context.ts), so every line of that step carries them.
 //
-// Secrets are kept out in three ways, because no single one is enough: pino's `redact` censors known keys
+// Secrets are kept out in two ways, because no single one is enough: pino's `redact` censors known keys
 // wherever they sit in a logged object (a token, a signing secret, an Authorization header); every finished
-// line is then scrubbed of URL passwords, Slack tokens and Bearer credentials whatever key or message holds
-// them; and of the configured secrets' literal values (a signing secret has no recognisable shape).
+// line then goes through the redaction every sink applies (src/redaction.ts): the configured secrets' values
+// and credential shapes (URL passwords, credential query parameters, Bearer values, Slack tokens).
 
 export type { Logger };
 
@@ -27,7 +28,7 @@ export interface LogOptions {
   secrets?: readonly string[];
 }
 
-const CENSOR = '[redacted]';
+const CENSOR = REDACTED;
 
 /** Keys censored wherever they are logged, at the top or one level down (pino's paths take one wildcard). */
 const SECRET_KEYS = [
@@ -41,40 +42,17 @@ export const REDACT_PATHS: string[] = [
   ...SECRET_HEADERS.flatMap((header) => [`headers${accessor(header)}`, `*.headers${accessor(header)}`]),
 ];
 
-/** Shapes of credentials, whatever field or message carries them. */
-const SCRUBS: [RegExp, string][] = [
-  // scheme://user:password@host: the password goes, the rest stays useful.
-  [/\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@"'\\]*):[^\s@/"'\\]+@/gi, `$1:${CENSOR}@`],
-  [/\bxox[a-z]-[A-Za-z0-9-]+/g, CENSOR],
-  [/\bxapp-[A-Za-z0-9-]+/g, CENSOR],
-  [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/gi, `$1 ${CENSOR}`],
-];
-
 /** `line` without credentials: the configured secrets' values and anything shaped like a credential. */
 export function scrub(line: string, secrets: readonly string[] = []): string {
-  let out = line;
-  for (const secret of secrets) {
-    // As the value appears in the line: JSON escapes quotes and backslashes.
-    for (const form of new Set([secret, JSON.stringify(secret).slice(1, -1)])) out = out.split(form).join(CENSOR);
-  }
-  for (const [pattern, replacement] of SCRUBS) out = out.replace(pattern, replacement);
-  return out;
+  return redact(line, secrets);
 }
 
-/** The configured values that must never be printed: tokens, secrets and the passwords in the URLs. */
+/**
+ * The configured values that must never be printed: tokens, secrets, the passwords in the URLs and every
+ * RETRIGGER_SECRET_… (src/config.ts registers the same list with the redaction every other sink applies).
+ */
 export function secretsIn(config: Partial<Config>): string[] {
-  // As written in the URL (percent-encoded) and as the server receives it.
-  const passwords = [config.DATABASE_URL, config.DEMO_DATABASE_URL, config.REDIS_URL].flatMap((url) => {
-    try {
-      const password = url ? new URL(url).password : '';
-      return [password, decodeURIComponent(password)];
-    } catch {
-      return [];
-    }
-  });
-  const values = [config.SLACK_BOT_TOKEN, config.SLACK_SIGNING_SECRET, config.SLACK_APP_TOKEN, config.WEBHOOK_SIGNING_SECRET, ...passwords];
-  // A very short value would blank out ordinary words; such a secret is weak anyway, and the patterns still apply.
-  return values.filter((value): value is string => typeof value === 'string' && value.length >= 4);
+  return secretValues(config);
 }
 
 function destinationFor(options: LogOptions, fd: 1 | 2): DestinationStream {
