@@ -91,11 +91,23 @@ export const configSchema = z.object({
   PORT: z.coerce.number({ error: 'PORT must be a port number, e.g. 3000' }).int().min(0).max(65535, 'PORT must be at most 65535').default(3000),
   BACKFILL_OPERATORS: userIdList('BACKFILL_OPERATORS'),
   // The OS users who are operators on the CLI. Empty: every CLI user is, since the CLI runs with the database's
-  // credentials, which grant everything anyway; set it on a host that several people share.
+  // credentials, which grant everything anyway; set it on a host that several people share. An entry
+  // dana=U07DANA says the OS user dana is the Slack user U07DANA, one person on both front ends (the
+  // two-operator rule counts them once); a plain dana is still accepted, and acts as cli:dana@<host>.
   BACKFILL_CLI_OPERATORS: z.string().default('').transform((value, issue) => {
-    const names = value.split(',').map((name) => name.trim()).filter(Boolean);
-    for (const name of names) if (!/^[a-z_][a-z0-9_.-]*\$?$/i.test(name)) issue.addIssue({ code: 'custom', message: `BACKFILL_CLI_OPERATORS: "${name}" is not an OS user name` });
-    return names;
+    const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+    const operators: { user: string; slackId?: string }[] = [];
+    for (const entry of entries) {
+      const [user = '', slackId, ...rest] = entry.split('=').map((part) => part.trim());
+      if (!/^[a-z_][a-z0-9_.-]*\$?$/i.test(user) || rest.length > 0 || (slackId !== undefined && !isSlackUserId(slackId))) {
+        issue.addIssue({ code: 'custom', message: `BACKFILL_CLI_OPERATORS: "${entry}" is neither an OS user name (dana) nor an OS user and their Slack user id (dana=U07DANA)` });
+      } else if (operators.some((known) => known.user === user && known.slackId !== slackId)) {
+        issue.addIssue({ code: 'custom', message: `BACKFILL_CLI_OPERATORS: "${user}" is listed twice as different people; give each OS user one entry, such as ${user}=U07DANA` });
+      } else {
+        operators.push(slackId === undefined ? { user } : { user, slackId });
+      }
+    }
+    return operators;
   }),
   BACKFILL_OPERATOR_GROUP: z.string().regex(/^S[A-Z0-9]+$/, 'BACKFILL_OPERATOR_GROUP must be a user group id such as S0123ABCD').optional(),
   BACKFILL_CHANNELS: z.string().default('').transform((value, issue) => {

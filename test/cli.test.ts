@@ -3,26 +3,31 @@ import { hostname, userInfo } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startBackfill } from '../src/core/announce/start.js';
 import { countRows, createTestEngine, type TestEngine } from './support/engine.js';
+import { createSlackHarness, type SlackHarness } from './support/slackApp.js';
 
 const run = promisify(execFile);
 const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+const me = `cli:${userInfo().username}@${hostname()}`;
+
+/** Runs the real CLI on the engine's database, as the OS user running the tests. */
+async function runCli(engine: TestEngine, env: Record<string, string>, ...args: string[]): Promise<{ code: number; out: string }> {
+  try {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', CLI, ...args], {
+      env: { ...process.env, DATABASE_URL: engine.ctx.config.DATABASE_URL, QUEUE_PREFIX: engine.ctx.config.QUEUE_PREFIX, ...env },
+    });
+    return { code: 0, out: stdout };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, out: failed.stdout + failed.stderr };
+  }
+}
 
 describe('the backfill CLI', () => {
   let engine: TestEngine;
-  const cliWith = async (env: Record<string, string>, ...args: string[]) => {
-    try {
-      const { stdout } = await run(process.execPath, ['--import', 'tsx', CLI, ...args], {
-        env: { ...process.env, DATABASE_URL: engine.ctx.config.DATABASE_URL, QUEUE_PREFIX: engine.ctx.config.QUEUE_PREFIX, ...env },
-      });
-      return { code: 0, out: stdout };
-    } catch (error) {
-      const failed = error as { code: number; stdout: string; stderr: string };
-      return { code: failed.code, out: failed.stdout + failed.stderr };
-    }
-  };
+  const cliWith = (env: Record<string, string>, ...args: string[]) => runCli(engine, env, ...args);
   const cli = (...args: string[]) => cliWith({}, ...args);
-  const me = `cli:${userInfo().username}@${hostname()}`;
 
   beforeAll(async () => {
     engine = await createTestEngine();
@@ -99,5 +104,87 @@ describe('the backfill CLI', () => {
     expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.signoffs')).toBe(before);
     // Each refusal is in the timeline, under the CLI user.
     expect(await refusals()).toBe(refusedBefore + 4);
+  });
+});
+
+describe('the CLI acts with the rights of whoever it names, and one person is one person on both front ends', () => {
+  let engine: TestEngine;
+  // Six partitions over a limit of three: each backfill waits for a second operator. U07LEAD is a Slack operator.
+  const env = { CAPACITY_LIMIT: '3', BACKFILL_OPERATORS: 'U07LEAD', BACKFILL_CLI_OPERATORS: '' };
+  const cliAs = (operators: string, ...args: string[]) => runCli(engine, { ...env, BACKFILL_CLI_OPERATORS: operators }, ...args);
+  const state = async (id: number) => (await engine.ctx.pool.query<{ state: string }>('SELECT state FROM backfill.backfills WHERE id = $1', [id])).rows[0]?.state;
+  const approvals = () => countRows(engine.ctx, 'SELECT 1 FROM backfill.capacity_approvals');
+  const refused = (action: string) => countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'refused' AND actor = $1 AND detail->>'action' = $2`, [me, action]);
+
+  beforeAll(async () => {
+    engine = await createTestEngine('month-end', { CAPACITY_LIMIT: '3', BACKFILL_OPERATORS: 'U07LEAD' });
+  });
+  afterAll(async () => engine.close());
+
+  it('refuses cancel --as someone who is not an operator, saying who may, and changes nothing', async () => {
+    const started = await runCli(engine, env, 'start', 'orders', '2026-11-15', 'currency parsed as text');
+    expect(started.out).toContain('Backfill #1 created (announced).');
+    const cancel = await runCli(engine, env, 'cancel', '1', '--as', 'U0RANDOM1', '--reason', 'x');
+    expect(cancel.code).toBe(1);
+    expect(cancel.out).toContain(`@U0RANDOM1 is not a backfill operator the CLI knows of, so ${me} cannot cancel a backfill on their behalf`);
+    expect(cancel.out).toContain('the Slack users in BACKFILL_OPERATORS and the Slack ids in BACKFILL_CLI_OPERATORS (dana=U07DANA), not the operators\' user group');
+    expect(await state(1)).toBe('announced');
+    expect(await refused('cancel')).toBe(1);
+  });
+
+  it('refuses the requester\'s approval through --as, for a non-operator or for another operator', async () => {
+    const forRandom = await runCli(engine, env, 'approve', '1', '--as', 'U0RANDOM1', '--reason', 'x');
+    expect(forRandom.code).toBe(1);
+    expect(forRandom.out).toContain('@U0RANDOM1 is not a backfill operator the CLI knows of');
+    const forLead = await runCli(engine, env, 'approve', '1', '--as', 'U07LEAD', '--reason', 'lead agreed by phone');
+    expect(forLead.code).toBe(1);
+    expect(forLead.out).toContain(`${me} asked for backfill #1, so cannot be its second approval on behalf of @U07LEAD either: another operator must approve it, as themselves.`);
+    expect(await approvals()).toBe(0);
+    expect(await refused('approve')).toBe(2);
+    expect(await state(1)).toBe('announced');
+    expect((await runCli(engine, env, 'cancel', '1', 'making room')).code).toBe(0);
+  });
+
+  it('counts a mapped CLI user (user=U07DANA) and U07DANA on Slack as one person for the two-operator rule', async () => {
+    const user = userInfo().username;
+    // U07DANA starts it as Slack would: the core, with the Slack user as the actor.
+    const { backfill } = await startBackfill(engine.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: 'U07DANA' });
+    expect(backfill.needsSecondApproval).toBe(true);
+    const byDana = await cliAs(`${user}=U07DANA`, 'approve', String(backfill.id));
+    expect(byDana.code).toBe(1);
+    expect(byDana.out).toContain(`@U07DANA asked for backfill #${backfill.id}, so cannot also be its second approval: another operator must approve it.`);
+    expect(await approvals()).toBe(0);
+    // Another operator, mapped too: the approval is the person's, the timeline says it came from the CLI.
+    const byLead = await cliAs(`someone_else,${user}=U07LEAD`, 'approve', String(backfill.id));
+    expect(byLead.code).toBe(0);
+    const { rows } = await engine.ctx.pool.query(
+      `SELECT a.operator, e.actor, e.actor_person, e.on_behalf_of FROM backfill.capacity_approvals a
+       JOIN backfill.events e ON e.backfill_id = a.backfill_id AND e.kind = 'capacity_approved' WHERE a.backfill_id = $1`, [backfill.id]);
+    expect(rows).toEqual([{ operator: 'U07LEAD', actor: me, actor_person: 'U07LEAD', on_behalf_of: null }]);
+  });
+
+  it('refuses a malformed BACKFILL_CLI_OPERATORS entry with a sentence and an example', async () => {
+    const bad = await cliAs('dana=not-a-slack-id', 'status');
+    expect(bad.code).not.toBe(0);
+    expect(bad.out).toContain('BACKFILL_CLI_OPERATORS: "dana=not-a-slack-id" is neither an OS user name (dana) nor an OS user and their Slack user id (dana=U07DANA)');
+  });
+});
+
+describe('one person on the CLI and on Slack', () => {
+  let harness: SlackHarness;
+  beforeAll(async () => {
+    harness = await createSlackHarness({ BACKFILL_OPERATORS: 'U07DANA,U07LEAD', CAPACITY_LIMIT: '3' });
+  });
+  afterAll(async () => harness.close());
+
+  it('refuses U07DANA\'s second approval on Slack of the backfill dana started on the CLI (dana=U07DANA); another operator gives it', async () => {
+    const env = { CAPACITY_LIMIT: '3', BACKFILL_OPERATORS: 'U07DANA,U07LEAD', BACKFILL_CLI_OPERATORS: `${userInfo().username}=U07DANA` };
+    const started = await runCli(harness.engine, env, 'start', 'orders', '2026-11-15', 'currency parsed as text');
+    expect(started.out).toContain('Backfill #1 created (announced).');
+    expect((await harness.command('approve 1', 'U07DANA')).reply).toBe('<@U07DANA> asked for backfill #1, so cannot also be its second approval: another operator must approve it.');
+    expect(await countRows(harness.engine.ctx, 'SELECT 1 FROM backfill.capacity_approvals')).toBe(0);
+    expect(await countRows(harness.engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'refused' AND actor = 'U07DANA' AND detail->>'action' = '/backfill approve'`)).toBe(1);
+    expect((await harness.command('approve 1', 'U07LEAD')).reply).toMatch(/^Approved/);
+    expect(await countRows(harness.engine.ctx, `SELECT 1 FROM backfill.capacity_approvals WHERE operator = 'U07LEAD'`)).toBe(1);
   });
 });

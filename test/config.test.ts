@@ -23,6 +23,15 @@ describe('configuration', () => {
     }
   });
 
+  it('reads BACKFILL_CLI_OPERATORS as OS users, each mapped to a Slack id or not, and refuses anything else with an example', () => {
+    expect(loadConfig({ BACKFILL_CLI_OPERATORS: 'dana=U07DANA, sam' }).BACKFILL_CLI_OPERATORS).toEqual([{ user: 'dana', slackId: 'U07DANA' }, { user: 'sam' }]);
+    for (const bad of ['dana=dana', 'dana=U07DANA=U07LEAD', '=U07DANA', 'da na']) {
+      expect(() => loadConfig({ BACKFILL_CLI_OPERATORS: bad }))
+        .toThrowError(`BACKFILL_CLI_OPERATORS: "${bad}" is neither an OS user name (dana) nor an OS user and their Slack user id (dana=U07DANA)`);
+    }
+    expect(() => loadConfig({ BACKFILL_CLI_OPERATORS: 'dana=U07DANA,dana=U07LEAD' })).toThrowError(/"dana" is listed twice as different people/);
+  });
+
   it('treats an empty variable as unset', () => {
     expect(loadConfig({ REDIS_URL: '', WORKER_CONCURRENCY: '' }).WORKER_CONCURRENCY).toBe(4);
   });

@@ -86,8 +86,7 @@ async function main(argv: string[]): Promise<number> {
     const pool = createPool(config.DATABASE_URL, 'backfill-cli', poolBounds(config));
     const ctx: EngineContext = { pool, config };
     const acting = cliActing(config, values.as, values.reason);
-    // Whose rights the command uses: the person acted for (--as), else the CLI user. Every event it records
-    // names the CLI user as the actor (runActing; src/db/events.ts).
+    // Whose rights it uses (--as, else the CLI user as cliActing maps them); events name the CLI user (runActing).
     const actor = principalOf(acting);
     let style: TextStyle = PLAIN;
     try {
@@ -107,11 +106,22 @@ async function main(argv: string[]): Promise<number> {
   });
 }
 
-/** The CLI's actor: its OS user and host; an operator when BACKFILL_CLI_OPERATORS is empty or names that user. */
+/**
+ * The CLI's actor: its OS user and host, and the Slack user BACKFILL_CLI_OPERATORS maps that user to, if any;
+ * an operator when the list is empty or names that user. The person acted for (--as) is an operator only when
+ * an explicit list names them (BACKFILL_OPERATORS, or a Slack id in BACKFILL_CLI_OPERATORS): the CLI does not
+ * talk to Slack, so it cannot see the operators' user group.
+ */
 function cliActing(config: RunConfig, onBehalfOf: string | undefined, reason: string | undefined): Acting {
   const user = userInfo().username;
   const operators = config.BACKFILL_CLI_OPERATORS;
-  return { actor: `cli:${user}@${hostname()}`, operator: operators.length === 0 || operators.includes(user), onBehalfOf, reason };
+  const entry = operators.find((operator) => operator.user === user);
+  const onBehalfOfOperator = onBehalfOf !== undefined
+    && (config.BACKFILL_OPERATORS.includes(onBehalfOf) || operators.some((operator) => operator.slackId === onBehalfOf));
+  return {
+    actor: `cli:${user}@${hostname()}`, person: entry?.slackId, operator: operators.length === 0 || entry !== undefined,
+    onBehalfOf, onBehalfOfOperator, reason,
+  };
 }
 
 interface Options {

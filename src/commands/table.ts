@@ -112,7 +112,8 @@ export function cliUsage(): string {
     'A night is YYYY-MM-DD; a range is 2026-11-15T05:00..2026-11-15T10:00 (UTC, both ends included).',
     '--wait runs the steps in this process until the backfill settles (no separate worker needed).',
     'Every event records who ran the command (cli:<os user>@<host>). --as <U…> acts on behalf of that Slack user',
-    '(an owner who cannot acknowledge, say): only for operators (BACKFILL_CLI_OPERATORS; empty: every CLI user),',
-    'and only with --reason, which the timeline keeps beside both names.',
+    '(an owner who cannot acknowledge, say), with their rights only: only for operators (BACKFILL_CLI_OPERATORS;',
+    'empty: every CLI user), only with --reason, which the timeline keeps beside both names, and operators\' commands',
+    'only for a person BACKFILL_OPERATORS or BACKFILL_CLI_OPERATORS (dana=U07DANA) names.',
   ].join('\n');
 }

@@ -1,4 +1,5 @@
-import { onBehalfFor } from './acting.js';
+import { redact, redactDeep } from '../redaction.js';
+import { recordedActing } from './acting.js';
 import type { Queryable } from './pool.js';
 
 /** Timeline kinds: every step, decision and refusal the product records. */
@@ -27,14 +28,18 @@ export interface TimelineEvent {
 
 /**
  * Records one event. `actor` is whose rights were used; when the command in force acts on that person's behalf
- * (src/db/acting.ts), the row names the real actor and keeps the person acted for and the reason beside it.
+ * (src/db/acting.ts), the row names the real actor and keeps the person acted for and the reason beside it; a CLI
+ * user mapped to a Slack id is named as the CLI user, with that Slack id in actor_person.
+ * The detail and the reason are redacted here, the one door to the timeline: a detail can carry outside text
+ * (an orchestrator's answer, a webhook's error), and the timeline is shown in Slack and the incident package.
  */
 export async function recordEvent(db: Queryable, event: { backfillId?: number | null; actor: string; kind: EventKind; detail?: Record<string, unknown> }): Promise<void> {
-  const behalf = onBehalfFor(event.actor);
+  const behalf = recordedActing(event.actor);
   await db.query(
-    `INSERT INTO backfill.events (backfill_id, actor, kind, detail, on_behalf_of, on_behalf_reason)
-     VALUES ($1::bigint, $2::text, $3::text, $4::jsonb, $5::text, $6::text)`,
-    [event.backfillId ?? null, behalf?.actor ?? event.actor, event.kind, JSON.stringify(event.detail ?? {}), behalf?.onBehalfOf ?? null, behalf?.reason ?? null]);
+    `INSERT INTO backfill.events (backfill_id, actor, kind, detail, on_behalf_of, on_behalf_reason, actor_person)
+     VALUES ($1::bigint, $2::text, $3::text, $4::jsonb, $5::text, $6::text, $7::text)`,
+    [event.backfillId ?? null, behalf?.actor ?? event.actor, event.kind, JSON.stringify(redactDeep(event.detail ?? {})), behalf?.onBehalfOf ?? null,
+      behalf && behalf.reason !== null ? redact(behalf.reason) : null, behalf?.actorPerson ?? null]);
 }
 
 export async function listEvents(db: Queryable, backfillId: number): Promise<TimelineEvent[]> {
@@ -47,9 +52,22 @@ export async function listEvents(db: Queryable, backfillId: number): Promise<Tim
 /** Who holds the backfill: the actor of its latest hold. */
 export async function findLastHolder(db: Queryable, backfillId: number): Promise<string | undefined> {
   const { rows } = await db.query<{ actor: string }>(
-    // The person whose hold it is: the one acted for, when an operator held it on their behalf.
-    `SELECT coalesce(on_behalf_of, actor) AS actor FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'held' ORDER BY id DESC LIMIT 1`, [backfillId]);
+    // The person whose hold it is: the one acted for, when an operator held it on their behalf; the Slack id of
+    // a mapped CLI user, so that they release it from either front end.
+    `SELECT coalesce(on_behalf_of, actor_person, actor) AS actor FROM backfill.events WHERE backfill_id = $1::bigint AND kind = 'held' ORDER BY id DESC LIMIT 1`, [backfillId]);
   return rows[0]?.actor;
+}
+
+/**
+ * Everyone behind the backfill's request: the person whose rights it used, the real actor and the person that
+ * actor is (a mapped CLI user's Slack id). The two-operator rule keeps all of them from being the second approval.
+ */
+export async function listRequesters(db: Queryable, backfillId: number): Promise<string[]> {
+  const { rows } = await db.query<{ person: string }>(
+    `SELECT DISTINCT p.person FROM backfill.events e,
+       LATERAL unnest(ARRAY[e.actor, e.actor_person, e.on_behalf_of]) AS p(person)
+     WHERE e.backfill_id = $1::bigint AND e.kind = 'requested' AND p.person IS NOT NULL`, [backfillId]);
+  return rows.map((row) => row.person);
 }
 
 /** How many times the backfill was paused (its timeline's 'paused' events). */

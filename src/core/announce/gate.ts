@@ -4,7 +4,8 @@ import {
   countAcknowledged, deleteAcknowledgements, hasCapacityApproval, insertAcknowledgement, insertCapacityApproval, insertGateOverride,
 } from '../../db/acknowledgements.js';
 import { listOwnersDelegatingTo } from '../../db/delegates.js';
-import { findLastHolder, recordEvent } from '../../db/events.js';
+import { peopleActing } from '../../db/acting.js';
+import { findLastHolder, listRequesters, recordEvent } from '../../db/events.js';
 import { withTransaction, type PoolClient, type Queryable } from '../../db/pool.js';
 import { insertRunSteps } from '../../db/steps.js';
 import { assignWaves } from '../../db/targets.js';
@@ -100,7 +101,9 @@ export const CAPACITY_GATE = 'capacity approval';
 
 /**
  * A second operator (not the one who asked) approves a backfill larger than the capacity limit; recorded.
- * An override cannot stand in for it: the point is a second pair of eyes on the size.
+ * An override cannot stand in for it: the point is a second pair of eyes on the size. "Not the one who asked"
+ * is a person, on either front end: neither the approval's principal nor its real actor (the CLI user acting
+ * --as someone) may be anyone behind the request, compared on the Slack id a mapped CLI user is.
  */
 export async function approveCapacity(ctx: EngineContext, input: { backfillId: number; actor: string }): Promise<GateResult> {
   return withTransaction(ctx.pool, async (tx) => {
@@ -111,8 +114,15 @@ export async function approveCapacity(ctx: EngineContext, input: { backfillId: n
       throw new BackfillError(ErrorCode.BadInput,
         `Backfill #${backfill.id} is within the capacity limits (${backfill.partitionCount} partitions of at most ${ctx.config.CAPACITY_LIMIT}${rows}): it needs no second approval.`);
     }
-    if (backfill.requestedBy === input.actor) {
+    const requesters = new Set([backfill.requestedBy, ...await listRequesters(tx, backfill.id)]);
+    if (requesters.has(input.actor)) {
       throw new BackfillError(ErrorCode.NotAllowed, `${mention(input.actor)} asked for backfill #${backfill.id}, so cannot also be its second approval: another operator must approve it.`);
+    }
+    const requester = peopleActing(input.actor).find((person) => requesters.has(person));
+    if (requester !== undefined) {
+      throw new BackfillError(ErrorCode.NotAllowed,
+        `${mention(requester)} asked for backfill #${backfill.id}, so cannot be its second approval on behalf of ${mention(input.actor)} either: ` +
+        'another operator must approve it, as themselves.');
     }
     if (backfill.state !== 'announced' && backfill.state !== 'held') throw wrongState(backfill.id, backfill.state, 'approvals are taken only before it runs');
     const inserted = await insertCapacityApproval(tx, backfill.id, input.actor);
