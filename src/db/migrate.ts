@@ -2,12 +2,19 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { BackfillError, ErrorCode } from '../errors.js';
-import { withClient } from './pool.js';
+import { quoteIdent, withClient } from './pool.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 
 // One lock key for every process that migrates this database: concurrent starts apply each file once.
 const MIGRATION_LOCK_KEY = 'backfill-bot:migrate';
+
+// What the migrations need of the role that runs them: to own the database (README, "The database role"), and
+// nothing more. 0001's CREATE EXTENSION btree_gist is of a trusted extension (PostgreSQL 13 and newer), which
+// whoever may CREATE in the database installs, and the owner may. A migration that needs more than that (an
+// untrusted extension, a role, a setting of the server's) says so in a `-- needs: <the grant>` line, which the
+// runner's sentence quotes when the server refuses it.
+const INSUFFICIENT_PRIVILEGE = '42501';
 
 interface MigrationFile {
   version: number;
@@ -30,6 +37,21 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFil
   return files;
 }
 
+/** Which grant a refused migration needs, as a sentence naming the role, the database and the statement to run. */
+async function missingGrant(client: pg.PoolClient, file?: MigrationFile): Promise<string> {
+  const { rows } = await client.query<{ role: string; database: string }>('SELECT current_user AS role, current_database() AS database');
+  const role = quoteIdent(rows[0]?.role ?? 'the role');
+  const database = quoteIdent(rows[0]?.database ?? 'the database');
+  const sql = file?.sql ?? '';
+  const declared = [...sql.matchAll(/^--\s*needs:\s*(.+)$/gm)].map((match) => match[1]?.trim()).filter(Boolean);
+  if (declared.length > 0) return `It needs ${declared.join('; ')}, which the role ${role} lacks: have an administrator grant it, then start again.`;
+  const extension = /CREATE\s+EXTENSION\s+(?:IF\s+NOT\s+EXISTS\s+)?"?(\w+)/i.exec(sql)?.[1];
+  const ownerFix = `have an administrator run \`ALTER DATABASE ${database} OWNER TO ${role}\``;
+  return extension
+    ? `It creates the extension ${extension}, which needs CREATE on the database (the owner has it) and, for an extension PostgreSQL does not mark trusted, a superuser: ${ownerFix} (or \`GRANT CREATE ON DATABASE ${database} TO ${role}\`), then start again.`
+    : `The role ${role} must own the database and its schemas: ${ownerFix} (README, "The database role"), then start again.`;
+}
+
 /**
  * Applies the migrations not yet recorded, each in its own transaction together with its ledger row,
  * under a session advisory lock. Refuses a database that is newer than this code.
@@ -39,8 +61,14 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<numb
   return withClient(pool, async (client) => {
     await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [MIGRATION_LOCK_KEY]);
     try {
-      await client.query(`CREATE TABLE IF NOT EXISTS public.backfill_bot_migrations (
-        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+      try {
+        await client.query(`CREATE TABLE IF NOT EXISTS public.backfill_bot_migrations (
+          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+      } catch (error) {
+        // PostgreSQL 15 and newer let only the database's owner create in its public schema.
+        if ((error as { code?: unknown }).code !== INSUFFICIENT_PRIVILEGE) throw error;
+        throw new BackfillError(ErrorCode.Migration, `the migrations' ledger could not be created: ${(error as Error).message}. ${await missingGrant(client)}`, { cause: error });
+      }
       const { rows } = await client.query<{ version: number }>('SELECT version FROM public.backfill_bot_migrations ORDER BY version');
       const applied = new Set(rows.map((row) => row.version));
       const newest = rows.at(-1)?.version ?? 0;
@@ -58,7 +86,8 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<numb
           await client.query('COMMIT');
         } catch (error) {
           await client.query('ROLLBACK');
-          throw new BackfillError(ErrorCode.Migration, `migration ${file.name} failed: ${(error as Error).message}`, { cause: error });
+          const missing = (error as { code?: unknown }).code === INSUFFICIENT_PRIVILEGE ? `. ${await missingGrant(client, file)}` : '';
+          throw new BackfillError(ErrorCode.Migration, `migration ${file.name} failed: ${(error as Error).message}${missing}`, { cause: error });
         }
         done.push(file.version);
       }
