@@ -39,6 +39,40 @@ function userIdList(name: string) {
   });
 }
 
+/** One lineage sender: its name (in logs, proposals and limits), the job namespaces it may post, its token. */
+export interface LineageSender {
+  name: string;
+  /** null: every namespace (LINEAGE_TOKEN). */
+  namespaces: string[] | null;
+  token: string;
+}
+
+// `name:ns1,ns2:token;name2:ns3:token2`. The token is the last field (a bearer token has no ':'), the name the
+// first, and the namespaces between may themselves hold ':' (OpenLineage namespaces are often URIs).
+const LINEAGE_TOKENS_EXAMPLE = 'airflow:airflow-prod,airflow-dev:<openssl rand -hex 24>;dbt:dbt-prod:<another>';
+const lineageTokenList = z.string().default('').transform((value, issue): LineageSender[] => {
+  const senders: LineageSender[] = [];
+  for (const entry of value.split(';').map((part) => part.trim()).filter(Boolean)) {
+    const first = entry.indexOf(':');
+    const last = entry.lastIndexOf(':');
+    const name = entry.slice(0, first).trim();
+    const namespaces = entry.slice(first + 1, last).split(',').map((ns) => ns.trim()).filter(Boolean);
+    const token = entry.slice(last + 1).trim();
+    // The entry is not echoed: it holds a token.
+    const where = /^[a-z][a-z0-9_-]{0,39}$/.test(name) ? `the entry of ${name}` : `entry ${senders.length + 1}`;
+    if (first < 0 || first === last || !/^[a-z][a-z0-9_-]{0,39}$/.test(name) || namespaces.length === 0) {
+      issue.addIssue({ code: 'custom', message: `LINEAGE_TOKENS: ${where} must be name:namespace[,namespace…]:token (the name in lower case), e.g. ${LINEAGE_TOKENS_EXAMPLE}` });
+    } else if (!/^[A-Za-z0-9._~+/-]{24,}=*$/.test(token)) {
+      issue.addIssue({ code: 'custom', message: `LINEAGE_TOKENS: the token of ${name} must be at least 24 characters of letters, digits and ._~+/-, e.g. from \`openssl rand -hex 24\`` });
+    } else if (senders.some((sender) => sender.name === name)) {
+      issue.addIssue({ code: 'custom', message: `LINEAGE_TOKENS: ${name} is named twice; give each sender one entry` });
+    } else {
+      senders.push({ name, namespaces, token });
+    }
+  }
+  return senders;
+});
+
 /** The project's own folder: the embedded PostgreSQL keeps its data under it by default. */
 const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -74,10 +108,19 @@ export const configSchema = z.object({
   STEP_LEASE_MS: positiveInt('STEP_LEASE_MS', 60_000),
   JOB_BACKOFF_MS: positiveInt('JOB_BACKOFF_MS', 2000),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
-  WEBHOOK_SIGNING_SECRET: z.string().min(16, 'WEBHOOK_SIGNING_SECRET must be at least 16 characters').default('backfill-bot-dev-webhook-secret'),
-  // Lineage in (POST /lineage, src/http/lineage.ts): the bearer token senders must present. Unset: the route does
-  // not exist (404), so a bot without a token can never take read log rows from anyone.
+  // Signs every webhook re-trigger (X-Backfill-Signature). No default: a default is public, and a receiver that
+  // trusts it trusts anyone. `npm start` and `npm run worker` refuse to start without it (requireWebhookSecret);
+  // the demo and the tests set their own.
+  WEBHOOK_SIGNING_SECRET: z.string().min(16, 'WEBHOOK_SIGNING_SECRET must be at least 16 characters, e.g. from `openssl rand -hex 32`').optional(),
+  // Lineage in (POST /lineage, src/http/lineage.ts): the bearer token senders must present. Unset (and no
+  // LINEAGE_TOKENS): the route does not exist (404), so a bot without a token can never take read log rows from
+  // anyone. LINEAGE_TOKEN may post events of any job namespace; LINEAGE_TOKENS binds each token to namespaces.
   LINEAGE_TOKEN: z.string().min(24, 'LINEAGE_TOKEN must be at least 24 characters, e.g. from `openssl rand -hex 24`').optional(),
+  LINEAGE_TOKENS: lineageTokenList,
+  // Per lineage sender (token): at most this many of its proposals open at once (429 beyond, until an operator
+  // decides some), and at most this many read rows written per hour (a bucket this deep, refilled continuously).
+  LINEAGE_MAX_OPEN_PROPOSALS: positiveInt('LINEAGE_MAX_OPEN_PROPOSALS', 20),
+  LINEAGE_READS_PER_HOUR: positiveInt('LINEAGE_READS_PER_HOUR', 5000),
   // Lineage out (src/core/lineage/emit.ts): the OpenLineage endpoint the backfills' run events go to (Marquez:
   // http://host:5000/api/v1/lineage), and the bearer key it wants, if any. Unset: nothing is emitted.
   OPENLINEAGE_URL: z.url('OPENLINEAGE_URL must be a URL such as http://marquez:5000/api/v1/lineage').optional(),
@@ -170,12 +213,29 @@ function passwordOf(url: string | undefined): string[] {
 export function secretValues(config: Partial<Config>): string[] {
   const values = [
     config.SLACK_BOT_TOKEN, config.SLACK_SIGNING_SECRET, config.SLACK_APP_TOKEN, config.WEBHOOK_SIGNING_SECRET,
-    config.LINEAGE_TOKEN, config.OPENLINEAGE_API_KEY,
+    config.LINEAGE_TOKEN, ...(config.LINEAGE_TOKENS ?? []).map((sender) => sender.token), config.OPENLINEAGE_API_KEY,
     ...Object.values(config.RETRIGGER_SECRETS ?? {}),
     ...[config.DATABASE_URL, config.DEMO_DATABASE_URL, config.REDIS_URL, config.OPENLINEAGE_URL].flatMap(passwordOf),
   ];
   // A very short value would blank out ordinary words; such a secret is weak anyway, and the shapes still apply.
   return values.filter((value): value is string => typeof value === 'string' && value.length >= 4);
+}
+
+/**
+ * The webhook signing secret `npm start` and `npm run worker` cannot run without, or a sentence that says how to
+ * make one. A re-trigger run elsewhere (the CLI's workers) asks for it when a webhook is called.
+ */
+export function requireWebhookSecret(config: Pick<Config, 'WEBHOOK_SIGNING_SECRET'>): string {
+  if (!config.WEBHOOK_SIGNING_SECRET) {
+    throw new BackfillError(ErrorCode.Config,
+      'WEBHOOK_SIGNING_SECRET is not set: it signs every webhook re-trigger, so receivers can tell the bot from anyone else. Make one with `openssl rand -hex 32`, set it on every bot and worker, and give it to the webhooks\' owners.');
+  }
+  return config.WEBHOOK_SIGNING_SECRET;
+}
+
+/** Who may post run events: the LINEAGE_TOKENS senders, then LINEAGE_TOKEN (every namespace), if set. */
+export function lineageSenders(config: Pick<Config, 'LINEAGE_TOKEN' | 'LINEAGE_TOKENS'>): LineageSender[] {
+  return [...config.LINEAGE_TOKENS, ...(config.LINEAGE_TOKEN ? [{ name: 'LINEAGE_TOKEN', namespaces: null, token: config.LINEAGE_TOKEN }] : [])];
 }
 
 export interface SlackConfig {

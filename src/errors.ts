@@ -10,6 +10,8 @@ export const ErrorCode = {
   Overlap: 'backfill_overlap',
   NothingToBackfill: 'nothing_to_backfill',
   NotAllowed: 'not_allowed',
+  /** A sender went past a bound (lineage proposals, read rows per hour); details.retryAfterSeconds says when to retry. */
+  RateLimited: 'rate_limited',
   WrongState: 'wrong_state',
   Config: 'bad_config',
   Migration: 'migration',

@@ -1,5 +1,5 @@
 import { openBackends, type Backends, type RunConfig } from './backends.js';
-import { loadConfig, requireSlack, type SlackConfig } from './config.js';
+import { loadConfig, requireSlack, requireWebhookSecret, type SlackConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool, poolBounds, type Pool } from './db/pool.js';
 import { isBackfillError } from './errors.js';
@@ -73,6 +73,8 @@ export function runSlackService(applicationName: string, start: (pool: Pool, con
     const loaded = loadConfig();
     const log = configureLogging({ level: loaded.LOG_LEVEL, name: applicationName, secrets: secretsIn(loaded) });
     const slack = requireSlack(loaded);
+    // Both services run the workers that send webhooks: neither signs them with a secret that is not one.
+    requireWebhookSecret(loaded);
     const backends = await openBackends(loaded, { log: (line) => log.info(line) });
     return startOn(backends, async (config) => {
       const pool = createPool(config.DATABASE_URL, applicationName, poolBounds(config));

@@ -1,3 +1,4 @@
+import { redact } from '../redaction.js';
 import type { Queryable } from './pool.js';
 
 // OpenLineage in and out (migrations/0012_lineage.sql): the job → consumer mapping, proposals for unknown jobs
@@ -84,17 +85,22 @@ export async function insertReads(tx: Queryable, consumer: string, reads: Lineag
  * The job's proposal, created when it has none, and locked until the transaction ends: a confirmation running at
  * the same moment either finished first (the row says confirmed) or waits for these pending reads.
  */
-export async function lockOrCreateProposal(tx: Queryable, job: { jobNamespace: string; jobName: string; suggestedName: string }): Promise<{ id: number; state: ProposalState; consumer: string | null; created: boolean }> {
+export async function lockOrCreateProposal(tx: Queryable, job: { jobNamespace: string; jobName: string; suggestedName: string; proposedBy: string }): Promise<{ id: number; state: ProposalState; consumer: string | null; created: boolean }> {
   const inserted = await tx.query<{ id: number }>(
-    `INSERT INTO backfill.lineage_proposals (job_namespace, job_name, suggested_name) VALUES ($1::text, $2::text, $3::text)
+    `INSERT INTO backfill.lineage_proposals (job_namespace, job_name, suggested_name, proposed_by) VALUES ($1::text, $2::text, $3::text, $4::text)
      ON CONFLICT (job_namespace, job_name) DO NOTHING RETURNING id::int`,
-    [job.jobNamespace, job.jobName, job.suggestedName]);
+    [job.jobNamespace, job.jobName, job.suggestedName, job.proposedBy]);
+  const row = await lockProposal(tx, job);
+  if (!row) throw new Error(`the lineage proposal of ${job.jobNamespace}/${job.jobName} vanished inside its transaction`);
+  return { ...row, created: inserted.rowCount === 1 };
+}
+
+/** The job's proposal, locked until the transaction ends; undefined when it has none yet. */
+export async function lockProposal(tx: Queryable, job: { jobNamespace: string; jobName: string }): Promise<{ id: number; state: ProposalState; consumer: string | null } | undefined> {
   const { rows } = await tx.query<{ id: number; state: ProposalState; consumer: string | null }>(
     `SELECT id::int, state, consumer FROM backfill.lineage_proposals WHERE job_namespace = $1::text AND job_name = $2::text FOR UPDATE`,
     [job.jobNamespace, job.jobName]);
-  const row = rows[0];
-  if (!row) throw new Error(`the lineage proposal of ${job.jobNamespace}/${job.jobName} vanished inside its transaction`);
-  return { ...row, created: inserted.rowCount === 1 };
+  return rows[0];
 }
 
 export async function insertPendingReads(tx: Queryable, proposalId: number, reads: LineageRead[]): Promise<number> {
@@ -139,7 +145,7 @@ export async function recordProposalDecision(tx: Queryable, decision: { id: numb
   await tx.query(
     `UPDATE backfill.lineage_proposals SET state = $2::text, consumer = $3::text, decided_by = $4::text, decided_at = now(), decision_note = $5::text
      WHERE id = $1::bigint AND state = 'proposed'`,
-    [decision.id, decision.state, decision.consumer, decision.decidedBy, decision.note]);
+    [decision.id, decision.state, decision.consumer, decision.decidedBy, decision.note === null ? null : redact(decision.note)]);
 }
 
 /** A confirmation: the pending reads become the consumer's read log rows. Returns how many were new. */
@@ -202,9 +208,10 @@ export async function insertEmissionIntent(db: Queryable, backfillId: number, ev
   return rowCount === 1;
 }
 
+/** The endpoint's answer or the fault, redacted: an endpoint can echo the key it was sent. */
 export async function recordEmissionResult(db: Queryable, backfillId: number, eventType: EmittedEventType, result: { status?: number; error?: string }): Promise<void> {
   await db.query(
     `UPDATE backfill.lineage_emissions SET sent_at = CASE WHEN $4::text IS NULL THEN now() END, http_status = $3::int, error = $4::text
      WHERE backfill_id = $1::bigint AND event_type = $2::text`,
-    [backfillId, eventType, result.status ?? null, result.error ?? null]);
+    [backfillId, eventType, result.status ?? null, result.error === undefined ? null : redact(result.error)]);
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -8,6 +9,7 @@ import { startSlackEmulator, type SlackEmulator } from '../emulator/slackEmulato
 import { postBlockAction, postSlashCommand } from '../emulator/slackRequests.js';
 import { openBackends, type QueueBackend, type RunConfig } from '../backends.js';
 import { loadConfig } from '../config.js';
+import { registerSecrets } from '../redaction.js';
 import { loadBackfillReport } from '../core/file/status.js';
 import { listEvents } from '../db/events.js';
 import { migrate } from '../db/migrate.js';
@@ -53,7 +55,11 @@ function parseTarget(argv: string[]): TargetShape {
 
 async function main(): Promise<void> {
   const target = parseTarget(process.argv.slice(2));
-  const base = loadConfig();
+  const loaded = loadConfig();
+  // The demo signs its webhooks with a secret of its own, made anew each run unless one is configured: never a
+  // default anyone could read here.
+  const base = { ...loaded, WEBHOOK_SIGNING_SECRET: loaded.WEBHOOK_SIGNING_SECRET ?? randomBytes(32).toString('hex') };
+  registerSecrets([base.WEBHOOK_SIGNING_SECRET]);
   const backends = await openBackends({ ...base, QUEUE_PREFIX: `${base.QUEUE_PREFIX}-demo` }, { role: 'demo', create: true, log: (line) => console.log(line) });
   console.log(backends.summary);
   await runOn(backends, (config) => runDemo({ ...config, BACKFILL_OPERATORS: [OPERATOR], STATUS_THROTTLE_MS: 0 }, backends.queue, target));

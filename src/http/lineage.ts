@@ -1,22 +1,24 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CustomRoute } from '@slack/bolt';
+import { lineageSenders, type LineageSender } from '../config.js';
 import type { EngineContext } from '../core/context.js';
 import { ingestRunEvent, type IngestOutcome } from '../core/lineage/ingest.js';
 import { describeError, isBackfillError, ErrorCode } from '../errors.js';
 
 // POST /lineage: OpenLineage run events in, served by the Bolt HTTP receiver beside /slack/events. This module is
-// the HTTP edge only (the token, the size, the JSON); what an event means is src/core/lineage/ingest.ts.
+// the HTTP edge only (the token, the size, the text, the JSON); what an event means is src/core/lineage/ingest.ts.
 // Answers: 200 recorded / duplicate / ignored, 202 kept pending on a proposal, 400 malformed (the message names
-// the field), 401 no or wrong token, 413 too large, 415 not JSON, 500 our fault (logged; nothing committed).
+// the field; also a body that is not UTF-8, or a string holding NUL, another control character or a lone
+// surrogate), 401 no or wrong token, 403 a job outside the token's namespaces, 413 too large, 415 not JSON,
+// 429 past a sender's bound (Retry-After), 500 our fault (logged; nothing committed).
 
 /** A RunEvent is a few kilobytes; this leaves room for large facets and refuses anything meant to exhaust us. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
 export interface LineageRouteDeps {
+  /** Its config's LINEAGE_TOKENS and LINEAGE_TOKEN are the senders. None: no route (Bolt answers 404), since there is nobody the bot could trust. */
   ctx: EngineContext;
-  /** LINEAGE_TOKEN. Unset: no route (Bolt answers 404), since there is nobody the bot could trust. */
-  token: string | undefined;
   /** A new proposal was created: tell the operators. Its failure is logged, never the sender's problem. */
   onProposal?: (proposalId: number) => Promise<void>;
   log?: (message: string) => void;
@@ -29,13 +31,13 @@ interface Answer {
 }
 
 export function lineageRoutes(deps: LineageRouteDeps): CustomRoute[] {
-  const { token } = deps;
-  if (!token) return [];
+  const senders = lineageSenders(deps.ctx.config);
+  if (senders.length === 0) return [];
   return [{
     path: '/lineage',
     method: ['POST'],
     handler: (req, res) => {
-      answer(deps, token, req).then((reply) => send(res, reply), (error: unknown) => {
+      answer(deps, senders, req).then((reply) => send(res, reply), (error: unknown) => {
         (deps.log ?? console.error)(`POST /lineage: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
         send(res, { status: 500, body: { error: 'Something went wrong on our side; nothing was recorded. The error is in the bot\'s log.' } });
       });
@@ -43,38 +45,101 @@ export function lineageRoutes(deps: LineageRouteDeps): CustomRoute[] {
   }];
 }
 
-/** Compared as SHA-256 digests, so timingSafeEqual gets equal lengths and the time says nothing about the token. */
-export function bearerMatches(header: string | undefined, token: string): boolean {
+const digest = (text: string) => createHash('sha256').update(text).digest();
+
+/**
+ * The sender whose token the Authorization header presents, or undefined. Every sender's token is compared, as
+ * SHA-256 digests (so timingSafeEqual gets equal lengths), whichever matches: the time says nothing about which
+ * token, or how much of one, was right.
+ */
+export function senderOf(header: string | undefined, senders: readonly LineageSender[]): LineageSender | undefined {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
-  if (!match?.[1]) return false;
-  const digest = (text: string) => createHash('sha256').update(text).digest();
-  return timingSafeEqual(digest(match[1]), digest(token));
+  const presented = digest(match?.[1] ?? '');
+  let found: LineageSender | undefined;
+  for (const sender of senders) {
+    const same = timingSafeEqual(presented, digest(sender.token));
+    if (same && !found) found = sender;
+  }
+  return match?.[1] ? found : undefined;
 }
 
-async function answer(deps: LineageRouteDeps, token: string, req: IncomingMessage): Promise<Answer> {
-  if (!bearerMatches(req.headers.authorization, token)) {
+async function answer(deps: LineageRouteDeps, senders: readonly LineageSender[], req: IncomingMessage): Promise<Answer> {
+  const sender = senderOf(req.headers.authorization, senders);
+  if (!sender) {
     req.resume();
-    return { status: 401, body: { error: 'A bearer token is required: Authorization: Bearer <LINEAGE_TOKEN>.' }, headers: { 'www-authenticate': 'Bearer realm="lineage"' } };
+    return { status: 401, body: { error: 'A bearer token is required: Authorization: Bearer <a token of LINEAGE_TOKENS, or LINEAGE_TOKEN>.' }, headers: { 'www-authenticate': 'Bearer realm="lineage"' } };
   }
   const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\b/i.test(type)) {
     req.resume();
     return { status: 415, body: { error: `The body must be an OpenLineage RunEvent as JSON (Content-Type: application/json), not ${type || 'untyped'}.` } };
   }
-  const body = await readBody(req);
-  if (body === 'too_large') return { status: 413, body: { error: `The body is larger than ${MAX_BODY_BYTES} bytes; send one RunEvent per request.` } };
+  const bytes = await readBody(req);
+  if (bytes === 'too_large') return { status: 413, body: { error: `The body is larger than ${MAX_BODY_BYTES} bytes; send one RunEvent per request.` } };
+  let body: string;
+  try {
+    // fatal: a byte sequence that is not UTF-8 is refused, not silently turned into U+FFFD and stored.
+    body = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return { status: 400, body: { error: 'The body is not UTF-8 text; send the RunEvent as UTF-8 JSON. Nothing was recorded.' } };
+  }
   let event: unknown;
   try {
     event = JSON.parse(body);
   } catch (error) {
     return { status: 400, body: { error: `The body is not JSON: ${describeError(error)}.` } };
   }
+  const bad = invalidTextIn(event);
+  if (bad) return { status: 400, body: { error: `${bad.path} holds ${bad.what}, which no name or facet may; send text without it. Nothing was recorded.` } };
   try {
-    return await outcomeAnswer(deps, await ingestRunEvent(deps.ctx, event));
+    return await outcomeAnswer(deps, await ingestRunEvent(deps.ctx, event, sender));
   } catch (error) {
     if (isBackfillError(error, ErrorCode.BadInput)) return { status: 400, body: { error: error.message } };
+    if (isBackfillError(error, ErrorCode.NotAllowed)) return { status: 403, body: { error: error.message } };
+    if (isBackfillError(error, ErrorCode.RateLimited)) {
+      const seconds = Number(error.details.retryAfterSeconds);
+      return { status: 429, body: { error: error.message }, headers: { 'retry-after': String(Number.isFinite(seconds) && seconds > 0 ? Math.ceil(seconds) : 60) } };
+    }
     throw error;
   }
+}
+
+// NUL, the C0 controls but tab, newline and carriage return, and DEL: PostgreSQL refuses NUL in text (a 500 if
+// it got there), and the others are terminal escapes nobody names a job or a dataset with.
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+/** A high surrogate not followed by a low one, or a low one not after a high one (code units: no `u` flag). */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The first string (a key or a value) in the parsed body that is not text the bot can keep: a control character,
+ * or a lone surrogate (half of a UTF-16 pair, which has no UTF-8 form). Walked with a stack of its own, so a deeply
+ * nested body cannot overflow the call stack.
+ */
+export function invalidTextIn(value: unknown): { path: string; what: string } | undefined {
+  const stack: { value: unknown; path: string }[] = [{ value, path: 'the body' }];
+  const check = (text: string, path: string) => {
+    const control = CONTROL.exec(text);
+    if (control) return { path, what: `the control character U+${control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}` };
+    if (LONE_SURROGATE.test(text)) return { path, what: 'a lone surrogate (not valid Unicode)' };
+    return undefined;
+  };
+  for (let item = stack.pop(); item; item = stack.pop()) {
+    if (typeof item.value === 'string') {
+      const bad = check(item.value, item.path);
+      if (bad) return bad;
+    } else if (Array.isArray(item.value)) {
+      for (const [index, element] of item.value.entries()) stack.push({ value: element, path: `${item.path}[${index}]` });
+    } else if (typeof item.value === 'object' && item.value !== null) {
+      for (const [key, element] of Object.entries(item.value)) {
+        const path = item.path === 'the body' ? key : `${item.path}.${key}`;
+        const bad = check(key, `a key in ${item.path}`);
+        if (bad) return bad;
+        stack.push({ value: element, path });
+      }
+    }
+  }
+  return undefined;
 }
 
 async function outcomeAnswer(deps: LineageRouteDeps, outcome: IngestOutcome): Promise<Answer> {
@@ -97,8 +162,8 @@ async function outcomeAnswer(deps: LineageRouteDeps, outcome: IngestOutcome): Pr
   }
 }
 
-/** The body as text, or 'too_large' once it passes MAX_BODY_BYTES (the rest is drained unread, so the answer still goes out). */
-function readBody(req: IncomingMessage): Promise<string | 'too_large'> {
+/** The body's bytes, or 'too_large' once it passes MAX_BODY_BYTES (the rest is drained unread, so the answer still goes out). */
+function readBody(req: IncomingMessage): Promise<Buffer | 'too_large'> {
   if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) {
     req.resume();
     return Promise.resolve('too_large');
@@ -110,7 +175,7 @@ function readBody(req: IncomingMessage): Promise<string | 'too_large'> {
       size += chunk.length;
       if (size <= MAX_BODY_BYTES) chunks.push(chunk);
     });
-    req.on('end', () => resolve(size > MAX_BODY_BYTES ? 'too_large' : Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => resolve(size > MAX_BODY_BYTES ? 'too_large' : Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }

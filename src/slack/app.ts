@@ -66,7 +66,7 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
       ? { socketMode: true, appToken: slack.appToken }
       : {
         signingSecret: slack.signingSecret,
-        customRoutes: [healthRoute(ctx, redis), metricsRoute(metrics, log), ...lineageRoutes({ ctx, token: ctx.config.LINEAGE_TOKEN, log: (message) => log.warn(message), onProposal: (id): Promise<void> => postLineageProposal(app.client, ctx.pool, ctx.config, id) })],
+        customRoutes: [healthRoute(ctx, redis), metricsRoute(metrics, log), ...lineageRoutes({ ctx, log: (message) => log.warn(message), onProposal: (id): Promise<void> => postLineageProposal(app.client, ctx.pool, ctx.config, id) })],
       }),
   });
   // The posting client counts its failures and logs as the app's client does.

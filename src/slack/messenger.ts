@@ -1,6 +1,6 @@
 import { webApi } from '@slack/bolt';
 import { logger } from '../log.js';
-import { findIncidentChannel, findIncidentThread, keepStatusTs } from '../db/backfills.js';
+import { findIncidentChannel, keepStatusTs } from '../db/backfills.js';
 import type { Pool } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
@@ -9,11 +9,10 @@ import type { Landed, Messenger, OwnerMessage } from '../core/messenger.js';
 import type { Notice } from '../core/notices.js';
 import { slackNoticeText } from '../views/notices.js';
 import { loadBackfillReport } from '../core/file/status.js';
-import { buildIncidentPackage } from '../core/file/incidentPackage.js';
-import { incidentPackageFiles } from '../views/incidentPackage.js';
 import { announcementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../views/blocks.js';
 import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
 import { uploadDiffChartOnce } from './diffChart.js';
+import { uploadIncidentPackageOnce, type PackageUpload } from './incidentPackageUpload.js';
 
 type WebClient = webApi.WebClient;
 
@@ -155,23 +154,11 @@ export class SlackMessenger implements Messenger {
   }
 
   /**
-   * Uploads the incident package (Markdown and JSON, the same facts) to the backfill's incident thread.
-   * Returns the channel, or undefined when the backfill has no incident channel.
+   * Uploads the incident package (Markdown and JSON, the same facts) to the backfill's incident thread, once per
+   * change of what it says (src/slack/incidentPackageUpload.ts); a repeat says where the last upload is.
    */
-  async uploadIncidentPackage(backfillId: number): Promise<string | undefined> {
-    const pkg = await buildIncidentPackage(this.pool, backfillId);
-    const thread = await findIncidentThread(this.pool, backfillId);
-    const channel = thread?.channel;
-    if (!channel) return undefined;
-    const files = incidentPackageFiles(pkg).map((file) => ({ content: file.content, filename: file.filename, title: file.title }));
-    await this.client.filesUploadV2({
-      channel_id: channel,
-      ...(thread.ts ? { thread_ts: thread.ts } : {}),
-      initial_comment: `Incident package of backfill #${backfillId}: the log row and the whole timeline, as Markdown and as JSON.`,
-      file_uploads: files,
-    });
-    await recordEvent(this.pool, { backfillId, actor: 'backfill-bot', kind: 'package_uploaded', detail: { channel, files: files.map((f) => f.filename) } });
-    return channel;
+  async uploadIncidentPackage(backfillId: number): Promise<PackageUpload> {
+    return uploadIncidentPackageOnce({ pool: this.pool, client: this.client, poster: this.poster }, backfillId);
   }
 
   /**

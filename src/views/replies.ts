@@ -62,7 +62,24 @@ export function signedReply(signed: { report: string; period: string; total: str
     `${signed.signatureNumber > 1 ? ` (signature ${signed.signatureNumber}; the earlier ones are kept)` : ''}.`;
 }
 
-export function incidentPackageReply(backfillId: number, channel: string | undefined): string {
-  return channel ? `The incident package of backfill #${backfillId} (Markdown and JSON) is in <#${channel}>'s incident thread.`
-    : `Backfill #${backfillId} has no incident channel (it was started from the CLI); export it with \`backfill export ${backfillId}\`.`;
+/** Where `/backfill log <id>` put the package (src/slack/incidentPackageUpload.ts's PackageUpload). */
+export type PackageWhere =
+  | { how: 'uploaded'; channel: string; fileId: string }
+  | { how: 'unchanged'; channel: string; fileId: string; uploadedAt: Date }
+  | { how: 'uploading'; channel: string }
+  | { how: 'no_channel' };
+
+export function incidentPackageReply(backfillId: number, where: PackageWhere): string {
+  switch (where.how) {
+    case 'uploaded': return `The incident package of backfill #${backfillId} (Markdown and JSON) is in <#${where.channel}>'s incident thread.`;
+    case 'unchanged':
+      return `The incident package of backfill #${backfillId} has not changed since it was uploaded to <#${where.channel}>'s incident thread at ${formatTime(where.uploadedAt)} ` +
+        `(file ${where.fileId}), so it was not uploaded again.`;
+    case 'uploading': return `The incident package of backfill #${backfillId} is being uploaded to <#${where.channel}>'s incident thread by an earlier request; it is not uploaded twice.`;
+    case 'no_channel': return `Backfill #${backfillId} has no incident channel (it was started from the CLI); export it with \`backfill export ${backfillId}\`.`;
+    default: {
+      const unreachable: never = where;
+      return unreachable;
+    }
+  }
 }

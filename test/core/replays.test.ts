@@ -9,7 +9,7 @@ import { startBackfill } from '../../src/core/announce/start.js';
 import { tick } from '../../src/core/engine/tick.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { isBackfillError, ErrorCode } from '../../src/errors.js';
-import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
+import { countRows, createTestEngine, TEST_WEBHOOK_SECRET, type TestEngine } from '../support/engine.js';
 
 interface Delivery {
   body: string;
@@ -91,7 +91,7 @@ describe('re-triggering consumers', () => {
     expect(payload.partitions).toHaveLength(6);
     expect(delivery?.headers['idempotency-key']).toBe(`backfill-${id}-replay-settlement_report`);
     const signature = String(delivery?.headers['x-backfill-signature']);
-    expect(verifyWebhookSignature(engine.ctx.config.WEBHOOK_SIGNING_SECRET, String(delivery?.headers['x-backfill-timestamp']), delivery?.body ?? '', signature)).toBe(true);
+    expect(verifyWebhookSignature(TEST_WEBHOOK_SECRET, String(delivery?.headers['x-backfill-timestamp']), delivery?.body ?? '', signature)).toBe(true);
     expect(verifyWebhookSignature('some-other-secret-value', String(delivery?.headers['x-backfill-timestamp']), delivery?.body ?? '', signature)).toBe(false);
   });
 });

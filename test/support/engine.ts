@@ -107,6 +107,9 @@ export interface TestEngine {
   close(): Promise<void>;
 }
 
+/** The webhook signing secret of every test engine (a test may give its own in `env`). */
+export const TEST_WEBHOOK_SECRET = 'test-webhook-signing-secret-harborlight';
+
 /**
  * A real database cloned from a seeded template and a queue prefix of its own in the real Redis, so tests
  * never see each other's rows or jobs. Short backoffs keep retry tests quick; nothing here is mocked.
@@ -120,6 +123,8 @@ export async function createTestEngine(scenario: TestScenario = 'month-end', env
     QUEUE_PREFIX: prefix,
     JOB_BACKOFF_MS: '50',
     WEBHOOK_TIMEOUT_MS: '2000',
+    // Set explicitly: there is no default, and the webhook tests verify signatures with it.
+    WEBHOOK_SIGNING_SECRET: TEST_WEBHOOK_SECRET,
     ...env,
   }), DATABASE_URL: db.url };
   const notifier = new RecordingMessenger();

@@ -10,7 +10,10 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 export const PARTITIONS_FACET = 'backfillPartitions';
 /** Its schema, referenced as every facet's _schemaURL must be: README.md, section Lineage, describes it. */
 export const PARTITIONS_FACET_SCHEMA_URL = 'urn:backfill-bot:facets:BackfillPartitionsDatasetFacet:1';
-/** The longest range one event may cover (a month of hours): a bound on what one request can write. */
+/**
+ * The most hours the facet may list (a month), checked while parsing so a body cannot make a huge array; the
+ * bound that applies is hoursRead's `maxHours` (MAX_PARTITIONS), checked before any hour is made.
+ */
 export const MAX_HOURS_PER_INPUT = 744;
 const MAX_INPUTS = 100;
 
@@ -69,14 +72,19 @@ function wholeHour(text: string, where: string): Date {
 
 /**
  * The hours one input read: its backfillPartitions facet when it has one, else every hour the run's nominal
- * time touches ([start, end), or the start's hour alone when there is no end). Neither: refused, by name.
+ * time touches ([start, end), or the start's hour alone when there is no end). Neither: refused, by name; more
+ * than `maxHours` (MAX_PARTITIONS, the most a backfill spans): refused too.
  */
-export function hoursRead(event: RunEvent, inputIndex: number): Date[] {
+export function hoursRead(event: RunEvent, inputIndex: number, maxHours: number): Date[] {
   const input = event.inputs[inputIndex];
   const facet = input?.facets?.[PARTITIONS_FACET];
+  const tooMany = (count: number, what: string) => new BackfillError(ErrorCode.BadInput,
+    `${what} ${count} hours of inputs[${inputIndex}]; at most ${maxHours} (MAX_PARTITIONS) are accepted per input in one event: send one event per run.`);
   if (facet) {
     const hours = facet.hours.map((text, i) => wholeHour(text, `inputs[${inputIndex}].facets.${PARTITIONS_FACET}.hours[${i}]`));
-    return [...new Map(hours.map((h) => [h.getTime(), h])).values()].sort((a, b) => a.getTime() - b.getTime());
+    const distinct = [...new Map(hours.map((h) => [h.getTime(), h])).values()].sort((a, b) => a.getTime() - b.getTime());
+    if (distinct.length > maxHours) throw tooMany(distinct.length, `inputs[${inputIndex}].facets.${PARTITIONS_FACET}.hours names`);
+    return distinct;
   }
   const nominal = event.run.facets?.nominalTime;
   if (!nominal) {
@@ -90,9 +98,7 @@ export function hoursRead(event: RunEvent, inputIndex: number): Date[] {
     throw new BackfillError(ErrorCode.BadInput, 'run.facets.nominalTime.nominalEndTime is not after nominalStartTime.');
   }
   const count = Math.ceil((end - start) / HOUR_MS);
-  if (count > MAX_HOURS_PER_INPUT) {
-    throw new BackfillError(ErrorCode.BadInput, `run.facets.nominalTime covers ${count} hours; at most ${MAX_HOURS_PER_INPUT} are accepted in one event.`);
-  }
+  if (count > maxHours) throw tooMany(count, 'run.facets.nominalTime covers');
   return Array.from({ length: count }, (_, i) => new Date(start + i * HOUR_MS));
 }
 

@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { RunConfig } from '../../backends.js';
+import { requireWebhookSecret } from '../../config.js';
 import { runPipelineSql } from '../../db/pipelineSql.js';
 import type { PoolClient } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -164,7 +165,7 @@ export function resolveSecret(env: RetriggerEnvironment, consumer: string, ref: 
 export async function runRemoteRetrigger(retrigger: RemoteRetrigger, call: ReplayCall, env: RetriggerEnvironment): Promise<Record<string, unknown>> {
   switch (retrigger.kind) {
     case 'webhook': {
-      const result = await callWebhook(retrigger, { ...call, secret: env.config.WEBHOOK_SIGNING_SECRET, timeoutMs: env.config.WEBHOOK_TIMEOUT_MS });
+      const result = await callWebhook(retrigger, { ...call, secret: requireWebhookSecret(env.config), timeoutMs: env.config.WEBHOOK_TIMEOUT_MS });
       return { via: 'webhook', url: retrigger.url, status: result.status };
     }
     case 'bullmq':
