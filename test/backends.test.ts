@@ -123,7 +123,7 @@ describe('the embedded default (DATABASE_URL and REDIS_URL unset)', () => {
   it('a worker stopped with Ctrl-C closes its workers, queues and pool before it stops the server', async () => {
     const dir = dataDir('worker');
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
-      env: bareEnv(dir, { SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'test-signing-secret', SLACK_API_URL: 'http://127.0.0.1:1/api/' }),
+      env: bareEnv(dir, { SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'test-signing-secret', WEBHOOK_SIGNING_SECRET: 'test-webhook-signing-secret', SLACK_API_URL: 'http://127.0.0.1:1/api/' }),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';

@@ -59,7 +59,7 @@ describe('a service that is not there', () => {
 
   it('a worker whose Redis does not answer exits 1 with one sentence', async () => {
     const { code, out } = await entry(WORKER, [], {
-      DATABASE_URL: databaseUrl('postgres'), REDIS_URL: NOWHERE_REDIS, SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'test-signing-secret',
+      DATABASE_URL: databaseUrl('postgres'), REDIS_URL: NOWHERE_REDIS, SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'test-signing-secret', WEBHOOK_SIGNING_SECRET: 'test-webhook-signing-secret',
     });
     expect(code).toBe(1);
     expect(out.trim()).toBe('Redis did not answer at 127.0.0.1:1 (REDIS_URL=redis://:***@127.0.0.1:1): the connection was refused (nothing listens there). ' +
