@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { ALLOWED_HOST_ENTRY_RULE, canonicalHostEntry } from './core/retrigger/urlPolicy.js';
 import { BackfillError, ErrorCode } from './errors.js';
 import { registerSecrets } from './redaction.js';
 import { isSlackUserId } from './slackUser.js';
@@ -125,6 +126,17 @@ export const configSchema = z.object({
   // http://host:5000/api/v1/lineage), and the bearer key it wants, if any. Unset: nothing is emitted.
   OPENLINEAGE_URL: z.url('OPENLINEAGE_URL must be a URL such as http://marquez:5000/api/v1/lineage').optional(),
   OPENLINEAGE_API_KEY: z.string().min(1).optional(),
+  // The hosts webhook and REST re-triggers may call (src/core/retrigger/urlPolicy.ts): names, *.wildcards, IP
+  // addresses. Unset: none, so a catalog with a remote re-trigger is refused until an operator names its hosts.
+  // Loopback, link-local and metadata addresses are reached only when named exactly, never through a wildcard.
+  RETRIGGER_ALLOWED_HOSTS: z.string().default('').transform((value, issue) => {
+    const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+    return entries.flatMap((entry) => {
+      const canonical = canonicalHostEntry(entry);
+      if (canonical === undefined) issue.addIssue({ code: 'custom', message: `RETRIGGER_ALLOWED_HOSTS: "${entry}" is not ${ALLOWED_HOST_ENTRY_RULE}` });
+      return canonical === undefined ? [] : [canonical];
+    });
+  }),
 
   // Slack. Optional here so the CLI runs without them; `npm start` requires them (see requireSlack).
   SLACK_BOT_TOKEN: z.string().regex(/^xoxb-/, 'SLACK_BOT_TOKEN must be a bot token starting with xoxb-').optional(),

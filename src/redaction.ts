@@ -39,6 +39,12 @@ function formsOf(value: string): string[] {
 
 /** Query parameters whose value is a credential (`?api_key=…`, `&access_token=…`, a pre-signed URL's signature). */
 const CREDENTIAL_PARAMETER = String.raw`(?:[a-z0-9_.-]*(?:token|secret|passw(?:or)?d|pwd|api[-_]?key|apikey|auth|credential|session|signature|sig)[a-z0-9_.-]*|key|code|x-amz-signature|x-amz-credential|x-goog-signature)`;
+const CREDENTIAL_PARAMETER_NAME = new RegExp(`^${CREDENTIAL_PARAMETER}$`, 'i');
+
+/** Whether a query parameter's name says it carries a credential: those whose values `redact` removes. */
+export function isCredentialParameter(name: string): boolean {
+  return CREDENTIAL_PARAMETER_NAME.test(name);
+}
 
 /** Shapes of credentials, whatever field or message carries them, and whoever's they are. */
 const SHAPES: [RegExp, string][] = [

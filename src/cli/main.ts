@@ -327,13 +327,13 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
   },
   'catalog-plan': async (ctx, { file }, options) => {
     const { actor } = options;
-    const plan = await recordingRefusals(ctx, { actor, action: 'catalog plan', input: { file } }, async () => planCatalog(ctx.pool, await readCatalogFile(file), actor));
+    const plan = await recordingRefusals(ctx, { actor, action: 'catalog plan', input: { file } }, async () => planCatalog(ctx.pool, await readCatalogFile(file), actor, ctx.config));
     console.log(renderCatalogPlan(plan));
     return plan.refusals.length > 0 ? 1 : 0;
   },
   'catalog-apply': async (ctx, { file }, options) => {
     const { actor } = options;
-    const plan = await recordingRefusals(ctx, { actor, action: 'catalog apply', input: { file } }, async () => applyCatalog(ctx.pool, await readCatalogFile(file), actor));
+    const plan = await recordingRefusals(ctx, { actor, action: 'catalog apply', input: { file } }, async () => applyCatalog(ctx.pool, await readCatalogFile(file), actor, ctx.config));
     console.log(renderCatalogApplied(plan));
     return 0;
   },

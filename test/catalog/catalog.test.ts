@@ -50,7 +50,8 @@ const FINANCE_EXPORT = {
 describe('the catalog as code', () => {
   let engine: TestEngine;
   beforeAll(async () => {
-    engine = await createTestEngine();
+    // The hosts the test catalogs' webhook and REST re-triggers call: none may be stored otherwise.
+    engine = await createTestEngine('month-end', { RETRIGGER_ALLOWED_HOSTS: 'models.example.com,orchestrator.example.com' });
   });
   afterAll(async () => engine.close());
 
@@ -75,7 +76,7 @@ describe('the catalog as code', () => {
   it('plan shows an add, a change (field before → after) and a remove, and changes nothing', async () => {
     const withScratch = await demoDocument();
     withScratch.consumers.push(SCRATCH_MODEL as Catalog['consumers'][number]);
-    await applyCatalog(engine.ctx.pool, asInput(withScratch), OPERATOR);
+    await applyCatalog(engine.ctx.pool, asInput(withScratch), OPERATOR, engine.ctx.config);
 
     const next = await demoDocument();
     next.consumers.push(FINANCE_EXPORT as Catalog['consumers'][number]);
@@ -181,7 +182,37 @@ describe('the catalog as code', () => {
     expect(message).not.toContain('s3cr3t');
     // Written as a reference to the environment, it is a valid catalog.
     document.consumers[0]!.retrigger = { ...document.consumers[0]!.retrigger, headers: { Authorization: { env: 'RETRIGGER_SECRET_ORCH_TOKEN' } } as never, body: { conf: { hours: '{{partitions}}' } } };
-    expect(parseCatalogText(stringify(document), 'ops.yml').consumers[0]?.retrigger.kind).toBe('rest');
+    expect(parseCatalogText(stringify(document), 'ops.yml', engine.ctx.config.RETRIGGER_ALLOWED_HOSTS).consumers[0]?.retrigger.kind).toBe('rest');
+  });
+
+  it('refuses a re-trigger URL with a password or to a host RETRIGGER_ALLOWED_HOSTS does not allow, without repeating the password, and changes nothing', async () => {
+    const password = 'planted-catalog-password-4R7';
+    const document = await demoDocument();
+    document.consumers.push({ ...SCRATCH_MODEL, retrigger: { kind: 'webhook', url: `https://ops:${password}@models.example.com/rebuild` } } as Catalog['consumers'][number]);
+    const before = await snapshot();
+    for (const attempt of [planCatalog, applyCatalog]) {
+      const error: unknown = await attempt(engine.ctx.pool, asInput(document), OPERATOR, engine.ctx.config).then(() => undefined, (e: unknown) => e);
+      expect(isBackfillError(error, ErrorCode.BadInput) && error.message).toBe('The catalog catalog.yml was not applied (nothing changed):\n' +
+        '  - consumers[4] (scratch_model).retrigger.url: carries credentials in the URL (user:password@): send it in a header whose value is ' +
+        "{env: RETRIGGER_SECRET_…} instead (a rest re-trigger's headers), so that the catalog never holds a secret");
+    }
+    consumerOf(document, 'scratch_model').retrigger = { kind: 'webhook', url: 'https://models.example.net/rebuild' };
+    await expect(applyCatalog(engine.ctx.pool, asInput(document), OPERATOR, engine.ctx.config)).rejects.toThrow(
+      'consumers[4] (scratch_model).retrigger.url: reaches models.example.net, which RETRIGGER_ALLOWED_HOSTS does not allow (it allows models.example.com, orchestrator.example.com)');
+    expect(await snapshot()).toEqual(before);
+    // The CLI checks with its own RETRIGGER_ALLOWED_HOSTS: unset, no remote host; set, the file's.
+    consumerOf(document, 'scratch_model').retrigger = SCRATCH_MODEL.retrigger as Catalog['consumers'][number]['retrigger'];
+    const file = path.join(await mkdtemp(path.join(tmpdir(), 'catalog-')), 'catalog.yml');
+    await writeFile(file, stringify(document));
+    const plan = async (allowed: Record<string, string>) => run(process.execPath, ['--import', 'tsx', CLI, 'catalog', 'plan', file], {
+      env: { ...process.env, DATABASE_URL: engine.ctx.config.DATABASE_URL, QUEUE_PREFIX: engine.ctx.config.QUEUE_PREFIX, ...allowed },
+    }).then(({ stdout }) => ({ code: 0, out: stdout }), (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, out: error.stdout + error.stderr }));
+    const unset = await plan({});
+    expect(unset.code).toBe(1);
+    expect(unset.out).toContain('reaches models.example.com, and RETRIGGER_ALLOWED_HOSTS is not set, so no remote re-trigger host is allowed: set RETRIGGER_ALLOWED_HOSTS=models.example.com');
+    const allowed = await plan({ RETRIGGER_ALLOWED_HOSTS: 'models.example.com' });
+    expect(allowed.out).toContain('+ consumer scratch_model');
+    expect(allowed.code).toBe(0);
   });
 
   it('refuses to remove a consumer an unfinished backfill reads, naming the backfill', async () => {

@@ -38,7 +38,8 @@ describe('re-triggering consumers', () => {
   let hook: Awaited<ReturnType<typeof startHook>> | undefined;
 
   beforeAll(async () => {
-    engine = await createTestEngine('month-end', { JOB_ATTEMPTS: '3' });
+    // The hooks listen on loopback, which a re-trigger reaches only when the operator names it.
+    engine = await createTestEngine('month-end', { JOB_ATTEMPTS: '3', RETRIGGER_ALLOWED_HOSTS: '127.0.0.1' });
   });
   afterEach(async () => {
     if (hook) await new Promise((resolve) => hook?.server.close(resolve));

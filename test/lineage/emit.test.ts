@@ -42,7 +42,7 @@ describe("the backfill's own runs as OpenLineage events", () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    engine = await createTestEngine('month-end', { OPENLINEAGE_URL: receiver.url, OPENLINEAGE_API_KEY: 'marquez-key', JOB_ATTEMPTS: '2' });
+    engine = await createTestEngine('month-end', { OPENLINEAGE_URL: receiver.url, OPENLINEAGE_API_KEY: 'marquez-key', JOB_ATTEMPTS: '2', RETRIGGER_ALLOWED_HOSTS: '127.0.0.1' });
   });
   afterAll(async () => {
     await new Promise((resolve) => receiver.server.close(resolve));

@@ -105,7 +105,8 @@ describe('re-trigger kinds: an orchestrator REST API and a BullMQ queue', () => 
   // A database of its own for each test: a failed backfill keeps holding night 15 until it is rolled back, and
   // the next test starts night 15 again. Its backfill ids start again too, so the consumers' queues are emptied.
   beforeEach(async () => {
-    engine = await createTestEngine('month-end', { JOB_ATTEMPTS: '3', RETRIGGER_SECRET_ORCH_TOKEN: TOKEN });
+    // The orchestrator listens on loopback, which a re-trigger reaches only when the operator names it.
+    engine = await createTestEngine('month-end', { JOB_ATTEMPTS: '3', RETRIGGER_SECRET_ORCH_TOKEN: TOKEN, RETRIGGER_ALLOWED_HOSTS: '127.0.0.1' });
   });
   afterEach(async () => {
     await consumerWorker?.close();

@@ -5,6 +5,7 @@ import {
 import { recordEvent } from '../../db/events.js';
 import { withClient, withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
 import { insertWatermarkIfNone } from '../../db/watermarks.js';
+import type { Config } from '../../config.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { ACTIVE_STATES } from '../engine/stateMachine.js';
 import { catalogRows, diffCatalog, type CatalogChange, type CatalogPlan } from './plan.js';
@@ -27,6 +28,9 @@ export interface CatalogInput {
   text: string;
   source: string;
 }
+
+/** What checking the file needs of the configuration: the hosts re-triggers may call (unset: none). */
+export type CatalogPolicy = Partial<Pick<Config, 'RETRIGGER_ALLOWED_HOSTS'>>;
 
 async function unfinishedRefusals(tx: PoolClient, removedConsumers: string[], removedPipelines: string[]): Promise<string[]> {
   const readers = await findUnfinishedReaders(tx, removedConsumers, ACTIVE_STATES);
@@ -94,8 +98,8 @@ async function planAndWrite(tx: PoolClient, catalog: Catalog, source: string, ac
 }
 
 /** What applying the file would change, and what it would refuse; nothing is changed. */
-export async function planCatalog(pool: Pool, input: CatalogInput, actor: string): Promise<CatalogPlan> {
-  const catalog = parseCatalogText(input.text, input.source);
+export async function planCatalog(pool: Pool, input: CatalogInput, actor: string, policy: CatalogPolicy = {}): Promise<CatalogPlan> {
+  const catalog = parseCatalogText(input.text, input.source, policy.RETRIGGER_ALLOWED_HOSTS);
   return withClient(pool, async (client) => {
     await client.query('BEGIN');
     try {
@@ -110,8 +114,8 @@ export async function planCatalog(pool: Pool, input: CatalogInput, actor: string
  * Applies the file in one transaction, with an event row naming who applied it and what changed; refused, with
  * nothing changed, when the file is not valid or a removal may not be made.
  */
-export async function applyCatalog(pool: Pool, input: CatalogInput, actor: string): Promise<CatalogPlan> {
-  const catalog = parseCatalogText(input.text, input.source);
+export async function applyCatalog(pool: Pool, input: CatalogInput, actor: string, policy: CatalogPolicy = {}): Promise<CatalogPlan> {
+  const catalog = parseCatalogText(input.text, input.source, policy.RETRIGGER_ALLOWED_HOSTS);
   return withTransaction(pool, async (tx) => {
     const plan = await planAndWrite(tx, catalog, input.source, actor);
     if (plan.refusals.length > 0) {

@@ -1,7 +1,8 @@
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { BackfillError, ErrorCode } from '../../errors.js';
-import { RETRIGGER_SHAPES, retriggerSchema } from '../retrigger/retrigger.js';
+import { quoteOutside } from '../../redaction.js';
+import { RETRIGGER_SHAPES, retriggerSchema, retriggerUrlProblems } from '../retrigger/retrigger.js';
 import { parseHour } from '../time.js';
 
 // The catalog file: the pipelines, their consumers (owner, kind, dependencies, rule, re-trigger) and who signs
@@ -101,8 +102,12 @@ function placeOf(document: unknown, path: readonly PropertyKey[]): string {
   return place || 'the file';
 }
 
-/** The file's text as a checked catalog, or a refusal listing every problem. */
-export function parseCatalogText(text: string, source: string): Catalog {
+/**
+ * The file's text as a checked catalog, or a refusal listing every problem. `allowedHosts` is
+ * RETRIGGER_ALLOWED_HOSTS where the file is checked (none when not given): a webhook or REST re-trigger to any
+ * other host is refused here, before it is stored, and again by the worker when it calls.
+ */
+export function parseCatalogText(text: string, source: string, allowedHosts: readonly string[] = []): Catalog {
   const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (document.errors.length > 0) {
     throw catalogRefusal(source, document.errors.map((error) => `not valid YAML: ${error.message.split('\n')[0] ?? error.message}`));
@@ -112,7 +117,7 @@ export function parseCatalogText(text: string, source: string): Catalog {
   if (!parsed.success) {
     throw catalogRefusal(source, parsed.error.issues.map((issue) => `${placeOf(raw, issue.path)}: ${describeIssue(issue, raw)}`));
   }
-  const problems = crossCheck(parsed.data);
+  const problems = [...retriggerHostProblems(parsed.data, raw, allowedHosts), ...crossCheck(parsed.data)];
   if (problems.length > 0) throw catalogRefusal(source, problems);
   return parsed.data;
 }
@@ -122,9 +127,16 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): string {
   if (issue.code === 'unrecognized_keys') return `has ${issue.keys.map((key) => `"${key}"`).join(', ')}, which the catalog does not know here (a typo?)`;
   if (issue.code === 'invalid_type' && value === undefined) return `is missing (${issue.expected} expected)`;
   if (issue.code === 'invalid_union' && issue.path[issue.path.length - 1] === 'retrigger') return `is not a re-trigger the bot knows: expected ${RETRIGGER_SHAPES}`;
-  // The value is repeated only where the rule is about it (a name, an owner): never a header's, which may be a secret.
-  const quoted = typeof value === 'string' || typeof value === 'number' ? `${JSON.stringify(value)} ` : '';
+  // The value is repeated only where the rule is about it (a name, an owner): never a header's, which may be a secret,
+  // and redacted, since a rule about a URL (a queue's connection) is about a value that may carry a password.
+  const quoted = typeof value === 'string' || typeof value === 'number' ? `${quoteOutside(JSON.stringify(value))} ` : '';
   return issue.message.startsWith('is ') ? `${quoted}${issue.message}` : issue.message;
+}
+
+/** Every re-trigger URL whose host the deployment does not allow, placed as the schema's problems are. */
+function retriggerHostProblems(catalog: Catalog, raw: unknown, allowedHosts: readonly string[]): string[] {
+  return catalog.consumers.flatMap((consumer, index) => retriggerUrlProblems(consumer.retrigger, allowedHosts)
+    .map(({ path, problem }) => `${placeOf(raw, ['consumers', index, 'retrigger', ...path.split('.')])}: ${problem}`));
 }
 
 /** What holds across entries: unique names, known pipelines and consumers, signable reports, no cycle. */

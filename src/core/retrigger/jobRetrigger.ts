@@ -1,5 +1,7 @@
 import { BackfillError, ErrorCode } from '../../errors.js';
-import { replayKey, resolveSecret, type ReplayCall, type Retrigger, type RetriggerEnvironment } from './retrigger.js';
+import { quoteOutside } from '../../redaction.js';
+import { replayKey, resolveSecret, urlPolicyFor, type ReplayCall, type Retrigger, type RetriggerEnvironment } from './retrigger.js';
+import { checkQueueHost } from './urlPolicy.js';
 
 // A re-trigger as a job on the consumer's own BullMQ queue, for consumers that run workers of their own. The
 // core knows no BullMQ (ARCHITECTURE.md): it asks through ReplayJobs, which src/queue/replayJobs.ts implements
@@ -44,6 +46,8 @@ export async function runJobRetrigger(retrigger: JobRetrigger, call: ReplayCall,
   const connection = retrigger.connection === undefined || typeof retrigger.connection === 'string'
     ? retrigger.connection ?? 'default'
     : resolveSecret(env, call.consumer, retrigger.connection);
+  // The bot's own backend is the operator's; a consumer's is the catalog's, so it reaches only allowed hosts.
+  if (connection !== 'default') await checkQueueHost(connection, urlPolicyFor(env), (url) => `the queue ${retrigger.queue} of ${call.consumer} at ${url}`);
   const target: ReplayJobTarget = { queue: retrigger.queue, connection, prefix: retrigger.prefix };
   const jobId = replayKey(call);
   const data = {
@@ -63,7 +67,7 @@ async function waitForJob(jobs: ReplayJobs, target: ReplayJobTarget, jobId: stri
     const { state, failedReason } = await jobs.state(target, jobId);
     if (state === 'completed') return state;
     if (state === 'failed') {
-      throw new BackfillError(ErrorCode.StepFailed, `${consumer}'s job ${jobId} on queue ${target.queue} failed: ${failedReason ?? 'no reason given'}`, { retryable: false });
+      throw new BackfillError(ErrorCode.StepFailed, `${consumer}'s job ${jobId} on queue ${target.queue} failed: ${failedReason === undefined ? 'no reason given' : quoteOutside(failedReason)}`, { retryable: false });
     }
     if (state === 'unknown') {
       // Removed before it was seen to end (removeOnComplete: 0, or someone cleaned the queue): nobody can say

@@ -1,12 +1,20 @@
 import { BackfillError, ErrorCode } from '../../errors.js';
-import { replayKey, resolveSecret, type ReplayCall, type Retrigger, type RetriggerEnvironment } from './retrigger.js';
+import { quoteOutside, redact } from '../../redaction.js';
+import { callChecked, type OutboundCall } from './outboundHttp.js';
+import { replayKey, resolveSecret, urlPolicyFor, type ReplayCall, type Retrigger, type RetriggerEnvironment } from './retrigger.js';
 import { fillTemplate, valueAt, type TemplateValues } from './templates.js';
+import { checkUrlForCall, type NameOfCall } from './urlPolicy.js';
 
 // A re-trigger through an orchestrator's REST API: one call starts a run with the corrected partitions as its
 // configuration, under an idempotency key that every attempt of the step repeats (so an orchestrator that
 // dedupes starts one run however often the step is retried; Airflow, whose run id it can be, answers 409 to
 // the second). When the catalog says how to read the run's state, the step waits for its end: a success state
 // completes the replay, a failure state fails it naming the run and the state.
+//
+// Everything the orchestrator answers is outside text: its error bodies are quoted only through quoteOutside
+// (redacted, bounded), a run id only quoted, and a state only when it is one the catalog names (success or
+// failure). Anything else is "an unrecognised state": a status URL pointed at another endpoint would otherwise
+// post whatever its `field` holds (a token) to the incident channel.
 
 type RestRetrigger = Extract<Retrigger, { kind: 'rest' }>;
 type RestStatus = NonNullable<RestRetrigger['status']>;
@@ -43,63 +51,69 @@ function headersOf(retrigger: RestRetrigger, call: ReplayCall, env: RetriggerEnv
   return headers;
 }
 
-async function send(url: string, init: RequestInit, what: string, timeoutMs: number): Promise<{ status: number; json: unknown; text: string }> {
-  let response: Response;
-  try {
-    response = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
-  } catch (error) {
-    throw new BackfillError(ErrorCode.StepFailed, `${what} ${url} did not answer: ${(error as Error).message}`, { cause: error, retryable: true });
-  }
-  const text = await response.text();
+/** Checks the URL as it is now (placeholders filled, DNS answered), calls it, and reads its answer as JSON if it is. */
+async function send(url: string, call: OutboundCall, what: NameOfCall, env: RetriggerEnvironment): Promise<{ status: number; json: unknown; text: string }> {
+  const checked = await checkUrlForCall(url, urlPolicyFor(env), what);
+  const answer = await callChecked(what, checked, call);
   let json: unknown;
   try {
-    json = text ? JSON.parse(text) : undefined;
+    json = answer.text ? JSON.parse(answer.text) : undefined;
   } catch {
     json = undefined;
   }
-  return { status: response.status, json, text };
+  return { status: answer.status, json, text: answer.text };
 }
 
-function refuseAnswer(what: string, url: string, status: number, text: string): never {
+function refuseAnswer(what: NameOfCall, url: string, status: number, text: string): never {
   const retryable = status >= 500 || RETRYABLE_STATUS.has(status);
-  throw new BackfillError(ErrorCode.StepFailed, `${what} ${url} answered ${status}${text ? `: ${text.slice(0, 200)}` : ''}`, { retryable });
+  throw new BackfillError(ErrorCode.StepFailed, `${what(quoteOutside(url))} answered ${status}${text ? `: ${quoteOutside(text)}` : ''}`, { retryable });
+}
+
+/** The states the catalog names, as the refusal lists them. */
+function namedStates(status: RestStatus): string {
+  return [...status.success, ...status.failure].map((state) => quoteOutside(state, 40)).join(', ');
 }
 
 /** Starts the run (or finds it started by an earlier attempt) and, with `status`, waits for its end state. */
 export async function callRest(retrigger: RestRetrigger, call: ReplayCall, env: RetriggerEnvironment): Promise<RestOutcome> {
   const values = templateValues(call);
   const url = String(fillTemplate(retrigger.url, values, true));
-  const what = `the re-trigger of ${call.consumer} at`;
+  const what = (quoted: string) => `the re-trigger of ${call.consumer} at ${quoted}`;
   const answer = await send(url, {
     method: retrigger.method ?? 'POST', headers: headersOf(retrigger, call, env),
-    body: JSON.stringify(fillTemplate(retrigger.body ?? DEFAULT_BODY, values)),
-  }, what, env.config.WEBHOOK_TIMEOUT_MS);
+    body: JSON.stringify(fillTemplate(retrigger.body ?? DEFAULT_BODY, values)), timeoutMs: env.config.WEBHOOK_TIMEOUT_MS,
+  }, what, env);
   // 409: a run under this key exists already, started by an earlier attempt whose answer was lost.
   if ((answer.status < 200 || answer.status > 299) && answer.status !== 409) refuseAnswer(what, url, answer.status, answer.text);
-  const outcome: RestOutcome = { url, status: answer.status, idempotencyKey: replayKey(call) };
+  const outcome: RestOutcome = { url: redact(url), status: answer.status, idempotencyKey: replayKey(call) };
   if (!retrigger.status) return outcome;
   const found = retrigger.status.runIdField ? valueAt(answer.json, retrigger.status.runIdField) : undefined;
   const runId = found === undefined || found === null ? replayKey(call) : String(found);
   const state = await waitForEnd(retrigger, retrigger.status, { ...values, run_id: runId }, call, env);
-  return { ...outcome, runId, state };
+  return { ...outcome, runId: quoteOutside(runId), state };
 }
 
 /** Polls the run's state until it is one of the success or failure states, or the time runs out. */
 async function waitForEnd(retrigger: RestRetrigger, status: RestStatus, values: TemplateValues, call: ReplayCall, env: RetriggerEnvironment): Promise<string> {
   const url = String(fillTemplate(status.url, values, true));
   const deadline = Date.now() + (status.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-  const what = `the status of ${call.consumer}'s run ${String(values.run_id)} at`;
+  // The run id came in the orchestrator's answer: quoted, like the URL it was filled into.
+  const run = `${call.consumer}'s run ${quoteOutside(String(values.run_id), 100)}`;
+  const what = (quoted: string) => `the status of ${run} at ${quoted}`;
   for (;;) {
-    const answer = await send(url, { method: 'GET', headers: headersOf(retrigger, call, env) }, what, env.config.WEBHOOK_TIMEOUT_MS);
+    const answer = await send(url, { method: 'GET', headers: headersOf(retrigger, call, env), timeoutMs: env.config.WEBHOOK_TIMEOUT_MS }, what, env);
     if (answer.status < 200 || answer.status > 299) refuseAnswer(what, url, answer.status, answer.text);
-    const state = String(valueAt(answer.json, status.field) ?? '(no value)');
-    if (status.success.includes(state)) return state;
-    if (status.failure.includes(state)) {
-      throw new BackfillError(ErrorCode.StepFailed, `${call.consumer}'s run ${String(values.run_id)} ended ${state} (${url})`, { retryable: false });
+    const found = valueAt(answer.json, status.field);
+    const state = typeof found === 'string' || typeof found === 'number' || typeof found === 'boolean' ? String(found) : undefined;
+    if (state !== undefined && status.success.includes(state)) return state;
+    if (state !== undefined && status.failure.includes(state)) {
+      throw new BackfillError(ErrorCode.StepFailed, `${run} ended ${state} (${quoteOutside(url)})`, { retryable: false });
     }
     if (Date.now() >= deadline) {
-      // Retryable: the next attempt sends the same key, finds the same run and waits for it again.
-      throw new BackfillError(ErrorCode.StepFailed, `${call.consumer}'s run ${String(values.run_id)} is still ${state} after ${status.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms (${url})`, { retryable: true });
+      // Retryable: the next attempt sends the same key, finds the same run and waits for it again. The state is
+      // not shown: only the catalog's own states are, since the field may hold anything (a token, a page).
+      throw new BackfillError(ErrorCode.StepFailed,
+        `${run} is still in an unrecognised state (not one of ${namedStates(status)}) after ${status.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms (${quoteOutside(url)})`, { retryable: true });
     }
     await new Promise((resolve) => setTimeout(resolve, status.pollMs ?? DEFAULT_POLL_MS));
   }

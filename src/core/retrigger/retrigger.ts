@@ -5,9 +5,12 @@ import { requireWebhookSecret } from '../../config.js';
 import { runPipelineSql } from '../../db/pipelineSql.js';
 import type { PoolClient } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
+import { quoteOutside, redact } from '../../redaction.js';
 import { runJobRetrigger, type ReplayJobs } from './jobRetrigger.js';
+import { callChecked } from './outboundHttp.js';
 import { callRest } from './restRetrigger.js';
 import { TEMPLATE_NAMES, templateNamesIn } from './templates.js';
+import { checkUrlForCall, queueHostProblem, urlPolicyOf, urlProblem, urlShapeProblem, type HostResolver, type UrlPolicy } from './urlPolicy.js';
 
 export type { ReplayJobs, ReplayJobState, ReplayJobTarget } from './jobRetrigger.js';
 
@@ -52,9 +55,18 @@ function knownPlaceholders(allowed: readonly string[]) {
 
 const positiveMs = z.number().int().positive();
 
+/**
+ * A URL the bot calls: http(s), no credentials, the host written out (urlPolicy.ts). The hosts allowed are the
+ * deployment's, not the schema's: the catalog checks them with retriggerUrlProblems, the worker when it calls.
+ */
+const remoteUrl = z.string().superRefine((value, issue) => {
+  const problem = urlShapeProblem(value);
+  if (problem) issue.addIssue({ code: 'custom', message: problem });
+});
+
 const restStatusSchema = z.strictObject({
   /** GET until the run ends; {{run_id}} is the run the POST started. */
-  url: z.string().min(1).superRefine(knownPlaceholders([...TEMPLATE_NAMES, 'run_id'])),
+  url: remoteUrl.superRefine(knownPlaceholders([...TEMPLATE_NAMES, 'run_id'])),
   /** Where the run's state is in the status answer, as a dotted path (`state`, `data.run.status`). */
   field: z.string().min(1),
   success: z.array(z.string().min(1)).min(1),
@@ -80,7 +92,7 @@ const queueConnectionSchema = z.union([
 
 export const retriggerSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('sql'), statements: z.array(z.string().min(1)).min(1) }),
-  z.object({ kind: z.literal('webhook'), url: z.url() }),
+  z.object({ kind: z.literal('webhook'), url: remoteUrl }),
   z.strictObject({
     kind: z.literal('bullmq'),
     queue: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'is not a queue name (letters, digits, _ . -)'),
@@ -95,7 +107,7 @@ export const retriggerSchema = z.discriminatedUnion('kind', [
   }),
   z.strictObject({
     kind: z.literal('rest'),
-    url: z.url().superRefine(knownPlaceholders(TEMPLATE_NAMES)),
+    url: remoteUrl.superRefine(knownPlaceholders(TEMPLATE_NAMES)),
     method: z.enum(['POST', 'PUT']).optional(),
     /** The JSON sent; a string that is exactly "{{partitions}}" becomes the list itself. Default: {conf: {…}}. */
     body: z.json().superRefine(knownPlaceholders(TEMPLATE_NAMES)).optional(),
@@ -116,6 +128,25 @@ export function parseRetrigger(consumer: string, value: unknown): Retrigger {
     throw new BackfillError(ErrorCode.BadInput, `consumer ${consumer} has an unusable retrigger definition${where}: expected ${RETRIGGER_SHAPES}`);
   }
   return parsed.data;
+}
+
+/**
+ * The URLs of a re-trigger (a webhook's, a REST call's and its status, a queue's connection) whose hosts
+ * RETRIGGER_ALLOWED_HOSTS does not allow, each with its place in the
+ * definition and a sentence that never repeats a credential: what the catalog refuses besides the schema's checks.
+ */
+export function retriggerUrlProblems(retrigger: Retrigger, allowedHosts: readonly string[]): { path: string; problem: string }[] {
+  const urls = retrigger.kind === 'webhook' ? [{ path: 'url', url: retrigger.url }]
+    : retrigger.kind === 'rest' ? [{ path: 'url', url: retrigger.url }, ...(retrigger.status ? [{ path: 'status.url', url: retrigger.status.url }] : [])]
+      : [];
+  const problems = urls.flatMap(({ path, url }) => {
+    const problem = urlProblem(url, allowedHosts);
+    return problem ? [{ path, problem }] : [];
+  });
+  // A queue's own connection written out (a secret one is checked when the worker uses it).
+  const queue = retrigger.kind === 'bullmq' && typeof retrigger.connection === 'string' && retrigger.connection !== 'default'
+    ? queueHostProblem(retrigger.connection, allowedHosts) : undefined;
+  return queue ? [...problems, { path: 'connection', problem: queue }] : problems;
 }
 
 /** Each statement gets $1 = the corrected partitions (timestamptz[]); all run in the caller's transaction. */
@@ -148,8 +179,15 @@ export function replayKey(call: Pick<ReplayCall, 'backfillId' | 'consumer' | 'ro
 
 /** What a remote replay needs besides its definition: the settings, the secrets, and (bullmq) the queues. */
 export interface RetriggerEnvironment {
-  config: Pick<RunConfig, 'WEBHOOK_SIGNING_SECRET' | 'WEBHOOK_TIMEOUT_MS' | 'RETRIGGER_SECRETS'>;
+  config: Pick<RunConfig, 'WEBHOOK_SIGNING_SECRET' | 'WEBHOOK_TIMEOUT_MS' | 'RETRIGGER_SECRETS' | 'RETRIGGER_ALLOWED_HOSTS'>;
   replayJobs?: ReplayJobs | undefined;
+  /** How a URL's host is resolved before it is called; unset: the system's resolver. */
+  resolveHost?: HostResolver | undefined;
+}
+
+/** The hosts this worker may reach, and how it resolves them. */
+export function urlPolicyFor(env: RetriggerEnvironment): UrlPolicy {
+  return urlPolicyOf(env.config, env.resolveHost);
 }
 
 /** The secret's value from the worker's environment, or a refusal naming the variable to set. */
@@ -165,8 +203,8 @@ export function resolveSecret(env: RetriggerEnvironment, consumer: string, ref: 
 export async function runRemoteRetrigger(retrigger: RemoteRetrigger, call: ReplayCall, env: RetriggerEnvironment): Promise<Record<string, unknown>> {
   switch (retrigger.kind) {
     case 'webhook': {
-      const result = await callWebhook(retrigger, { ...call, secret: requireWebhookSecret(env.config), timeoutMs: env.config.WEBHOOK_TIMEOUT_MS });
-      return { via: 'webhook', url: retrigger.url, status: result.status };
+      const result = await callWebhook(retrigger, { ...call, secret: requireWebhookSecret(env.config), timeoutMs: env.config.WEBHOOK_TIMEOUT_MS, policy: urlPolicyFor(env) });
+      return { via: 'webhook', url: redact(retrigger.url), status: result.status };
     }
     case 'bullmq':
       return { via: 'bullmq', ...(await runJobRetrigger(retrigger, call, env)) };
@@ -182,6 +220,7 @@ export async function runRemoteRetrigger(retrigger: RemoteRetrigger, call: Repla
 export interface WebhookCall extends ReplayCall {
   secret: string;
   timeoutMs: number;
+  policy: UrlPolicy;
 }
 
 /**
@@ -190,29 +229,27 @@ export interface WebhookCall extends ReplayCall {
  * failure worth retrying; the job's backoff spaces the retries.
  */
 export async function callWebhook(retrigger: Extract<Retrigger, { kind: 'webhook' }>, call: WebhookCall): Promise<{ status: number }> {
+  const what = (url: string) => `webhook ${url} for ${call.consumer}`;
+  // Checked as it is called, not only when the catalog was applied: the allowed hosts and DNS may have changed.
+  const checked = await checkUrlForCall(retrigger.url, call.policy, what);
   const body = JSON.stringify({ backfill_id: call.backfillId, consumer: call.consumer, partitions: call.partitions.map((h) => h.toISOString()) });
   const timestamp = Math.floor(Date.now() / 1000).toString();
   const signature = createHmac('sha256', call.secret).update(`${timestamp}.${body}`).digest('hex');
-  let response: Response;
-  try {
-    response = await fetch(retrigger.url, {
-      method: 'POST',
-      body,
-      headers: {
-        'content-type': 'application/json',
-        'x-backfill-timestamp': timestamp,
-        'x-backfill-signature': `sha256=${signature}`,
-        'idempotency-key': replayKey(call),
-      },
-      signal: AbortSignal.timeout(call.timeoutMs),
-    });
-  } catch (error) {
-    throw new BackfillError(ErrorCode.StepFailed, `webhook ${retrigger.url} for ${call.consumer} did not answer: ${(error as Error).message}`, { cause: error, retryable: true });
+  const answer = await callChecked(what, checked, {
+    method: 'POST',
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'x-backfill-timestamp': timestamp,
+      'x-backfill-signature': `sha256=${signature}`,
+      'idempotency-key': replayKey(call),
+    },
+    timeoutMs: call.timeoutMs,
+  });
+  if (answer.status < 200 || answer.status > 299) {
+    throw new BackfillError(ErrorCode.StepFailed, `${what(quoteOutside(retrigger.url))} answered ${answer.status}${answer.text ? `: ${quoteOutside(answer.text)}` : ''}`, { retryable: true });
   }
-  if (!response.ok) {
-    throw new BackfillError(ErrorCode.StepFailed, `webhook ${retrigger.url} for ${call.consumer} answered ${response.status}`, { retryable: true });
-  }
-  return { status: response.status };
+  return { status: answer.status };
 }
 
 export function verifyWebhookSignature(secret: string, timestamp: string, body: string, header: string): boolean {
