@@ -5,6 +5,7 @@ import { BackfillState } from './core/engine/stateMachine.js';
 import { countBackfillsByState, findOutstandingAcknowledgements, type OutstandingAcknowledgements } from './db/metrics.js';
 import type { Pool } from './db/pool.js';
 import { logger, type Logger } from './log.js';
+import { redact } from './redaction.js';
 
 // The Prometheus metrics of one app (GET /metrics). Each app has a registry of its own, not prom-client's
 // global one: the tests run several apps in one process, and two registrations of one name in one registry throw.
@@ -25,6 +26,24 @@ export const METRIC_NAMES = {
   rowsPublished: 'backfill_rows_published_total',
   collectErrors: 'backfill_metrics_collect_errors_total',
 } as const;
+
+/** A label value from outside (Slack's error string, a method from a URL) is cut to this many characters. */
+const LABEL_MAX = 64;
+/** Distinct outside values a label takes before the rest count as `other`: each value is a series kept for ever. */
+const LABEL_VALUES_MAX = 50;
+
+/**
+ * A label value that came from outside, fit to be scraped: redacted (a Slack error can quote what it was
+ * sent), reduced to Prometheus-friendly characters, bounded in length, and, past LABEL_VALUES_MAX distinct
+ * values, `other`, so an answer cannot grow the registry without end.
+ */
+export function outsideLabel(value: string, seen: Set<string>): string {
+  const label = redact(value).replace(/[^A-Za-z0-9_.:-]/g, '_').slice(0, LABEL_MAX) || 'unknown';
+  if (seen.has(label)) return label;
+  if (seen.size >= LABEL_VALUES_MAX) return 'other';
+  seen.add(label);
+  return label;
+}
 
 /** The backfill states a gate waits in: their acknowledgements are the outstanding ones. */
 const GATE_STATES = [BackfillState.Announced, BackfillState.Held];
@@ -48,6 +67,10 @@ export class Metrics implements EngineMetrics {
   private readonly rows: Counter<'pipeline'>;
   private readonly slackErrors: Counter<'method' | 'error'>;
   private readonly slackRateLimited: Counter<'method'>;
+  /** The outside label values counted so far, per label (outsideLabel). */
+  private readonly methodLabels = new Set<string>();
+  private readonly errorLabels = new Set<string>();
+  private readonly pipelineLabels = new Set<string>();
 
   constructor(private readonly pool: Pool, private readonly log: Logger = logger()) {
     const registers = [this.registry];
@@ -81,7 +104,7 @@ export class Metrics implements EngineMetrics {
   }
 
   rowsPublished(pipeline: string, rows: number): void {
-    this.rows.inc({ pipeline }, rows);
+    this.rows.inc({ pipeline: outsideLabel(pipeline, this.pipelineLabels) }, rows);
   }
 
   /**
@@ -94,7 +117,7 @@ export class Metrics implements EngineMetrics {
     return async (url, init) => {
       const href = url instanceof URL ? url.href : url;
       if (!href.startsWith(base)) return globalThis.fetch(url, init);
-      const method = href.slice(base.length).split('?')[0] || 'unknown';
+      const method = outsideLabel(href.slice(base.length).split('?')[0] ?? '', this.methodLabels);
       let response: Response;
       try {
         response = await globalThis.fetch(url, init);
@@ -126,7 +149,7 @@ export class Metrics implements EngineMetrics {
     const body: unknown = await response.clone().json().catch(() => undefined);
     if (typeof body === 'object' && body !== null && 'ok' in body && body.ok === false) {
       const error = 'error' in body && typeof body.error === 'string' ? body.error : 'unknown';
-      this.slackErrors.inc({ method, error });
+      this.slackErrors.inc({ method, error: outsideLabel(error, this.errorLabels) });
     }
   }
 

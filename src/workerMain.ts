@@ -5,6 +5,7 @@ import { Metrics } from './metrics.js';
 import { runSlackService } from './processLifecycle.js';
 import { boltLogger } from './slack/boltLogger.js';
 import { postingClientFor, SlackMessenger } from './slack/messenger.js';
+import { redactingFetch } from './slack/outgoing.js';
 import { startWorkers } from './worker.js';
 
 // npm run worker: step workers alone, delivering through Slack. Run as many as you like against one Redis
@@ -14,7 +15,7 @@ runSlackService('backfill-worker', async (pool, config, slack) => {
   const log = logger();
   const metrics = new Metrics(pool, log);
   // A Bolt App is used only for its configured Web API client; no receiver is started.
-  const clientOptions: webApi.WebClientOptions = { ...(slack.apiUrl ? { slackApiUrl: slack.apiUrl } : {}), fetch: metrics.slackFetch(slack.apiUrl) };
+  const clientOptions: webApi.WebClientOptions = { ...(slack.apiUrl ? { slackApiUrl: slack.apiUrl } : {}), fetch: redactingFetch(metrics.slackFetch(slack.apiUrl)) };
   const app = new App({ token: slack.botToken, signingSecret: slack.signingSecret, logger: boltLogger(log), logLevel: LogLevel.WARN, clientOptions });
   const poster = postingClientFor(app.client, { fetch: clientOptions.fetch, logger: clientOptions.logger });
   const messenger = new SlackMessenger(app.client, pool, config.STATUS_THROTTLE_MS, poster);

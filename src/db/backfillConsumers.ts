@@ -1,3 +1,4 @@
+import { redact } from '../redaction.js';
 import type { Queryable } from './pool.js';
 import type { ConsumerPlacement } from './readLog.js';
 
@@ -43,5 +44,5 @@ export async function recordAnnouncementLanded(tx: Queryable, backfillId: number
 export async function markConsumerUndeliverable(tx: Queryable, backfillId: number, consumer: string | null, slackError: string): Promise<void> {
   await tx.query(
     `UPDATE backfill.backfill_consumers SET undeliverable = $3::text, undeliverable_at = now() WHERE backfill_id = $1::bigint AND consumer = $2::text`,
-    [backfillId, consumer, slackError]);
+    [backfillId, consumer, redact(slackError)]);
 }

@@ -4,6 +4,7 @@ import type { ConsumerPlacement } from './readLog.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 import type { BackfillState } from '../core/engine/stateMachine.js';
 import { BackfillError, ErrorCode } from '../errors.js';
+import { redact } from '../redaction.js';
 
 export interface BackfillRow {
   id: number;
@@ -172,6 +173,7 @@ export async function lockBackfillForShare(tx: Queryable, id: number): Promise<n
 /**
  * Moves the backfill to `to` from any of `from`, with the extra column assignments (names fixed in code, never
  * user input; their values bound from $4 on). Returns the state it was in, or undefined when it was in none of them.
+ * Text values are redacted: a failure, a pause's or a stop's reason can quote an outside system's answer.
  */
 export async function updateBackfillState(tx: Queryable, move: { backfillId: number; to: BackfillState; from: BackfillState[]; set: [string, string | Date | null | undefined][] }): Promise<BackfillState | undefined> {
   const setSql = move.set.map(([column], index) => `, ${column} = $${index + 4}`).join('');
@@ -180,7 +182,7 @@ export async function updateBackfillState(tx: Queryable, move: { backfillId: num
      FROM (SELECT id, state AS previous FROM backfill.backfills WHERE id = $1::bigint FOR NO KEY UPDATE) old
      WHERE b.id = old.id AND b.state = ANY ($3::text[])
      RETURNING old.previous`,
-    [move.backfillId, move.to, move.from, ...move.set.map(([, value]) => value)]);
+    [move.backfillId, move.to, move.from, ...move.set.map(([, value]) => (typeof value === 'string' ? redact(value) : value))]);
   return result.rows[0]?.previous;
 }
 

@@ -1,3 +1,4 @@
+import { redact, redactDeep } from '../redaction.js';
 import type { Queryable } from './pool.js';
 import {
   PHASE_EXITS, ROLLBACK_SUFFIX, SETTLED, STEP_GRAPH, STEP_KINDS, type StepKind, type StepPhase, type StepRef, type StepStatus, type WaitRule,
@@ -8,6 +9,10 @@ import type { BackfillState } from '../core/engine/stateMachine.js';
 // and `b` (its backfill) that say which may run and which a phase still waits on are built below from the step
 // graph (stepGraph.ts: its tables, no SQL); the claim columns (claim_token, lease_expires_at) are described in
 // migration 0005.
+//
+// A step's error and result are redacted as they are written (src/redaction.ts): an error is often an outside
+// system's words (a webhook's, an orchestrator's, the database's quoting a value), and a result can hold a URL
+// from the catalog; both are shown in Slack, the CLI and the incident package.
 
 const STEP_WHERE = 'backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text';
 const stepParams = (ref: StepRef) => [ref.backfillId, ref.kind, ref.key];
@@ -107,7 +112,7 @@ export async function markStepFinished(tx: Queryable, ref: StepRef, status: 'don
   await tx.query(
     `UPDATE backfill.backfill_steps SET status = $4::text, finished_at = now(), result = $5::jsonb, error = NULL,
             claim_token = NULL, lease_expires_at = NULL
-     WHERE ${STEP_WHERE}`, [...stepParams(ref), status, JSON.stringify(result)]);
+     WHERE ${STEP_WHERE}`, [...stepParams(ref), status, JSON.stringify(redactDeep(result))]);
 }
 
 /** Gives the claim back, to `to`, only while this token holds it. True when it did. */
@@ -115,7 +120,7 @@ export async function releaseStepClaim(db: Queryable, ref: StepRef, token: strin
   const result = await db.query(
     `UPDATE backfill.backfill_steps SET status = $5::text, error = $6::text, claim_token = NULL, lease_expires_at = NULL
      WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`,
-    [...stepParams(ref), token, to, error]);
+    [...stepParams(ref), token, to, error === null ? null : redact(error)]);
   return result.rowCount === 1;
 }
 
@@ -123,7 +128,7 @@ export async function releaseStepClaim(db: Queryable, ref: StepRef, token: strin
 export async function failStepClaim(tx: Queryable, ref: StepRef, token: string, message: string): Promise<boolean> {
   const failed = await tx.query(
     `UPDATE backfill.backfill_steps SET status = 'failed', error = $5::text, finished_at = now(), claim_token = NULL, lease_expires_at = NULL
-     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`, [...stepParams(ref), token, message]);
+     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`, [...stepParams(ref), token, redact(message)]);
   return failed.rowCount === 1;
 }
 

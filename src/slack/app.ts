@@ -13,6 +13,7 @@ import { logger } from '../log.js';
 import { Metrics } from '../metrics.js';
 import { metricsRoute } from '../http/metrics.js';
 import { boltLogger } from './boltLogger.js';
+import { redactingFetch } from './outgoing.js';
 import { lineageRoutes } from '../http/lineage.js';
 import { postLineageProposal } from './lineage.js';
 
@@ -54,8 +55,9 @@ export async function createSlackApp(options: SlackAppOptions): Promise<SlackApp
     // 429s wait Retry-After inside the client; other failures retry a few times, then the step is retried.
     retryConfig: { retries: 5, factor: 2, minTimeout: 1000, maxTimeout: 30_000 },
     timeout: 15_000,
-    fetch: metrics.slackFetch(slack.apiUrl),
     ...options.clientOptions,
+    // Every call leaves redacted, whichever fetch counts it (src/slack/outgoing.ts).
+    fetch: redactingFetch(options.clientOptions?.fetch ?? metrics.slackFetch(slack.apiUrl)),
   };
   const app = new App({
     token: slack.botToken,

@@ -13,6 +13,7 @@ import { announcementMessage, diffMessage, reconciliationMessage, statusMessage,
 import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
 import { uploadDiffChartOnce } from './diffChart.js';
 import { uploadIncidentPackageOnce, type PackageUpload } from './incidentPackageUpload.js';
+import { redactingFetch } from './outgoing.js';
 
 type WebClient = webApi.WebClient;
 
@@ -56,8 +57,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export function postingClientFor(client: WebClient, shared: Pick<webApi.WebClientOptions, 'fetch' | 'logger'> = {}): WebClient {
   return new webApi.WebClient(client.token, {
     slackApiUrl: client.slackApiUrl,
-    // The app's fetch (it counts failures for GET /metrics) and logger, when given.
+    // The app's fetch (it counts failures for GET /metrics) and logger, when given; redacting either way, so a
+    // posting client made without the app's fetch cannot send a secret (src/slack/outgoing.ts).
     ...shared,
+    fetch: redactingFetch(shared.fetch ?? globalThis.fetch),
     retryConfig: { retries: 0 },
     rejectRateLimitedCalls: true,
     timeout: POST_TIMEOUT_MS,

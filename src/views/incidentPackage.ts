@@ -3,14 +3,19 @@ import { INCIDENT_PACKAGE_FORMAT } from '../core/file/incidentPackage.js';
 import { formatHour, moneyOrNone, nameMentions, NONE, recordPerson, signedMoneyOrNone } from './format.js';
 import { formatDuration } from './costs.js';
 import { noticeText } from './notices.js';
+import { redact, redactDeep } from '../redaction.js';
 
 // The incident package rendered: JSON, the record itself, and Markdown, the same record for people to read
 // (GitHub-flavoured tables; people by name and id; times to the second, UTC).
+//
+// Both are redacted as rendered (src/redaction.ts): the package is a file that leaves, to Slack or to whoever
+// the CLI's output is given, and it gathers every stored text of a backfill in one place.
 
 /** The package as pretty JSON; `format` comes first so a reader knows what it holds before reading on. */
 export function incidentPackageJson(p: IncidentPackage): string {
   const { format: _format, ...rest } = p;
-  return `${JSON.stringify({ format: INCIDENT_PACKAGE_FORMAT, ...rest }, null, 2)}\n`;
+  // Redacted string by string, so the file stays JSON.
+  return `${JSON.stringify(redactDeep({ format: INCIDENT_PACKAGE_FORMAT, ...rest }), null, 2)}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -72,9 +77,11 @@ export function eventActor(p: IncidentPackage, e: IncidentEvent): string {
   return e.onBehalfOf === null ? who(p, e.actor) : `${who(p, e.actor)} on behalf of ${who(p, e.onBehalfOf)}: ${e.onBehalfReason ?? ''}`;
 }
 
-export function incidentPackageMarkdown(p: IncidentPackage): string {
+export function incidentPackageMarkdown(record: IncidentPackage): string {
+  // The record redacted before it is rendered, and the page again after, for what the rendering put together.
+  const p = redactDeep(record);
   const b = p.backfill;
-  return [
+  return redact([
     `# Backfill #${b.id} incident package: ${b.pipeline}, ${formatPartitionHour(b.partitions.firstHour)} – ${formatPartitionHour(b.partitions.lastHour)}`,
     '',
     `Generated ${formatInstant(p.generatedAt)} from the backfill log and its timeline (${p.format}). All times UTC; ` +
@@ -88,7 +95,7 @@ export function incidentPackageMarkdown(p: IncidentPackage): string {
     ...toldSection(p),
     ...stepsSection(p),
     ...timelineSection(p),
-  ].join('\n');
+  ].join('\n'));
 }
 
 function logRowSection(p: IncidentPackage): string[] {
