@@ -33,7 +33,7 @@ function startWorkerProcess(e: TestEngine, apiUrl: string): Promise<ChildProcess
   const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
     env: {
       ...process.env, DATABASE_URL: e.ctx.config.DATABASE_URL, REDIS_URL: e.ctx.config.REDIS_URL, QUEUE_PREFIX: e.ctx.config.QUEUE_PREFIX,
-      SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'test-signing-secret', SLACK_API_URL: apiUrl, WORKER_CONCURRENCY: '2', STATUS_THROTTLE_MS: '0',
+      SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'test-signing-secret', WEBHOOK_SIGNING_SECRET: 'test-webhook-signing-secret', SLACK_API_URL: apiUrl, WORKER_CONCURRENCY: '2', STATUS_THROTTLE_MS: '0',
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
