@@ -8,6 +8,8 @@
 //     whoever's they are.
 // Redacting at the sink rather than at each source means a new source is covered without anyone remembering.
 
+import { slackText } from './markup.js';
+
 export const REDACTED = '[redacted]';
 
 /** A value shorter than this would blank ordinary words; such a secret is weak anyway, and the shapes still apply. */
@@ -26,9 +28,12 @@ export function registerSecrets(values: Iterable<string | undefined>): void {
   }
 }
 
-/** A secret as it can appear in text: as it is, JSON-escaped, percent-encoded, percent-decoded. */
+/**
+ * A secret as it can appear in text: as it is, JSON-escaped, percent-encoded, percent-decoded, and as Slack's
+ * markup shows outside text (src/markup.ts: a secret with & < > ` in it is escaped before it is sent).
+ */
 function formsOf(value: string): string[] {
-  const forms = new Set([value, JSON.stringify(value).slice(1, -1), encodeURIComponent(value)]);
+  const forms = new Set([value, JSON.stringify(value).slice(1, -1), encodeURIComponent(value), slackText(value)]);
   try {
     forms.add(decodeURIComponent(value));
   } catch {

@@ -16,7 +16,7 @@ import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
 import { addDelegate, addSigner, removeDelegate, removeSigner, signReport } from '../core/finance/signing.js';
 import { parseArgs } from 'node:util';
 import { checkQueue, openBackends, queueBackendOf, type RunConfig } from '../backends.js';
-import { parseCommand, type Command } from '../commands/arguments.js';
+import { checkFlags, parseCommand, type Command } from '../commands/arguments.js';
 import { cliUsage, findCommand } from '../commands/table.js';
 import { findPlan } from '../db/plans.js';
 import { authorize, principalOf, runActing, type Acting } from '../core/authorization.js';
@@ -68,6 +68,8 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   const [command, ...args] = positionals;
+  // Flags are checked like the command's words: no control characters, a reason within its limit.
+  checkFlags(values);
   // Checked before anything is opened: a mistyped command changes nothing and needs no database.
   const parsed = command === undefined || values.help ? ({ kind: 'help' } as const) : parseCommand('cli', commandWords(positionals, values.since));
   const spec = command === undefined ? undefined : findCommand(command, 'cli');

@@ -6,6 +6,28 @@ import { leadingHours } from '../core/time.js';
 // { kind: 'stop', backfillId: 12, reason: 'wrong step deployed' }. The command table (table.ts) pairs each
 // command with its schema; the CLI's flags (--wait, --consumer, …) come on top, from node:util parseArgs.
 
+/**
+ * The longest reason taken, on every front end. A reason is shown beside the facts in the owner's DM, the status
+ * message, the incident notices and the paid-against answer: at 500 characters it has room for a sentence or two
+ * (the story belongs in the incident), its own block stays far below a section's 3,000, an override's reason
+ * repeated in the gate stays readable, and a message with every fact stays well below the ~13,000 characters at
+ * which Slack has refused messages (msg_blocks_too_long).
+ */
+export const MAX_REASON_LENGTH = 500;
+
+/** The refusal of a reason over MAX_REASON_LENGTH: the limit and the length given. */
+export function reasonTooLong(length: number, what = 'The reason'): string {
+  return `${what} is ${length} characters long; at most ${MAX_REASON_LENGTH} are taken. Say it in fewer words: the whole story belongs in the incident.`;
+}
+
+/** A command's reason within MAX_REASON_LENGTH; refused with reasonTooLong otherwise (an issue with no path: the sentence is the whole answer). */
+function reasonWithinLimit<T extends object>(command: T, ctx: z.RefinementCtx<T>): void {
+  const reason = 'reason' in command ? command.reason : undefined;
+  if (typeof reason === 'string' && reason.length > MAX_REASON_LENGTH) {
+    ctx.addIssue({ code: 'custom', message: reasonTooLong(reason.length), input: reason, path: [] });
+  }
+}
+
 const backfillId = z.string().regex(/^#?[1-9]\d{0,15}$/, 'is not a backfill id; ids are whole numbers such as 12').transform((id) => Number(id.replace('#', '')));
 const word = z.string().min(1);
 const date = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'is not a date; write it as YYYY-MM-DD, e.g. 2026-11-15');
@@ -19,23 +41,23 @@ const nothing = z.tuple([]);
 const idOrNothing = z.union([z.tuple([]), z.tuple([backfillId])]);
 
 export const SCHEMAS = {
-  plan: z.tuple([word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'plan' as const, pipeline, target, reason: reason.join(' ') || '(dry run)' })),
+  plan: z.tuple([word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'plan' as const, pipeline, target, reason: reason.join(' ') || '(dry run)' })).superRefine(reasonWithinLimit),
   start: z.union([
     z.tuple([z.literal('plan'), backfillId, word], word).transform(([, planId, ...reason]) => ({ kind: 'start-plan' as const, planId, reason: reason.join(' ') })),
     z.tuple([word, word, word], word).transform(([pipeline, target, ...reason]) => ({ kind: 'start' as const, pipeline, target, reason: reason.join(' ') })),
-  ]),
+  ]).superRefine(reasonWithinLimit),
   ack: z.tuple([backfillId]).transform(([id]) => ({ kind: 'ack' as const, backfillId: id })),
-  hold: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'hold' as const, backfillId: id, reason: optionalReason(reason) })),
+  hold: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'hold' as const, backfillId: id, reason: optionalReason(reason) })).superRefine(reasonWithinLimit),
   approve: z.tuple([backfillId]).transform(([id]) => ({ kind: 'approve' as const, backfillId: id })),
-  stop: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'stop' as const, backfillId: id, reason: reason.join(' ') })),
+  stop: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'stop' as const, backfillId: id, reason: reason.join(' ') })).superRefine(reasonWithinLimit),
   continue: z.tuple([backfillId, word], word).transform(([id, ...words]) => {
     const { hours, rest } = leadingHours(words);
     return { kind: 'continue' as const, backfillId: id, partitions: hours, reason: rest.join(' ') };
-  }),
-  rollback: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'rollback' as const, backfillId: id, reason: optionalReason(reason) })),
+  }).superRefine(reasonWithinLimit),
+  rollback: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'rollback' as const, backfillId: id, reason: optionalReason(reason) })).superRefine(reasonWithinLimit),
   status: idOrNothing.transform((args) => ({ kind: 'status' as const, backfillId: args[0] })),
-  override: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'override' as const, backfillId: id, reason: reason.join(' ') })),
-  cancel: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'cancel' as const, backfillId: id, reason: optionalReason(reason) })),
+  override: z.tuple([backfillId, word], word).transform(([id, ...reason]) => ({ kind: 'override' as const, backfillId: id, reason: reason.join(' ') })).superRefine(reasonWithinLimit),
+  cancel: z.tuple([backfillId], word).transform(([id, ...reason]) => ({ kind: 'cancel' as const, backfillId: id, reason: optionalReason(reason) })).superRefine(reasonWithinLimit),
   'paid-against': z.union([z.tuple([date]), z.tuple([word, date])]).transform((args) =>
     (args.length === 1 ? { kind: 'paid-against' as const, date: args[0] } : { kind: 'paid-against' as const, report: args[0], date: args[1] })),
   sign: z.tuple([word, date]).transform(([report, day]) => ({ kind: 'sign' as const, report, date: day })),
@@ -55,7 +77,7 @@ export const SCHEMAS = {
   worker: nothing.transform(() => ({ kind: 'worker' as const })),
   migrate: nothing.transform(() => ({ kind: 'migrate' as const })),
   catalog: z.tuple([z.enum(['plan', 'apply']), word]).transform(([action, file]) => ({ kind: action === 'plan' ? 'catalog-plan' as const : 'catalog-apply' as const, file })),
-  lineage: lineageSchema(),
+  lineage: lineageSchema().superRefine(reasonWithinLimit),
 };
 
 /**

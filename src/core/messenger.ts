@@ -1,5 +1,6 @@
 import type { Notice } from './notices.js';
 import { isSlackUserId } from '../slackUser.js';
+import { slackText } from '../markup.js';
 
 /**
  * Where messages go. The Slack bot sends DMs with buttons and posts in the incident channel; the CLI prints.
@@ -57,8 +58,8 @@ export function intentKey(backfillId: number, kind: string, key: string, extra?:
 /**
  * A person in a sentence the core writes (a refusal's message): a Slack mention, which Slack shows with
  * their name and a terminal turns into it (src/views/text.ts fromSlackMarkup); anything that is not a Slack user
- * (the CLI's cli:<user>@<host>) as it is, never as broken mention markup.
+ * (the CLI's cli:<user>@<host>) as text, escaped (src/markup.ts), never as broken or foreign mention markup.
  */
 export function mention(actor: string): string {
-  return isSlackUserId(actor) ? `<@${actor}>` : actor;
+  return isSlackUserId(actor) ? `<@${actor}>` : slackText(actor);
 }

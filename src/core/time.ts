@@ -1,4 +1,5 @@
 import { BackfillError, ErrorCode } from '../errors.js';
+import { typedText } from '../markup.js';
 
 export const HOUR_MS = 3_600_000;
 
@@ -17,13 +18,13 @@ export function parseTargetSpec(text: string): TargetSpec {
   }
   const parts = trimmed.split('..');
   if (parts.length !== 2 || !parts[0] || !parts[1]) {
-    throw new BackfillError(ErrorCode.BadInput, `"${text}" is neither a night nor an hour range. ${RANGE_HELP}`);
+    throw new BackfillError(ErrorCode.BadInput, `"${typedText(text)}" is neither a night nor an hour range. ${RANGE_HELP}`);
   }
   const from = parseHour(parts[0]);
   const to = parseHour(parts[1]);
   if (from > to) {
     throw new BackfillError(ErrorCode.BadInput,
-      `The range ${text} runs backwards: ${formatHour(from)} is after ${formatHour(to)}. Put the earlier hour first.`);
+      `The range ${typedText(text)} runs backwards: ${formatHour(from)} is after ${formatHour(to)}. Put the earlier hour first.`);
   }
   return { kind: 'range', from, to };
 }
@@ -32,7 +33,7 @@ export function parseDate(text: string): Date {
   const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
   const date = match ? new Date(Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3]))) : undefined;
   if (!date || Number.isNaN(date.getTime()) || date.toISOString().slice(0, 10) !== text) {
-    throw new BackfillError(ErrorCode.BadInput, `"${text}" is not a calendar date. Write it as YYYY-MM-DD, e.g. 2026-11-15.`);
+    throw new BackfillError(ErrorCode.BadInput, `"${typedText(text)}" is not a calendar date. Write it as YYYY-MM-DD, e.g. 2026-11-15.`);
   }
   return date;
 }
@@ -41,12 +42,12 @@ export function parseDate(text: string): Date {
 export function parseHour(text: string): Date {
   const match = /^(\d{4}-\d{2}-\d{2})[T ](\d{2})(?::(\d{2}))?(?::00)?Z?$/.exec(text.trim());
   if (!match?.[1] || !match[2]) {
-    throw new BackfillError(ErrorCode.BadInput, `"${text}" is not an hour. ${RANGE_HELP}`);
+    throw new BackfillError(ErrorCode.BadInput, `"${typedText(text)}" is not an hour. ${RANGE_HELP}`);
   }
   const day = parseDate(match[1]);
   const hour = Number(match[2]);
   if (hour > 23 || (match[3] !== undefined && match[3] !== '00')) {
-    throw new BackfillError(ErrorCode.BadInput, `"${text}" is not the start of an hour: partitions are hourly, e.g. 2026-11-15T05:00.`);
+    throw new BackfillError(ErrorCode.BadInput, `"${typedText(text)}" is not the start of an hour: partitions are hourly, e.g. 2026-11-15T05:00.`);
   }
   return new Date(day.getTime() + hour * HOUR_MS);
 }

@@ -1,5 +1,6 @@
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { Queryable } from './pool.js';
+import { typedText } from '../markup.js';
 
 export interface Pipeline {
   name: string;
@@ -37,5 +38,5 @@ export async function requirePipeline(db: Queryable, name: string): Promise<Pipe
   if (pipeline) return pipeline;
   const known = await listPipelineNames(db);
   throw new BackfillError(ErrorCode.UnknownPipeline,
-    `There is no pipeline called "${name}". Known pipelines: ${known.length ? known.join(', ') : '(none registered)'}.`);
+    `There is no pipeline called "${typedText(name)}". Known pipelines: ${known.length ? known.join(', ') : '(none registered)'}.`);
 }

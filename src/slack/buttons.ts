@@ -8,6 +8,7 @@ import { listBackfillConsumers } from '../db/backfills.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { answeredAnnouncementMessage, type ButtonReference } from '../views/blocks.js';
 import type { SlackDeps } from './deps.js';
+import { heldNotice } from '../views/replies.js';
 
 const buttonValueSchema = z.string().transform((value, issue) => {
   try {
@@ -16,7 +17,8 @@ const buttonValueSchema = z.string().transform((value, issue) => {
     issue.addIssue({ code: 'custom', message: 'not JSON' });
     return z.NEVER;
   }
-}).pipe(z.object({ b: z.number().int().positive(), c: z.string().min(1) }).transform((v): ButtonReference => ({ backfillId: v.b, consumer: v.c })));
+// The consumer is a catalog name: anything else (a NUL, markup) is no button of the bot's, refused before the database.
+}).pipe(z.object({ b: z.number().int().positive(), c: z.string().regex(/^[a-z][a-z0-9_]{0,62}$/) }).transform((v): ButtonReference => ({ backfillId: v.b, consumer: v.c })));
 
 /** The button's reference, or a refusal: a value is never trusted beyond naming what was clicked. */
 export function parseButtonValue(value: string | undefined): ButtonReference {
@@ -40,7 +42,7 @@ export async function pressButton(deps: SlackDeps, action: ButtonAction, user: s
   await updateAnnouncement(deps, reference, action === 'acknowledge' ? `:white_check_mark: Acknowledged by <@${user}> at ${formatTime(new Date())}.`
     : `:double_vertical_bar: Held by <@${user}> at ${formatTime(new Date())}. Nothing runs until you acknowledge.`);
   if (action === 'hold') {
-    await messenger.postToIncident(reference.backfillId, `:double_vertical_bar: <@${user}> held backfill #${reference.backfillId} (${reference.consumer}). Nothing runs until they acknowledge.`);
+    await messenger.postToIncident(reference.backfillId, heldNotice(user, reference.backfillId, reference.consumer));
   }
   if (result.approved) await deps.kick(reference.backfillId);
   await messenger.changed(reference.backfillId);

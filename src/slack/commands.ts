@@ -6,7 +6,8 @@ import { planBackfill } from '../core/identify/plan.js';
 import { recordingRefusals } from '../core/refusals.js';
 import { startBackfill } from '../core/announce/start.js';
 import { loadBackfillReport } from '../core/file/status.js';
-import { paidAgainstMessage, planMessage, statusMessage, type Message } from '../views/blocks.js';
+import { paidAgainstMessage, planMessage, statusMessage, textMessage, type Message } from '../views/blocks.js';
+import { storableText } from '../markup.js';
 import {
   approvedNotice, approvedReply, cancelledNotice, continuedNotice, incidentPackageReply, overriddenNotice, overrideReply, recentBackfillsReply,
   rolledBackNotice, signedReply, startedFromPlanReply, startedReply, stoppedNotice,
@@ -28,7 +29,7 @@ export interface CommandInput {
   text: string;
 }
 
-const plain = (text: string): Message => ({ text, blocks: [{ type: 'section', text: { type: 'mrkdwn', text } }] });
+const plain = textMessage;
 
 type Handler<K extends BackfillCommand['kind']> = (deps: SlackDeps, input: CommandInput, command: Extract<BackfillCommand, { kind: K }>) => Promise<Message>;
 
@@ -144,7 +145,9 @@ export async function runBackfillCommand(deps: SlackDeps, input: CommandInput): 
   const { ctx, policy } = deps;
   const actor = input.user;
   if (input.userName) await rememberPeople(ctx.pool, [{ slackId: input.user, name: input.userName }]);
-  return recordingRefusals(ctx, { actor, action: `/backfill ${input.text.trim().split(/\s+/)[0] ?? ''}`.trim(), input: { text: input.text, channel: input.channel } }, async () => {
+  // Recorded as it can be stored: a NUL in what was typed is refused by the parser, and its refusal is kept too.
+  const typed = storableText(input.text);
+  return recordingRefusals(ctx, { actor, action: `/backfill ${typed.trim().split(/\s+/)[0] ?? ''}`.trim(), input: { text: typed, channel: input.channel } }, async () => {
     const command = parseBackfillCommand(input.text);
     const spec = findCommand(command.kind === 'start-plan' ? 'start' : command.kind, 'slack');
     if (spec) await policy.authorize(actor, input.channel, spec);

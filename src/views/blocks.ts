@@ -1,6 +1,6 @@
 import type { types } from '@slack/bolt';
 import type { Notice } from '../core/notices.js';
-import { backticks, slackNoticeText } from './notices.js';
+import { announcementParts, backticks, slackNoticeText } from './notices.js';
 import type { BackfillConsumerRow, BackfillRow } from '../db/backfills.js';
 import type { PaidAgainstAnswer } from '../core/finance/paidAgainst.js';
 import type { ReconciliationRow } from '../db/reconciliations.js';
@@ -14,10 +14,12 @@ import { backfillProgress, slackProgress } from './progress.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, slackPerson } from './format.js';
 import type { CostSummary } from '../core/file/costs.js';
 import { costsBlocks } from './costs.js';
+import { slackText } from '../markup.js';
+import { codeSections, context, fit, header, limitBlocks, LIMITS, mrkdwn, section, sections, type Block } from './layout.js';
+
+export type { Block } from './layout.js';
 
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
-
-type Block = types.KnownBlock;
 
 export const ActionId = {
   Acknowledge: 'backfill_acknowledge',
@@ -35,14 +37,32 @@ export function encodeButtonValue(reference: ButtonReference): string {
 }
 
 const money = moneyOrNone;
-const mrkdwn = (text: string): types.MrkdwnElement => ({ type: 'mrkdwn', text });
-const section = (text: string): Block => ({ type: 'section', text: mrkdwn(text.slice(0, 3000)) });
-const context = (text: string): Block => ({ type: 'context', elements: [mrkdwn(text.slice(0, 3000))] });
-const header = (text: string): Block => ({ type: 'header', text: { type: 'plain_text', text: text.slice(0, 150) } });
+/** Outside text in a sentence: escaped, so nothing in it becomes a broadcast, a mention or a link. */
+const outside = slackText;
 
 export interface Message {
   text: string;
   blocks: Block[];
+}
+
+/**
+ * Longest a reason is shown in a gate line: an override's reason is repeated for every consumer it opened, so
+ * there it is bounded (the whole is in the timeline and the incident package).
+ */
+const GATE_REASON_SHOWN = 300;
+/** Longest a failure, paused or stopped reason is shown in the status message; the whole is in `status` and the package. */
+const WHY_SHOWN = 1000;
+
+/**
+ * A notice in blocks. An announcement is laid out in its parts: what is replaced, the reason in a block of its
+ * own (bounded, saying how much was left out, if it could ever be longer than a section), then the facts and the
+ * ask, so that no reason, however long, can push the signed figures, the expected total or "Please acknowledge
+ * or hold" out of the message.
+ */
+export function noticeBlocks(notice: Notice, lead = ''): Block[] {
+  if (notice.kind !== 'announcement') return sections(lead, slackNoticeText(notice).split('\n'));
+  const parts = announcementParts(notice.facts, slackPerson, slackText);
+  return [section(`${lead}${parts.title}`), section(parts.why), ...sections('', parts.facts), ...sections('', parts.ask)];
 }
 
 /** The DM an owner gets: the generated announcement with Acknowledge and Hold. */
@@ -50,10 +70,10 @@ export function announcementMessage(reference: ButtonReference, notice: Notice, 
   const value = encodeButtonValue(reference);
   const lead = options.reminder ? '*Reminder: still waiting for your acknowledgement.*\n' : '';
   return {
-    text: `${options.reminder ? 'Reminder: ' : ''}backfill #${reference.backfillId} needs your acknowledgement (${reference.consumer})`,
-    blocks: [
+    text: `${options.reminder ? 'Reminder: ' : ''}backfill #${reference.backfillId} needs your acknowledgement (${outside(reference.consumer)})`,
+    blocks: limitBlocks([
       header(`Backfill #${reference.backfillId}: please acknowledge`),
-      section(`${lead}${slackNoticeText(notice)}`),
+      ...noticeBlocks(notice, lead),
       {
         type: 'actions',
         block_id: `announce_${reference.backfillId}_${reference.consumer}`.slice(0, 255),
@@ -70,7 +90,7 @@ export function announcementMessage(reference: ButtonReference, notice: Notice, 
           },
         ],
       },
-    ],
+    ], LIMITS.messageBlocks, `\`/backfill status ${reference.backfillId}\` shows the whole backfill.`),
   };
 }
 
@@ -78,16 +98,18 @@ export function announcementMessage(reference: ButtonReference, notice: Notice, 
 export function answeredAnnouncementMessage(reference: ButtonReference, notice: Notice, answer: string): Message {
   return {
     text: `backfill #${reference.backfillId}: ${answer}`,
-    blocks: [header(`Backfill #${reference.backfillId}`), section(slackNoticeText(notice)), context(answer)],
+    blocks: limitBlocks([header(`Backfill #${reference.backfillId}`), ...noticeBlocks(notice), context(answer)], LIMITS.messageBlocks,
+      `\`/backfill status ${reference.backfillId}\` shows the whole backfill.`),
   };
 }
 
 function gateLine(c: BackfillConsumerRow): string {
-  if (c.notifyRule === 'after') return `${c.consumer} ${slackPerson(c.owner)}: told after the run`;
-  if (c.ackedAt) return `:white_check_mark: ${c.consumer} ${slackPerson(c.owner)}: acknowledged ${formatTime(c.ackedAt)}`;
-  if (c.overriddenBy) return `:warning: ${c.consumer} ${slackPerson(c.owner)}: overridden by ${slackPerson(c.overriddenBy)} (${c.overrideReason ?? ''})`;
-  if (c.undeliverable) return `:no_entry: ${c.consumer} ${slackPerson(c.owner)}: cannot be reached (Slack: ${c.undeliverable}); needs a delegate or an override`;
-  return `:hourglass: ${c.consumer} ${slackPerson(c.owner)}: waiting`;
+  const who = `${outside(c.consumer)} ${slackPerson(c.owner)}`;
+  if (c.notifyRule === 'after') return `${who}: told after the run`;
+  if (c.ackedAt) return `:white_check_mark: ${who}: acknowledged ${formatTime(c.ackedAt)}`;
+  if (c.overriddenBy) return `:warning: ${who}: overridden by ${slackPerson(c.overriddenBy)} (${outside(fit(c.overrideReason ?? '', GATE_REASON_SHOWN))})`;
+  if (c.undeliverable) return `:no_entry: ${who}: cannot be reached (Slack: ${outside(c.undeliverable)}); needs a delegate or an override`;
+  return `:hourglass: ${who}: waiting`;
 }
 
 /**
@@ -98,28 +120,37 @@ export function statusMessage(report: BackfillReport, now: Date = new Date()): M
   const { backfill } = report;
   const progress = slackProgress(backfillProgress(report, now));
   const why = [
-    backfill.failure ? `:x: ${backfill.failure}` : '',
-    backfill.pausedReason ? `:octagonal_sign: paused: ${backfill.pausedReason}` : '',
-    backfill.stoppedBy ? `:stop_sign: stopped by ${slackPerson(backfill.stoppedBy)}: ${backfill.stopReason ?? ''}` : '',
+    backfill.failure ? `:x: ${outside(fit(backfill.failure, WHY_SHOWN))}` : '',
+    backfill.pausedReason ? `:octagonal_sign: paused: ${outside(fit(backfill.pausedReason, WHY_SHOWN))}` : '',
+    backfill.stoppedBy ? `:stop_sign: stopped by ${slackPerson(backfill.stoppedBy)}: ${outside(fit(backfill.stopReason ?? '', WHY_SHOWN))}` : '',
     backfill.rolledBackBy ? `:rewind: rolled back by ${slackPerson(backfill.rolledBackBy)}` : '',
-  ].filter(Boolean).join('\n');
+  ].filter(Boolean);
+  const title = `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`;
   const blocks: Block[] = [
-    header(`Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`),
-    section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Why:* ${backfill.reason}\n*Asked by* ${slackPerson(backfill.requestedBy)}`),
-    section(`*Gate*\n${report.consumers.map(gateLine).join('\n') || 'no readers'}`),
-    section(`*Progress:* ${progress}${why ? `\n${why}` : ''}\n${waitingOn(report, slackPerson, backticks)}`),
+    header(title),
+    section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Asked by* ${slackPerson(backfill.requestedBy)}`),
+    section(`*Why:* ${outside(backfill.reason)}`),
+    ...sections('*Gate*', report.consumers.length ? report.consumers.map(gateLine) : ['no readers']),
+    ...sections(`*Progress:* ${progress}`, [...why, waitingOn(report, slackPerson, backticks, outside)]),
     context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
   ];
-  return { text: `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}`, blocks };
+  return { text: outside(title), blocks: limitBlocks(blocks, LIMITS.messageBlocks, `\`/backfill log ${backfill.id}\` puts the whole backfill in the incident thread.`) };
 }
+
+/**
+ * How much of a message the per-partition table may take: Slack has refused messages well below the documented
+ * per-block limits (`msg_blocks_too_long` at about 13,000 characters in all), so the table keeps to this and
+ * the rest of the diff to what is left; a table that does not fit says where the whole is.
+ */
+const DIFF_TABLE_CHARS = 9000;
 
 /** The diff posted when the compare is done: what finance asks for, next to every correction. */
 export function diffMessage(report: BackfillReport): Message {
   const { backfill } = report;
   const figures = report.signed.map((f) =>
-    `*${f.report} ${f.period}*: signed *${money(f.signedTotal)}* by ${slackPerson(f.signedBy)} at ${formatTime(f.signedAt)} → now *${money(f.reportAfter)}*, difference *${f.diff === null ? '—' : formatSignedMoney(f.diff)}*`);
+    `*${outside(f.report)} ${outside(f.period)}*: signed *${money(f.signedTotal)}* by ${slackPerson(f.signedBy)} at ${formatTime(f.signedAt)} → now *${money(f.reportAfter)}*, difference *${f.diff === null ? '—' : formatSignedMoney(f.diff)}*`);
   const replays = report.steps.filter((s) => s.kind === 'replay').map((s, i) =>
-    `${i + 1}. ${s.key}: ${s.status}${s.finishedAt ? ` at ${formatTime(s.finishedAt)}` : ''}`);
+    `${i + 1}. ${outside(s.key)}: ${s.status}${s.finishedAt ? ` at ${formatTime(s.finishedAt)}` : ''}`);
   const rows = report.targets.map((t) => {
     const diff = t.totalAfter === null ? '—' : formatSignedMoney(subtractMoney(t.totalAfter, t.totalBefore));
     return `${formatHour(t.partitionHour)}  ${String(t.rowsBefore).padStart(4)} → ${String(t.rowsAfter ?? '—').padEnd(4)}  ${money(t.totalBefore).padStart(11)} → ${money(t.totalAfter).padStart(11)}  ${diff}`;
@@ -133,46 +164,56 @@ export function diffMessage(report: BackfillReport): Message {
       : []),
   ];
   const title = backfill.state === 'rolled_back' ? 'rolled back' : 'diff';
+  const lead: Block[] = [
+    header(`Backfill #${backfill.id} ${title}: ${backfill.pipeline}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`),
+    ...sections('', notes),
+    ...sections('', figures),
+    section([
+      `*Partitions:* ${backfill.partitionCount}`,
+      `*Total before:* ${money(backfill.totalBefore)}`,
+      `*Total after:* ${money(backfill.totalAfter)}`,
+      `*Difference:* ${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)}`,
+      `*Announced at:* ${formatTime(backfill.announcedAt)}`,
+      `*Ran at:* ${backfill.ranAt ? formatTime(backfill.ranAt) : '—'} by ${slackPerson(backfill.ranBy ?? backfill.requestedBy)}`,
+      `*Finished at:* ${backfill.finishedAt ? formatTime(backfill.finishedAt) : '—'}`,
+    ].join('\n')),
+    ...sections('*Consumers re-triggered, in order*', replays.length ? replays : ['none']),
+  ];
+  // The table takes the blocks the rest leaves, keeping one for the note when it does not all fit.
+  const table = codeSections('*Per partition* (rows, total)', 'partition          rows          before →       after  difference', rows,
+    LIMITS.messageBlocks - lead.length - 1, DIFF_TABLE_CHARS);
+  const left = rows.length - table.shown;
+  const rest = report.targets.slice(table.shown);
+  const more = left > 0
+    ? [section(`:page_facing_up: ${left} more partition(s), ${formatHourRange(rest[0]?.partitionHour ?? backfill.firstHour, rest.at(-1)?.partitionHour ?? backfill.lastHour)}, ` +
+      `are not shown here: the full table is in the incident package (\`/backfill log ${backfill.id}\` puts it in the incident thread).`)]
+    : [];
   return {
     text: `Backfill #${backfill.id} ${title}: total ${money(backfill.totalBefore)} → ${money(backfill.totalAfter)} (${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)})`,
-    blocks: [
-      header(`Backfill #${backfill.id} ${title}: ${backfill.pipeline}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`),
-      ...(notes.length ? [section(notes.join('\n'))] : []),
-      ...(figures.length ? [section(figures.join('\n'))] : []),
-      section([
-        `*Partitions:* ${backfill.partitionCount}`,
-        `*Total before:* ${money(backfill.totalBefore)}`,
-        `*Total after:* ${money(backfill.totalAfter)}`,
-        `*Difference:* ${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)}`,
-        `*Announced at:* ${formatTime(backfill.announcedAt)}`,
-        `*Ran at:* ${backfill.ranAt ? formatTime(backfill.ranAt) : '—'} by ${slackPerson(backfill.ranBy ?? backfill.requestedBy)}`,
-        `*Finished at:* ${backfill.finishedAt ? formatTime(backfill.finishedAt) : '—'}`,
-      ].join('\n')),
-      section(`*Consumers re-triggered, in order*\n${replays.join('\n') || 'none'}`),
-      section(`*Per partition* (rows, total)\n\`\`\`${['partition          rows          before →       after  difference', ...rows].join('\n')}\`\`\``),
-    ],
+    blocks: limitBlocks([...lead, ...table.blocks, ...more], LIMITS.messageBlocks, `the whole diff is in the incident package (\`/backfill log ${backfill.id}\`).`),
   };
 }
 
 export function planMessage(plan: Plan): Message {
   const { identified } = plan;
-  const readers = plan.readers.map((r) => `${r.dependencyRank}. ${r.consumer} (${r.kind}), ${slackPerson(r.owner)}, told ${r.notifyRule}${r.readDirectly ? '' : `, via ${r.dependsOn.join(', ')}`}`);
-  const signed = plan.signed.map((f) => `${f.report} ${f.period}: *${formatMoney(f.total)}* signed by ${slackPerson(f.signedBy)} at ${formatTime(f.signedAt)}`);
-  const skipped = identified.skipped.map((s) => `${formatHour(s.hour)}: ${s.why}`);
+  const readers = plan.readers.map((r) => `${r.dependencyRank}. ${outside(r.consumer)} (${outside(r.kind)}), ${slackPerson(r.owner)}, told ${r.notifyRule}${r.readDirectly ? '' : `, via ${r.dependsOn.map(outside).join(', ')}`}`);
+  const signed = plan.signed.map((f) => `${outside(f.report)} ${outside(f.period)}: *${formatMoney(f.total)}* signed by ${slackPerson(f.signedBy)} at ${formatTime(f.signedAt)}`);
+  const skipped = identified.skipped.map((s) => `${formatHour(s.hour)}: ${outside(s.why)}`);
+  const name = outside(plan.pipeline.name);
   return {
-    text: `Plan: ${plan.pipeline.name}, ${identified.hours.length} partitions`,
-    blocks: [
+    text: `Plan: ${name}, ${identified.hours.length} partitions`,
+    blocks: limitBlocks([
       header(`Plan (dry run): ${plan.pipeline.name}`),
-      section(`*${identified.hours.length} partitions*, ${formatHourRange(identified.firstHour, identified.lastHour)}` +
-        `${skipped.length ? `\n_left alone:_\n${skipped.join('\n')}` : ''}`),
-      section(`*Readers, in dependency order*\n${readers.join('\n') || 'none'}`),
-      section(`*Signed figures affected*\n${signed.join('\n') || 'none'}`),
+      ...sections(`*${identified.hours.length} partitions*, ${formatHourRange(identified.firstHour, identified.lastHour)}`, skipped.length ? ['_left alone:_', ...skipped] : []),
+      ...sections('*Readers, in dependency order*', readers.length ? readers : ['none']),
+      ...sections('*Signed figures affected*', signed.length ? signed : ['none']),
       section(`*Watermark:* ${identified.watermarkBefore ? formatHour(identified.watermarkBefore) : 'none'} → ${formatHour(identified.watermarkResetTo)}\n` +
-        `*Expected:* ${formatMoney(plan.totalBefore)} → ${formatMoney(plan.expectedTotalAfter)} (${plan.direction}) · *waits for:* ${plan.gateOwners.map((o) => `${slackPerson(o)}`).join(', ') || 'nobody'}`),
-      ...(plan.size ? [section(`*Size:* ${describeSize(plan.size, plan.pipeline.name)}\n*Second operator's approval:* ${describeSecondApproval(plan.size)}`)] : []),
+        `*Expected:* ${formatMoney(plan.totalBefore)} → ${formatMoney(plan.expectedTotalAfter)} (${plan.direction})`),
+      ...sections('*Waits for:*', [plan.gateOwners.map((o) => `${slackPerson(o)}`).join(', ') || 'nobody']),
+      ...(plan.size ? [section(`*Size:* ${outside(describeSize(plan.size, plan.pipeline.name))}\n*Second operator's approval:* ${outside(describeSecondApproval(plan.size))}`)] : []),
       context(`Plan #${plan.planId ?? '?'} (inputs ${plan.inputsHash.slice(0, 12)}). Nothing was written but the plan and an audit event. ` +
-        `\`/backfill start plan ${plan.planId ?? '<id>'} <reason>\` runs exactly this, or refuses if its inputs change.`),
-    ],
+        `\`/backfill start plan ${plan.planId ?? '&lt;id&gt;'} &lt;reason&gt;\` runs exactly this, or refuses if its inputs change.`),
+    ], LIMITS.messageBlocks, `the CLI's \`backfill plan\` shows the whole plan.`),
   };
 }
 
@@ -180,23 +221,26 @@ export function planMessage(plan: Plan): Message {
 export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
   const signatures = answer.signatures.map((s, i) =>
     `${answer.signatures.length > 1 ? `${i + 1}. ` : ''}*${formatMoney(s.total)}*, signed by ${slackPerson(s.signedBy)} at ${formatTime(s.signedAt)}`);
+  // One correction is one entry: its lines stay together in one block.
   const corrections = answer.corrections.map((c) => [
-    `• *Backfill #${c.backfillId}* (${c.reason}): corrected to *${formatMoney(c.corrected)}*, ${formatSignedMoney(c.diffFromSigned)} against the signed ${formatMoney(c.signedTotal)}`,
+    `• *Backfill #${c.backfillId}* (${outside(c.reason)}): corrected to *${formatMoney(c.corrected)}*, ${formatSignedMoney(c.diffFromSigned)} against the signed ${formatMoney(c.signedTotal)}`,
     `   announced ${formatTime(c.announcedAt)}, ran ${c.ranAt ? formatTime(c.ranAt) : '—'} by ${slackPerson(c.ranBy ?? '?')}, finished ${formatTime(c.finishedAt)}`,
-    `   acknowledged by ${c.acknowledgedBy.map((a) => `${slackPerson(a.owner)} (${a.consumer}, ${formatTime(a.at)})`).join(', ') || 'nobody'}` +
-      `${c.overriddenBy.length ? `; overridden by ${c.overriddenBy.map((o) => `${slackPerson(o.operator)} for ${o.consumer}: ${o.reason}`).join(', ')}` : ''}`,
+    `   acknowledged by ${c.acknowledgedBy.map((a) => `${slackPerson(a.owner)} (${outside(a.consumer)}, ${formatTime(a.at)})`).join(', ') || 'nobody'}` +
+      `${c.overriddenBy.length ? `; overridden by ${c.overriddenBy.map((o) => `${slackPerson(o.operator)} for ${outside(o.consumer)}: ${outside(fit(o.reason, GATE_REASON_SHOWN))}`).join(', ')}` : ''}`,
   ].join('\n'));
   const current = answer.current.source === 'signature'
     ? `*Current figure:* ${formatMoney(answer.current.total)} (the latest signature)`
     : `*Current figure:* ${formatMoney(answer.current.total)} (after backfill #${answer.current.backfillId ?? '?'}; not signed again since)`;
+  // The signed figure and the current one lead: however many corrections there are, those two are always shown.
+  const report = outside(answer.report);
   return {
-    text: `${answer.report} ${answer.period}: paid against ${formatMoney(answer.signatures[0]?.total ?? '0')}; current ${formatMoney(answer.current.total)}`,
-    blocks: [
+    text: `${report} ${outside(answer.period)}: paid against ${formatMoney(answer.signatures[0]?.total ?? '0')}; current ${formatMoney(answer.current.total)}`,
+    blocks: limitBlocks([
       header(`What we paid against: ${answer.report}, ${answer.period}`),
-      section(`*Signed*\n${signatures.join('\n')}`),
-      section(`*Corrections since*\n${corrections.join('\n') || 'none: the signed figure stands'}`),
+      ...sections('*Signed*', signatures),
       section(current),
-    ],
+      ...sections('*Corrections since*', corrections.length ? corrections : ['none: the signed figure stands']),
+    ], LIMITS.messageBlocks, `\`backfill paid-against ${report} ${outside(answer.period)}\` on the CLI lists every correction.`),
   };
 }
 
@@ -209,26 +253,33 @@ export interface HomeData {
 
 /** The App Home tab: backfills in flight with their gate, and the latest log rows with their differences. */
 export function homeView(data: HomeData): types.HomeView {
-  const inFlight = data.inFlight.flatMap((report): Block[] => [
-    section(`*#${report.backfill.id} ${report.backfill.pipeline}*, ${formatHourRange(report.backfill.firstHour, report.backfill.lastHour)}: ${describeState(report.backfill.state)}\n` +
-      `${report.consumers.map(gateLine).join('\n') || 'no readers'}`),
-  ]);
+  const inFlight = data.inFlight.flatMap((report): Block[] => sections(
+    `*#${report.backfill.id} ${outside(report.backfill.pipeline)}*, ${formatHourRange(report.backfill.firstHour, report.backfill.lastHour)}: ${describeState(report.backfill.state)}`,
+    report.consumers.length ? report.consumers.map(gateLine) : ['no readers']));
   const recent = data.recent.map((b) =>
-    `#${b.id} ${b.pipeline} ${formatHourRange(b.firstHour, b.lastHour)}: ${b.state} · before ${money(b.totalBefore)} · after ${money(b.totalAfter)} · ` +
+    `#${b.id} ${outside(b.pipeline)} ${formatHourRange(b.firstHour, b.lastHour)}: ${b.state} · before ${money(b.totalBefore)} · after ${money(b.totalAfter)} · ` +
     `difference ${b.diff === null ? '—' : formatSignedMoney(b.diff)}`);
+  // The log and the costs first in the budget: the in-flight backfills give way, saying so, when there are too many.
+  const after: Block[] = [
+    { type: 'divider' },
+    header('Backfill log'),
+    ...sections('', recent.length ? recent : ['No backfills yet.']),
+    context('Ask "what did we pay against on YYYY-MM-DD?" by mentioning the bot or in a DM, or use `/backfill paid-against &lt;report&gt; &lt;date&gt;`.'),
+    ...(data.costs ? [{ type: 'divider' } as const, ...costsBlocks(data.costs)] : []),
+  ];
+  const room = Math.max(2, LIMITS.viewBlocks - CHART_BLOCKS - after.length - 1);
   return {
     type: 'home',
-    blocks: [
+    blocks: limitBlocks([
       header('Backfills in flight'),
-      ...(inFlight.length ? inFlight : [section('None right now.')]),
-      { type: 'divider' },
-      header('Backfill log'),
-      section(recent.join('\n') || 'No backfills yet.'),
-      context('Ask "what did we pay against on YYYY-MM-DD?" by mentioning the bot or in a DM, or use `/backfill paid-against <report> <date>`.'),
-      ...(data.costs ? [{ type: 'divider' } as const, ...costsBlocks(data.costs)] : []),
-    ].slice(0, 100),
+      ...limitBlocks(inFlight.length ? inFlight : [section('None right now.')], room, '`/backfill status` lists the recent backfills.'),
+      ...after,
+    ], LIMITS.viewBlocks - CHART_BLOCKS, '`/backfill status` lists the recent backfills.'),
   };
 }
+
+/** The blocks withLatestDiffChart adds to the Home tab: the image and where it was shared. */
+const CHART_BLOCKS = 2;
 
 /** The latest diff chart uploaded to an incident thread: the Slack file and where it was shared. */
 export interface DiffChartRef {
@@ -254,7 +305,8 @@ export function withLatestDiffChart(view: types.HomeView, chart: DiffChartRef | 
   ];
   const log = view.blocks.findIndex((b) => b.type === 'header' && 'text' in b && b.text.text === 'Backfill log');
   const at = log < 0 ? view.blocks.length : log + 2;
-  return { ...view, blocks: [...view.blocks.slice(0, at), ...chartBlocks, ...view.blocks.slice(at)].slice(0, 100) };
+  // homeView keeps CHART_BLOCKS free for these.
+  return { ...view, blocks: limitBlocks([...view.blocks.slice(0, at), ...chartBlocks, ...view.blocks.slice(at)], LIMITS.viewBlocks, '`/backfill status` lists the recent backfills.') };
 }
 
 /** The reconciliation by key, partition by partition: staged against live, then published against preserved. */
@@ -264,10 +316,22 @@ export function reconciliationMessage(backfill: BackfillRow, rows: Reconciliatio
     : `${formatHour(r.partitionHour)}  ${r.phase.padEnd(9)} missing ${r.keysMissing}  added ${r.keysAdded}  duplicated ${r.keysDuplicated}  changed ${r.keysChanged}` +
       `${r.lateRows ? `  late rows kept ${r.lateRows}` : ''}  total ${money(r.totalBefore)} → ${money(r.totalAfter)}`);
   const lead = backfill.state === 'paused'
-    ? `:octagonal_sign: *The expansion stopped:* ${backfill.pausedReason ?? ''}\nBoth generations are kept. \`/backfill continue ${backfill.id} <reason>\` accepts the difference; \`/backfill rollback ${backfill.id}\` restores the prior rows.`
+    ? `:octagonal_sign: *The expansion stopped:* ${outside(fit(backfill.pausedReason ?? '', WHY_SHOWN))}\nBoth generations are kept. \`/backfill continue ${backfill.id} &lt;reason&gt;\` accepts the difference; \`/backfill rollback ${backfill.id}\` restores the prior rows.`
     : `Reconciliation by key of backfill #${backfill.id} (generation ${backfill.generation}).`;
+  // Split across blocks, every fence closed; what does not fit in one message says where the whole is.
+  const table = codeSections('*By partition*', '', lines.length ? lines : ['nothing staged'], LIMITS.messageBlocks - 2, DIFF_TABLE_CHARS);
+  const left = lines.length - table.shown;
   return {
     text: `Backfill #${backfill.id} reconciliation${backfill.state === 'paused' ? ': paused' : ''}`,
-    blocks: [section(lead), section(`\`\`\`${lines.join('\n') || 'nothing staged'}\`\`\``)],
+    blocks: [section(lead), ...table.blocks,
+      ...(left > 0 ? [section(`:page_facing_up: ${left} more partition(s) are not shown here: the incident package has them all (\`/backfill log ${backfill.id}\`).`)] : [])],
   };
+}
+
+/**
+ * A reply that is text (a refusal, a list): in as many sections as its lines need, never cut unseen; the
+ * notification text bounded with a note.
+ */
+export function textMessage(text: string): Message {
+  return { text: fit(text, LIMITS.sectionText), blocks: limitBlocks(sections('', text.split('\n')), LIMITS.messageBlocks, 'the CLI shows the whole answer.') };
 }

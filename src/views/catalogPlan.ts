@@ -1,9 +1,13 @@
 import type { CatalogChange, CatalogPlan, FieldChange } from '../core/catalog/plan.js';
+import { terminalText } from '../markup.js';
 
 // The catalog's plan as the terminal shows it, Terraform's way: `+` added, `~` changed (each field before →
 // after), `-` removed, then what apply refuses. Long SQL is shown by its first differing line, not whole.
 
 const LONG = 72;
+
+// The file's values are outside text on a terminal: JSON escapes C0 controls, not C1 nor the bidi overrides, and
+// a name or a refusal is not JSON at all; so every line leaves without control characters.
 
 function shown(value: unknown): string {
   if (value === null || value === undefined) return '(none)';
@@ -42,19 +46,19 @@ function counts(plan: CatalogPlan): string {
 
 /** `catalog plan`: what apply would do, and what it would refuse. */
 export function renderCatalogPlan(plan: CatalogPlan): string {
-  if (plan.changes.length === 0) return `Catalog ${plan.source}: no changes; the database holds what the file declares.`;
+  if (plan.changes.length === 0) return terminalText(`Catalog ${plan.source}: no changes; the database holds what the file declares.`);
   const lines = [`Catalog ${plan.source} against the database: ${counts(plan)}.`, ...plan.changes.flatMap(changeLines)];
   if (plan.refusals.length > 0) {
     lines.push('', `Apply would refuse all of it (nothing changes) because:`, ...plan.refusals.map((refusal) => `  ! ${refusal}`));
   } else {
     lines.push('', `\`backfill catalog apply ${plan.source}\` makes these changes in one transaction.`);
   }
-  return lines.join('\n');
+  return terminalText(lines.join('\n'));
 }
 
 /** `catalog apply`: what was applied. */
 export function renderCatalogApplied(plan: CatalogPlan): string {
-  if (plan.changes.length === 0) return `Catalog ${plan.source}: nothing to apply; the database already holds what the file declares.`;
+  if (plan.changes.length === 0) return terminalText(`Catalog ${plan.source}: nothing to apply; the database already holds what the file declares.`);
   const applied = counts(plan).replace('to add', 'added').replace('to change', 'changed').replace('to remove', 'removed');
-  return [`Applied ${plan.source}: ${applied}.`, ...plan.changes.flatMap(changeLines)].join('\n');
+  return terminalText([`Applied ${plan.source}: ${applied}.`, ...plan.changes.flatMap(changeLines)].join('\n'));
 }

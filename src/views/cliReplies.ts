@@ -2,13 +2,17 @@ import type { GateResult } from '../core/announce/gate.js';
 import type { Plan } from '../core/identify/plan.js';
 import { formatHour, formatMoney } from './format.js';
 import { person, terminalNoticeText, type TextStyle } from './text.js';
+import { terminalText } from '../markup.js';
 
-// What the CLI prints after a command, on a terminal's terms: people by name, no Slack markup. Pure: the
-// facts the core returned in, lines out.
+// What the CLI prints after a command, on a terminal's terms: people by name, no Slack markup, and nothing from
+// outside (a consumer's or report's name, a queue's error) with control characters in it. Pure: the facts the
+// core returned in, lines out.
+
+const t = terminalText;
 
 type Waiting = GateResult['waitingFor'];
 
-const waitingFor = (waiting: Waiting, style: TextStyle) => waiting.map((w) => `${w.consumer} ${person(w.owner, style)}`).join(', ');
+const waitingFor = (waiting: Waiting, style: TextStyle) => waiting.map((w) => `${t(w.consumer)} ${person(w.owner, style)}`).join(', ');
 
 export function planFrozenLine(plan: Pick<Plan, 'planId' | 'inputsHash'>): string {
   return `Plan #${plan.planId ?? '?'} frozen (inputs ${plan.inputsHash.slice(0, 12)}): start it with --plan ${plan.planId ?? '<id>'}.`;
@@ -17,7 +21,7 @@ export function planFrozenLine(plan: Pick<Plan, 'planId' | 'inputsHash'>): strin
 export function startedLines(backfill: { id: number; state: string }, announcements: Plan['announcements'], style: TextStyle): string[] {
   return [
     `Backfill #${backfill.id} created (${backfill.state}).`,
-    ...announcements.map((a) => `\n--- to ${person(a.owner, style)} (${a.consumer}, ${a.notifyRule}) ---\n${terminalNoticeText({ kind: 'announcement', facts: a.facts }, style)}`),
+    ...announcements.map((a) => `\n--- to ${person(a.owner, style)} (${t(a.consumer)}, ${a.notifyRule}) ---\n${terminalNoticeText({ kind: 'announcement', facts: a.facts }, style)}`),
   ];
 }
 
@@ -37,13 +41,13 @@ export function overrideLine(actor: string, approved: boolean, style: TextStyle)
 }
 
 export function approvedLine(result: Pick<GateResult, 'approved' | 'waitingFor'>): string {
-  return result.approved ? 'Approved; the gate is open.' : `Approved. Still waiting for: ${result.waitingFor.map((w) => w.consumer).join(', ')}`;
+  return result.approved ? 'Approved; the gate is open.' : `Approved. Still waiting for: ${result.waitingFor.map((w) => t(w.consumer)).join(', ')}`;
 }
 
 /** A stop is in the database whatever the queue says; `removed` is how many queued jobs went, or why none could. */
 export function stoppedLine(backfillId: number, removed: number | Error): string {
   return removed instanceof Error
-    ? `Backfill #${backfillId} stopped and fenced. Its queued jobs were not removed: ${removed.message} They will find it stopped and do nothing.`
+    ? `Backfill #${backfillId} stopped and fenced. Its queued jobs were not removed: ${t(removed.message)} They will find it stopped and do nothing.`
     : `Backfill #${backfillId} stopped and fenced; ${removed} queued job(s) removed.`;
 }
 
@@ -56,19 +60,19 @@ export function rolledBackLine(backfillId: number, restored: number): string {
 }
 
 export function signedLine(signed: { report: string; period: string; total: string; signedBy: string; signatureNumber: number }, style: TextStyle): string {
-  return `Signed ${signed.report} ${signed.period} = ${formatMoney(signed.total)} by ${person(signed.signedBy, style)} (signature ${signed.signatureNumber}).`;
+  return `Signed ${t(signed.report)} ${t(signed.period)} = ${formatMoney(signed.total)} by ${person(signed.signedBy, style)} (signature ${signed.signatureNumber}).`;
 }
 
 export function signersLines(rows: readonly { report: string; signer: string }[], style: TextStyle): string {
-  return rows.map((r) => `${r.report}: ${person(r.signer, style)}`).join('\n') || 'No signers configured.';
+  return rows.map((r) => `${t(r.report)}: ${person(r.signer, style)}`).join('\n') || 'No signers configured.';
 }
 
 export function notASignerLine(report: string, user: string, style: TextStyle): string {
-  return `${person(user, style)} was not a signer of ${report}.`;
+  return `${person(user, style)} was not a signer of ${t(report)}.`;
 }
 
 export function signersOfLine(report: string, signers: readonly string[], style: TextStyle): string {
-  return `Signers of ${report}: ${signers.map((s) => person(s, style)).join(', ') || 'none'}`;
+  return `Signers of ${t(report)}: ${signers.map((s) => person(s, style)).join(', ') || 'none'}`;
 }
 
 export function delegatesLines(rows: readonly { owner: string; delegate: string }[], style: TextStyle): string {

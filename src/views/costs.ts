@@ -1,5 +1,7 @@
 import type { types } from '@slack/bolt';
 import type { CostSum, CostSummary } from '../core/file/costs.js';
+import { slackText, terminalText } from '../markup.js';
+import { sections } from './layout.js';
 
 // What backfills cost, rendered: a table per pipeline and quarter for the terminal (`backfill costs --since …`)
 // and a section of the Home tab. Pure: the summary in, text or blocks out.
@@ -53,13 +55,14 @@ export function renderCosts(summary: CostSummary): string {
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((cells) => (cells[i] ?? '').length)));
   // Names left, figures right, as a reader scans a ledger.
   const line = (cells: string[]) => cells.map((cell, i) => (i < 2 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ').trimEnd();
-  return [title, '', line(header), ...body.map(line), '', COSTS_NOTE].join('\n');
+  // Pipeline names are the catalog's: on a terminal without control characters, like all outside text.
+  return terminalText([title, '', line(header), ...body.map(line), '', COSTS_NOTE].join('\n'));
 }
 
 /** One quarter of one pipeline, in a sentence for the Home tab. */
 function costSentence(row: CostSum): string {
   const plural = (n: number, one: string, many: string) => `${formatCount(n)} ${n === 1 ? one : many}`;
-  return `*${row.quarter} · ${row.pipeline}*: ${plural(row.backfills, 'backfill', 'backfills')}${row.done === row.backfills ? '' : ` (${row.done} done)`} · ` +
+  return `*${row.quarter} · ${slackText(row.pipeline)}*: ${plural(row.backfills, 'backfill', 'backfills')}${row.done === row.backfills ? '' : ` (${row.done} done)`} · ` +
     `${plural(row.partitions, 'partition', 'partitions')}, ${plural(row.rowsRewritten, 'row', 'rows')} rewritten · ${plural(row.replays, 'replay', 'replays')} · ` +
     `${plural(row.peopleTold, 'person', 'people')} told, ${formatDuration(row.ackWaitMs)} waiting for acknowledgements (median ${formatDuration(row.medianAckWaitMs)}) · ` +
     `compute ${formatDuration(row.computeMs)} · ${plural(row.signedFiguresMoved, 'signed figure', 'signed figures')} moved`;
@@ -70,7 +73,8 @@ export function costsBlocks(summary: CostSummary): Block[] {
   const lines = summary.rows.map(costSentence);
   return [
     { type: 'header', text: { type: 'plain_text', text: 'What backfills cost' } },
-    { type: 'section', text: { type: 'mrkdwn', text: (lines.join('\n') || `No backfill announced since ${summary.since} has finished yet.`).slice(0, 3000) } },
+    // As many sections as the quarters and pipelines need: a line is never cut unseen (src/views/layout.ts).
+    ...sections('', lines.length ? lines : [`No backfill announced since ${slackText(summary.since)} has finished yet.`]),
     { type: 'context', elements: [{ type: 'mrkdwn', text: `Since ${summary.since}. ${COSTS_NOTE} In a terminal: \`backfill costs --since YYYY-MM-DD\`.` }] },
   ];
 }

@@ -4,6 +4,7 @@ import { formatHour, moneyOrNone, nameMentions, NONE, recordPerson, signedMoneyO
 import { formatDuration } from './costs.js';
 import { noticeText } from './notices.js';
 import { redact, redactDeep } from '../redaction.js';
+import { terminalText } from '../markup.js';
 
 // The incident package rendered: JSON, the record itself, and Markdown, the same record for people to read
 // (GitHub-flavoured tables; people by name and id; times to the second, UTC).
@@ -14,8 +15,11 @@ import { redact, redactDeep } from '../redaction.js';
 /** The package as pretty JSON; `format` comes first so a reader knows what it holds before reading on. */
 export function incidentPackageJson(p: IncidentPackage): string {
   const { format: _format, ...rest } = p;
-  // Redacted string by string, so the file stays JSON.
-  return `${JSON.stringify(redactDeep({ format: INCIDENT_PACKAGE_FORMAT, ...rest }), null, 2)}\n`;
+  // Redacted string by string, so the file stays JSON. JSON escapes C0 controls but not DEL, C1 or the bidi
+  // overrides: those are written as \u escapes too, the same JSON, and nothing a terminal acts on when printed.
+  const json = JSON.stringify(redactDeep({ format: INCIDENT_PACKAGE_FORMAT, ...rest }), null, 2)
+    .replace(/[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return `${json}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -33,9 +37,19 @@ export function formatPartitionHour(isoTime: string): string {
   return formatHour(new Date(isoTime));
 }
 
-/** A table cell: `|` escaped, line breaks kept as <br>, empty shown as a dash. */
+/**
+ * Outside text (a reason, a name, another system's answer) in the Markdown: what could make it a link, an image,
+ * HTML or code backslash-escaped (`[`, `]`, a backtick, a backslash, and a `<` that would open a tag, a comment
+ * or an autolink), so a reader's viewer shows it as typed; the bot's own `<@U…>` mentions stay as they are. No
+ * control characters either: the file is also printed on a terminal (`backfill export`).
+ */
+export function markdownText(text: string): string {
+  return terminalText(text).replace(/[\\`[\]]|<(?=[A-Za-z/!?])/g, (c) => `\\${c}`);
+}
+
+/** A table cell: outside text escaped (markdownText), `|` escaped, line breaks kept as <br>, empty shown as a dash. */
 export function markdownCell(text: string): string {
-  const escaped = text.replaceAll('|', '\\|').replace(/\r?\n/g, '<br>').trim();
+  const escaped = markdownText(text).replaceAll('|', '\\|').replace(/\r?\n/g, '<br>').trim();
   return escaped === '' ? NONE : escaped;
 }
 
@@ -78,11 +92,12 @@ export function eventActor(p: IncidentPackage, e: IncidentEvent): string {
 }
 
 export function incidentPackageMarkdown(record: IncidentPackage): string {
-  // The record redacted before it is rendered, and the page again after, for what the rendering put together.
+  // The record redacted before it is escaped (an escaped secret is no longer the value to look for), and the
+  // page again after, for what the rendering put together.
   const p = redactDeep(record);
   const b = p.backfill;
   return redact([
-    `# Backfill #${b.id} incident package: ${b.pipeline}, ${formatPartitionHour(b.partitions.firstHour)} – ${formatPartitionHour(b.partitions.lastHour)}`,
+    `# Backfill #${b.id} incident package: ${markdownText(b.pipeline)}, ${formatPartitionHour(b.partitions.firstHour)} – ${formatPartitionHour(b.partitions.lastHour)}`,
     '',
     `Generated ${formatInstant(p.generatedAt)} from the backfill log and its timeline (${p.format}). All times UTC; ` +
       `money in the pipeline's base currency. The JSON file alongside holds the same record.`,
@@ -166,12 +181,13 @@ function consumersSection(p: IncidentPackage): string[] {
 
 /** Each owner's announcement, worded from the facts stored when the backfill was created, people by name and id. */
 function toldSection(p: IncidentPackage): string[] {
-  const name = (id: string) => who(p, id);
+  // A name from the people table is Slack's display name: outside text too.
+  const name = (id: string) => markdownText(who(p, id));
   const words = (c: IncidentPackage['consumers'][number]) => (c.told.kind === 'recorded'
-    ? nameMentions(c.told.text, name)
-    : noticeText(c.told, name));
+    ? markdownText(nameMentions(c.told.text, name))
+    : noticeText(c.told, name, markdownText, markdownText));
   return ['## What each owner was told', '', ...p.consumers.flatMap((c) => [
-    `### ${c.name}: ${name(c.owner)}, told ${c.rule === 'before' ? 'before the run' : 'after the run'}`, '',
+    `### ${markdownText(c.name)}: ${name(c.owner)}, told ${c.rule === 'before' ? 'before the run' : 'after the run'}`, '',
     ...words(c).split('\n').map((line) => `> ${line}`), '',
   ])];
 }

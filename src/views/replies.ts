@@ -1,8 +1,12 @@
 import type { BackfillRow } from '../db/backfills.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, slackPerson } from './format.js';
+import { slackText } from '../markup.js';
 
 // What the slash command answers (ephemeral, to the person who typed it) and what it posts in the incident
-// channel, in Slack's markup. Pure: the facts the core returned in, text out.
+// channel, in Slack's markup. Pure: the facts the core returned in, text out. Text from outside (a reason, a
+// name) is escaped piece by piece (slackText), so the bot's own mentions stay live and nothing typed becomes one.
+
+const outside = slackText;
 
 type Started = Pick<BackfillRow, 'id' | 'partitionCount' | 'firstHour' | 'lastHour' | 'totalBefore'>;
 
@@ -23,16 +27,16 @@ export function approvedNotice(actor: string, backfillId: number): string {
 
 export function approvedReply(backfillId: number, result: { approved: boolean; waitingFor: { consumer: string; owner: string }[] }): string {
   return result.approved ? `Approved; every gate is open and backfill #${backfillId} runs.`
-    : `Approved. Still waiting for: ${result.waitingFor.map((w) => `${w.consumer} (${slackPerson(w.owner)})`).join(', ')}.`;
+    : `Approved. Still waiting for: ${result.waitingFor.map((w) => `${outside(w.consumer)} (${slackPerson(w.owner)})`).join(', ')}.`;
 }
 
 export function stoppedNotice(actor: string, backfillId: number, reason: string, generation: number, removed: number): string {
-  return `:stop_sign: ${slackPerson(actor)} stopped backfill #${backfillId}: ${reason}. ` +
+  return `:stop_sign: ${slackPerson(actor)} stopped backfill #${backfillId}: ${outside(reason)}. ` +
     `Generation ${generation} is fenced: no write of it commits any more; ${removed} queued job(s) removed. The prior rows of what was published are kept.`;
 }
 
 export function continuedNotice(actor: string, backfillId: number, accepted: readonly Date[], reason: string): string {
-  return `:arrow_forward: ${slackPerson(actor)} accepted the difference of ${accepted.map(formatHour).join(', ')} and continued backfill #${backfillId}: ${reason}. ` +
+  return `:arrow_forward: ${slackPerson(actor)} accepted the difference of ${accepted.map(formatHour).join(', ')} and continued backfill #${backfillId}: ${outside(reason)}. ` +
     'Any other partition outside its envelope pauses it again.';
 }
 
@@ -41,7 +45,7 @@ export function rolledBackNotice(actor: string, backfillId: number, restored: nu
 }
 
 export function overriddenNotice(actor: string, backfillId: number, reason: string): string {
-  return `:warning: ${slackPerson(actor)} overrode the missing acknowledgements of backfill #${backfillId}: ${reason}`;
+  return `:warning: ${slackPerson(actor)} overrode the missing acknowledgements of backfill #${backfillId}: ${outside(reason)}`;
 }
 
 export function overrideReply(backfillId: number, approved: boolean): string {
@@ -49,16 +53,16 @@ export function overrideReply(backfillId: number, approved: boolean): string {
 }
 
 export function cancelledNotice(actor: string, backfillId: number, reason: string | undefined): string {
-  return `:no_entry: ${slackPerson(actor)} cancelled backfill #${backfillId}${reason ? `: ${reason}` : ''}. Nothing was changed.`;
+  return `:no_entry: ${slackPerson(actor)} cancelled backfill #${backfillId}${reason ? `: ${outside(reason)}` : ''}. Nothing was changed.`;
 }
 
 export function recentBackfillsReply(recent: readonly Pick<BackfillRow, 'id' | 'pipeline' | 'firstHour' | 'lastHour' | 'state' | 'diff'>[]): string {
   if (recent.length === 0) return 'No backfills yet.';
-  return recent.map((b) => `#${b.id} ${b.pipeline} ${formatHourRange(b.firstHour, b.lastHour)}: *${b.state}*${b.diff === null ? '' : `, difference ${formatSignedMoney(b.diff)}`}`).join('\n');
+  return recent.map((b) => `#${b.id} ${outside(b.pipeline)} ${formatHourRange(b.firstHour, b.lastHour)}: *${b.state}*${b.diff === null ? '' : `, difference ${formatSignedMoney(b.diff)}`}`).join('\n');
 }
 
 export function signedReply(signed: { report: string; period: string; total: string; signedBy: string; signedAt: Date; signatureNumber: number }): string {
-  return `Signed: ${signed.report} for ${signed.period} = *${formatMoney(signed.total)}* by ${slackPerson(signed.signedBy)} at ${formatTime(signed.signedAt)}` +
+  return `Signed: ${outside(signed.report)} for ${outside(signed.period)} = *${formatMoney(signed.total)}* by ${slackPerson(signed.signedBy)} at ${formatTime(signed.signedAt)}` +
     `${signed.signatureNumber > 1 ? ` (signature ${signed.signatureNumber}; the earlier ones are kept)` : ''}.`;
 }
 
@@ -82,4 +86,9 @@ export function incidentPackageReply(backfillId: number, where: PackageWhere): s
       return unreachable;
     }
   }
+}
+
+/** An owner held a backfill: said in the incident channel. The consumer came with the button, so it is escaped too. */
+export function heldNotice(user: string, backfillId: number, consumer: string): string {
+  return `:double_vertical_bar: ${slackPerson(user)} held backfill #${backfillId} (${outside(consumer)}). Nothing runs until they acknowledge.`;
 }

@@ -13,6 +13,7 @@ import type { TickResult } from '../core/engine/tick.js';
 import type { Notice } from '../core/notices.js';
 import { noticeText } from './notices.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, nameMentions, terminalPerson, timeOrNone } from './format.js';
+import { terminalText, unescapeSlack } from '../markup.js';
 
 // Plain-text views for the CLI and the demo. Pure: data in, text out. No Slack markup: people by the names
 // they go by (backfill.people), else by their id; colour only when the caller says the output is a terminal.
@@ -25,6 +26,21 @@ export interface TextStyle {
 
 export const PLAIN: TextStyle = { people: new Map(), colour: false };
 
+/**
+ * The data a view renders with every string in it (a reason, a name, a failure, another system's answer) without
+ * control characters: an ESC from outside must not move the cursor, recolour or hide what follows, and a bidi
+ * override must not make a line read differently from what it holds. Cleaned as data, before the view adds its
+ * own colours.
+ */
+export function clean<T>(value: T): T {
+  if (typeof value === 'string') return terminalText(value) as T;
+  if (Array.isArray(value)) return value.map((item: unknown) => clean(item)) as T;
+  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, clean(item)])) as T;
+  }
+  return value;
+}
+
 /** A person as a terminal shows them: "Settlement lead", or "@U07SETTLE" before the bot has learned a name. */
 export function person(id: string, style: TextStyle): string {
   return terminalPerson(id, style.people);
@@ -35,16 +51,19 @@ export function person(id: string, style: TextStyle): string {
  * names, channels as #name, links as "label (url)", *bold* bold on a colour terminal and plain otherwise.
  */
 export function fromSlackMarkup(text: string, style: TextStyle): string {
-  return nameMentions(text, (id) => person(id, style))
+  // The bot's own markup first; then the entities outside text was escaped with (src/markup.ts) become the
+  // characters typed, which a terminal shows as they are, without control characters.
+  const translated = nameMentions(text, (id) => person(id, style))
     .replace(/<#([CG][A-Z0-9]+)(?:\|([^>]*))?>/g, (_, id: string, name: string | undefined) => `#${name || id}`)
-    .replace(/<(https?:\/\/[^|>]+)\|([^>]+)>/g, (_, url: string, label: string) => `${label} (${url})`)
+    .replace(/<(https?:\/\/[^|>]+)\|([^>]+)>/g, (_, url: string, label: string) => `${label} (${url})`);
+  return terminalText(unescapeSlack(translated))
     .replace(/(^|[\s(])\*([^*\n]+)\*(?=[\s.,;:)]|$)/g, (_, before: string, bold: string) => `${before}${style.colour ? `\u001b[1m${bold}\u001b[22m` : bold}`);
 }
 
 /** What the core tells someone (src/core/notices.ts), as a terminal shows it: names, no Slack markup. */
 export function terminalNoticeText(notice: Notice, style: TextStyle): string {
   if (notice.kind === 'recorded') return fromSlackMarkup(notice.text, style);
-  return noticeText(notice, (id) => person(id, style), (text) => text);
+  return noticeText(clean(notice), (id) => person(id, style), terminalText, terminalText);
 }
 
 /** A signed difference, red when it went down and green when up, on a terminal. */
@@ -57,7 +76,8 @@ function difference(amount: string, style: TextStyle): string {
 const money = moneyOrNone;
 const when = timeOrNone;
 
-export function renderPlan(plan: Plan, style: TextStyle = PLAIN): string {
+export function renderPlan(raw: Plan, style: TextStyle = PLAIN): string {
+  const plan = clean(raw);
   const { identified } = plan;
   const lines = [
     `Plan: ${plan.pipeline.name}, ${identified.hours.length} partition(s), ${formatHourRange(identified.firstHour, identified.lastHour)}`,
@@ -76,14 +96,15 @@ export function renderPlan(plan: Plan, style: TextStyle = PLAIN): string {
   return lines.join('\n');
 }
 
-export function renderStatus(report: BackfillReport, style: TextStyle = PLAIN): string {
+export function renderStatus(raw: BackfillReport, style: TextStyle = PLAIN): string {
+  const report = clean(raw);
   const { backfill } = report;
   const lines = [
     `Backfill #${backfill.id} of ${backfill.pipeline}: ${describeState(backfill.state)}${backfill.failure ? ` (${backfill.failure})` : ''}`,
     `  partitions   ${backfill.partitionCount}, ${formatHourRange(backfill.firstHour, backfill.lastHour)}`,
     `  reason       ${backfill.reason}`,
     `  requested by ${person(backfill.requestedBy, style)}`,
-    `  now          ${waitingOn(report, (id) => person(id, style), (text) => text)}`,
+    `  now          ${waitingOn(report, (id) => person(id, style), terminalText, terminalText)}`,
     '  gate:',
     ...report.consumers.map((c) => `    ${c.consumer} ${person(c.owner, style)} (${c.notifyRule}): ${gateWord(c, style)}`),
   ];
@@ -108,7 +129,8 @@ function gateWord(c: BackfillReport['consumers'][number], style: TextStyle): str
 }
 
 /** The backfill log row, as finance reads it. */
-export function renderLogRow(backfill: BackfillRow, style: TextStyle = PLAIN): string {
+export function renderLogRow(raw: BackfillRow, style: TextStyle = PLAIN): string {
+  const backfill = clean(raw);
   return [
     `  total before ${money(backfill.totalBefore)}`,
     `  total after  ${money(backfill.totalAfter)}`,
@@ -119,7 +141,8 @@ export function renderLogRow(backfill: BackfillRow, style: TextStyle = PLAIN): s
   ].join('\n');
 }
 
-export function renderDiff(report: BackfillReport, style: TextStyle = PLAIN): string {
+export function renderDiff(raw: BackfillReport, style: TextStyle = PLAIN): string {
+  const report = clean(raw);
   const { backfill } = report;
   const lines = [`Backfill #${backfill.id} diff (${backfill.pipeline}, ${formatHourRange(backfill.firstHour, backfill.lastHour)})`];
   for (const figure of report.signed) {
@@ -141,22 +164,26 @@ export function renderDiff(report: BackfillReport, style: TextStyle = PLAIN): st
   return lines.join('\n');
 }
 
-export function renderBackfillList(backfills: BackfillRow[], style: TextStyle = PLAIN): string {
+export function renderBackfillList(raw: BackfillRow[], style: TextStyle = PLAIN): string {
+  const backfills = clean(raw);
   if (backfills.length === 0) return 'No backfills yet.';
   return backfills.map((b) => `#${b.id} ${b.pipeline} ${formatHourRange(b.firstHour, b.lastHour)} ${b.state}` +
     ` before ${money(b.totalBefore)} after ${money(b.totalAfter)} diff ${b.diff === null ? '—' : difference(b.diff, style)} by ${person(b.requestedBy, style)}`).join('\n');
 }
 
 /** Who did it: the actor, and when they used someone else's rights, for whom and why. */
-export function describeActor(event: Pick<TimelineEvent, 'actor' | 'onBehalfOf' | 'onBehalfReason'>, style: TextStyle = PLAIN): string {
+export function describeActor(raw: Pick<TimelineEvent, 'actor' | 'onBehalfOf' | 'onBehalfReason'>, style: TextStyle = PLAIN): string {
+  const event = clean(raw);
   return event.onBehalfOf ? `${person(event.actor, style)} on behalf of ${person(event.onBehalfOf, style)} (${event.onBehalfReason ?? ''})` : person(event.actor, style);
 }
 
 export function renderTimeline(events: TimelineEvent[], style: TextStyle = PLAIN): string {
-  return events.map((e) => `${formatTime(e.at)}  ${describeActor(e, style).padEnd(14)} ${e.kind.padEnd(14)} ${JSON.stringify(e.detail)}`).join('\n');
+  // JSON escapes C0 controls but neither C1 nor the bidi overrides: the line is cleaned as a whole.
+  return events.map((e) => `${formatTime(e.at)}  ${describeActor(e, style).padEnd(14)} ${terminalText(`${e.kind.padEnd(14)} ${JSON.stringify(e.detail)}`)}`).join('\n');
 }
 
-export function renderTick(result: TickResult, style: TextStyle = PLAIN): string {
+export function renderTick(raw: TickResult, style: TextStyle = PLAIN): string {
+  const result = clean(raw);
   const lines = [
     result.processed.length
       ? `Processed ${result.processed.length} partition(s), ${formatHour(result.processed[0] as Date)} – ${formatHour(result.processed.at(-1) as Date)}.`
@@ -176,7 +203,8 @@ export function renderTick(result: TickResult, style: TextStyle = PLAIN): string
   return lines.join('\n');
 }
 
-export function renderPaidAgainst(answer: PaidAgainstAnswer, style: TextStyle = PLAIN): string {
+export function renderPaidAgainst(raw: PaidAgainstAnswer, style: TextStyle = PLAIN): string {
+  const answer = clean(raw);
   const lines = [`What we paid against: ${answer.report} ${answer.period}`];
   for (const s of answer.signatures) lines.push(`  signed ${formatMoney(s.total)} by ${person(s.signedBy, style)} at ${formatTime(s.signedAt)}`);
   if (answer.corrections.length === 0) lines.push('  no corrections since');
@@ -193,7 +221,8 @@ const storedRows = (tables: StoredRows[]) =>
   `${formatCount(sum(tables, 'rows'))} rows, ${formatBytes(sum(tables, 'bytes'))} (${tables.map((t) => `${t.table} ${formatCount(t.rows)}`).join(', ')})`;
 
 /** What retention would drop, by backfill: what the job drops, and what only --prune does. */
-export function renderRetention(report: RetentionReport): string {
+export function renderRetention(raw: RetentionReport): string {
+  const report = clean(raw);
   const lines = [`Retention (RETENTION_DAYS ${report.retentionDays}, as of ${formatTime(report.asOf)}):`];
   for (const item of report.items) {
     const verb = item.action === 'drop' ? 'drops' : 'keeps unless --prune';
@@ -206,7 +235,8 @@ export function renderRetention(report: RetentionReport): string {
   return lines.join('\n');
 }
 
-export function renderPruned(pruned: PrunedBackfill[]): string {
+export function renderPruned(raw: PrunedBackfill[]): string {
+  const pruned = clean(raw);
   if (pruned.length === 0) return 'Nothing was dropped: no stored rows are past retention.';
   const all = pruned.flatMap((p) => p.tables);
   return [

@@ -1,26 +1,26 @@
 import type { BackfillReport } from '../core/file/status.js';
-import type { NamePerson, Quote } from './notices.js';
+import type { NamePerson, Outside, Quote } from './notices.js';
 
 // Where a backfill stands, in one sentence, for every view: the status message in Slack, the CLI's status.
 
 /**
  * Who or what the backfill waits on now, in one sentence: every backfill that is not finished either has work
- * in flight or waits on a named person, and says which; `name` and `quote` are the view's way with people and
- * commands.
+ * in flight or waits on a named person, and says which; `name`, `quote` and `outside` are the view's way with
+ * people, commands and text from outside (consumer names, Slack's answers, a breach's words).
  */
-export function waitingOn(report: BackfillReport, name: NamePerson, quote: Quote): string {
+export function waitingOn(report: BackfillReport, name: NamePerson, quote: Quote, outside: Outside): string {
   const { backfill, consumers, steps, targets } = report;
   const open = (kind: string) => steps.filter((s) => s.kind === kind && !['done', 'undeliverable', 'skipped', 'failed'].includes(s.status)).length;
   const missing = consumers.filter((c) => c.notifyRule === 'before' && !c.ackedAt && !c.overriddenBy);
   const unreachable = missing.filter((c) => c.undeliverable);
   const reachable = missing.filter((c) => !c.undeliverable);
-  const cannot = unreachable.map((c) => `${name(c.owner)} (${c.consumer}) cannot be reached (Slack: ${c.undeliverable}): a delegate's acknowledgement or an operator's override with a reason`);
+  const cannot = unreachable.map((c) => `${name(c.owner)} (${outside(c.consumer)}) cannot be reached (Slack: ${outside(c.undeliverable ?? '')}): a delegate's acknowledgement or an operator's override with a reason`);
   switch (backfill.state) {
     case 'announced':
     case 'held': {
       const parts = [
         ...(backfill.state === 'held' ? ['the owner who held it to acknowledge (or an operator to cancel it)'] : []),
-        ...(reachable.length ? [`acknowledgements from ${reachable.map((c) => `${name(c.owner)} (${c.consumer})`).join(', ')}`] : []),
+        ...(reachable.length ? [`acknowledgements from ${reachable.map((c) => `${name(c.owner)} (${outside(c.consumer)})`).join(', ')}`] : []),
         ...cannot,
         ...(open('announce') ? [`${open('announce')} announcement(s) still being delivered`] : []),
       ];
@@ -29,7 +29,7 @@ export function waitingOn(report: BackfillReport, name: NamePerson, quote: Quote
     case 'approved':
       return open('announce') ? `Approved; waiting for ${open('announce')} announcement(s) to go out before it runs.` : 'Approved; the workers start it now.';
     case 'paused': {
-      const breached = targets.filter((t) => t.breach).map((t) => t.breach).join('; ');
+      const breached = targets.filter((t) => t.breach).map((t) => outside(t.breach ?? '')).join('; ');
       return `Waiting on an operator: ${quote(`continue ${backfill.id} [hours] <reason>`)} accepts the partitions outside their envelope (${breached || 'see the reconciliation'}), or ${quote('stop')} / ${quote('rollback')}.`;
     }
     case 'running':

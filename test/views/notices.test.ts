@@ -53,8 +53,9 @@ describe('what the core tells people, worded by the views', () => {
       expect(text.length, notice.kind).toBeGreaterThan(40);
     }
     const undeliverable = notices[3]!;
+    // Inside the code span too, < and > are Slack's entities, which Slack shows as the characters.
     expect(slackNoticeText(undeliverable)).toBe(':warning: Backfill #12: the announcement to <@U07SETTLE> (settlement_report) cannot be delivered ' +
-      '(Slack answered `user_not_found`). It still needs their acknowledgement: ask a delegate they named to acknowledge, or an operator can `/backfill override 12 <reason>`.');
+      '(Slack answered `user_not_found`). It still needs their acknowledgement: ask a delegate they named to acknowledge, or an operator can `/backfill override 12 &lt;reason&gt;`.');
     expect(terminalNoticeText(notices[1]!, terminal)).toContain('Total over the affected days 1,284,310.55 → 1,271,902.10 (difference −12,408.45).');
     expect(terminalNoticeText(notices[2]!, terminal)).toContain('was rolled back by On-call');
     expect(terminalNoticeText(notices[4]!, terminal)).toContain('For 2026-11-09: 1,000.00 when you read it; 1,250.00 now (+250.00).');

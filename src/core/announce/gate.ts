@@ -1,4 +1,5 @@
 import { mention } from '../messenger.js';
+import { typedText } from '../../markup.js';
 import { listBackfillConsumers, requireBackfill, type BackfillRow } from '../../db/backfills.js';
 import {
   countAcknowledged, deleteAcknowledgements, hasCapacityApproval, insertAcknowledgement, insertCapacityApproval, insertGateOverride,
@@ -189,7 +190,7 @@ async function ownedGateConsumers(tx: PoolClient, backfill: BackfillRow, actor: 
   const owners = consumers.filter((c) => consumer === undefined || c.consumer === consumer).map((c) => `${c.consumer} (${mention(c.owner)})`);
   // The refusal is recorded by recordingRefusals, outside this transaction, which rolls back.
   throw new BackfillError(ErrorCode.NotAllowed,
-    `${mention(actor)} does not own ${consumer ?? 'any consumer'} in backfill #${backfill.id}, so cannot ${action} it. ` +
+    `${mention(actor)} does not own ${consumer === undefined ? 'any consumer' : typedText(consumer)} in backfill #${backfill.id}, so cannot ${action} it. ` +
     `Only the owner (or a delegate they named) can: ${owners.join(', ') || 'nobody is listed'}.`, { details: { backfillId: backfill.id, action } });
 }
 

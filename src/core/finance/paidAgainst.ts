@@ -6,6 +6,7 @@ import {
 } from '../../db/signatures.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { parseDate } from '../time.js';
+import { typedText } from '../../markup.js';
 
 export interface Correction extends CorrectionRow {
   acknowledgedBy: { owner: string; consumer: string; at: Date }[];
@@ -72,7 +73,7 @@ async function requireSignedReport(db: Queryable, report: string): Promise<void>
   if ((await findConsumerKind(db, report)) === 'report') return;
   const reports = await listSignedReports(db);
   throw new BackfillError(ErrorCode.UnknownConsumer,
-    `There is no report called "${report}". Reports with signed figures: ${reports.map((r) => `${r.report} (${describeDates(r.dates)})`).join('; ') || 'none yet'}.`);
+    `There is no report called "${typedText(report)}". Reports with signed figures: ${reports.map((r) => `${r.report} (${describeDates(r.dates)})`).join('; ') || 'none yet'}.`);
 }
 
 async function signedDates(db: Queryable, report: string): Promise<string[]> {

@@ -10,6 +10,7 @@ import type { EngineContext } from '../context.js';
 import { readReportFigure } from '../../db/pipelineSql.js';
 import { parseDate } from '../time.js';
 import { isSlackUserId } from '../../slackUser.js';
+import { typedText } from '../../markup.js';
 
 /**
  * Records the report's current total for the period as signed by `actor`, if they may sign that report.
@@ -21,7 +22,7 @@ export async function signReport(ctx: EngineContext, input: { report: string; pe
     const consumer = await findReportDefinition(tx, input.report);
     if (!consumer || consumer.kind !== 'report' || !consumer.sql) {
       const reports = await listSignableReports(tx);
-      throw new BackfillError(ErrorCode.UnknownConsumer, `"${input.report}" is not a report that can be signed. Reports: ${reports.join(', ') || 'none'}.`);
+      throw new BackfillError(ErrorCode.UnknownConsumer, `"${typedText(input.report)}" is not a report that can be signed. Reports: ${reports.join(', ') || 'none'}.`);
     }
     const signers = await listSigners(tx, input.report);
     if (!signers.includes(input.actor)) {
@@ -41,9 +42,9 @@ export async function signReport(ctx: EngineContext, input: { report: string; pe
 }
 
 export async function addSigner(ctx: EngineContext, input: { report: string; signer: string; actor: string }): Promise<void> {
-  if (!isSlackUserId(input.signer)) throw new BackfillError(ErrorCode.BadInput, `"${input.signer}" is not a Slack user id (U… or W…).`);
+  if (!isSlackUserId(input.signer)) throw new BackfillError(ErrorCode.BadInput, `"${typedText(input.signer)}" is not a Slack user id (U… or W…).`);
   const reports = await listSignableReports(ctx.pool);
-  if (!reports.includes(input.report)) throw new BackfillError(ErrorCode.UnknownConsumer, `"${input.report}" is not a report. Reports: ${reports.join(', ') || 'none'}.`);
+  if (!reports.includes(input.report)) throw new BackfillError(ErrorCode.UnknownConsumer, `"${typedText(input.report)}" is not a report. Reports: ${reports.join(', ') || 'none'}.`);
   await insertSigner(ctx.pool, { report: input.report, signer: input.signer, addedBy: input.actor });
   await recordEvent(ctx.pool, { actor: input.actor, kind: 'signer_added', detail: { report: input.report, signer: input.signer } });
 }
@@ -57,7 +58,7 @@ export async function removeSigner(ctx: EngineContext, input: { report: string; 
 /** Someone who may acknowledge or hold for an owner (leave, shifts). Kept in backfill.delegates. */
 export async function addDelegate(ctx: EngineContext, input: { owner: string; delegate: string; actor: string }): Promise<void> {
   for (const id of [input.owner, input.delegate]) {
-    if (!isSlackUserId(id)) throw new BackfillError(ErrorCode.BadInput, `"${id}" is not a Slack user id (U… or W…).`);
+    if (!isSlackUserId(id)) throw new BackfillError(ErrorCode.BadInput, `"${typedText(id)}" is not a Slack user id (U… or W…).`);
   }
   if (input.owner === input.delegate) throw new BackfillError(ErrorCode.BadInput, 'An owner cannot be their own delegate.');
   await insertDelegate(ctx.pool, input.owner, input.delegate);

@@ -7,6 +7,7 @@ import { withTransaction, type PoolClient } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { mention } from '../messenger.js';
+import { typedText } from '../../markup.js';
 
 // An operator's decision on a lineage proposal (an unknown job that read a pipeline's table). Who may decide is
 // the command table's rule (operators, src/core/authorization.ts), applied by the front end before this runs.
@@ -76,7 +77,7 @@ async function existingConsumer(tx: PoolClient, name: string): Promise<{ name: s
   const owner = await findConsumerOwner(tx, name);
   if (!owner) {
     throw new BackfillError(ErrorCode.UnknownConsumer,
-      `There is no consumer called "${name}". To register the job as a new one, give its owner and kind instead: \`/backfill lineage confirm <id> @owner report|export|model [name]\`.`);
+      `There is no consumer called "${typedText(name)}". To register the job as a new one, give its owner and kind instead: \`/backfill lineage confirm <id> @owner report|export|model [name]\`.`);
   }
   return { name, owner };
 }
@@ -84,7 +85,7 @@ async function existingConsumer(tx: PoolClient, name: string): Promise<{ name: s
 async function newConsumer(tx: PoolClient, proposal: LineageProposal, decision: Extract<LineageDecision, { action: 'create' }>): Promise<{ name: string; owner: string }> {
   const name = decision.name ?? proposal.suggestedName;
   if (!CONSUMER_NAME.test(name)) {
-    throw new BackfillError(ErrorCode.BadInput, `"${name}" cannot be a consumer name: lower-case letters, digits and _, starting with a letter (at most 63).`);
+    throw new BackfillError(ErrorCode.BadInput, `"${typedText(name)}" cannot be a consumer name: lower-case letters, digits and _, starting with a letter (at most 63).`);
   }
   const owner = await findConsumerOwner(tx, name);
   if (owner) {
