@@ -1,28 +1,12 @@
-import { execFile } from 'node:child_process';
 import { hostname, userInfo } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBackfill } from '../src/core/announce/start.js';
+import { runCli } from './support/cli.js';
 import { countRows, createTestEngine, type TestEngine } from './support/engine.js';
 import { createSlackHarness, type SlackHarness } from './support/slackApp.js';
 
-const run = promisify(execFile);
-const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
 const me = `cli:${userInfo().username}@${hostname()}`;
 
-/** Runs the real CLI on the engine's database, as the OS user running the tests. */
-async function runCli(engine: TestEngine, env: Record<string, string>, ...args: string[]): Promise<{ code: number; out: string }> {
-  try {
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', CLI, ...args], {
-      env: { ...process.env, DATABASE_URL: engine.ctx.config.DATABASE_URL, QUEUE_PREFIX: engine.ctx.config.QUEUE_PREFIX, ...env },
-    });
-    return { code: 0, out: stdout };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, out: failed.stdout + failed.stderr };
-  }
-}
 
 describe('the backfill CLI', () => {
   let engine: TestEngine;

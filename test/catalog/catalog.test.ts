@@ -2,7 +2,6 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseDocument, stringify } from 'yaml';
@@ -18,11 +17,11 @@ import { STEP_SQL_V2 } from '../../src/demo/constants.js';
 import { readDemoCatalog } from '../../src/demo/seed.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { renderCatalogApplied, renderCatalogPlan } from '../../src/views/catalogPlan.js';
+import { CLI, runCli } from '../support/cli.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';
 const run = promisify(execFile);
-const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
 /** The demo's catalog file as a plain object, to edit the way a person edits the YAML. */
 async function demoDocument(): Promise<Catalog> {
@@ -233,17 +232,7 @@ describe('the catalog as code', () => {
     const next = await demoDocument();
     consumerOf(next, 'marketing_weekly').owner = 'U07GROWTH';
     await writeFile(file, stringify(next));
-    const cli = async (env: Record<string, string>, ...args: string[]) => {
-      try {
-        const { stdout } = await run(process.execPath, ['--import', 'tsx', CLI, ...args], {
-          env: { ...process.env, DATABASE_URL: engine.ctx.config.DATABASE_URL, QUEUE_PREFIX: engine.ctx.config.QUEUE_PREFIX, ...env },
-        });
-        return { code: 0, out: stdout };
-      } catch (error) {
-        const failed = error as { code: number; stdout: string; stderr: string };
-        return { code: failed.code, out: failed.stdout + failed.stderr };
-      }
-    };
+    const cli = (env: Record<string, string>, ...args: string[]) => runCli(engine, env, ...args);
     const planned = await cli({}, 'catalog', 'plan', file);
     expect(planned.out).toContain('1 to change');
     expect(planned.code).toBe(0);

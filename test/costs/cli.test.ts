@@ -1,29 +1,15 @@
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { loadBackfillCost } from '../../src/core/file/costs.js';
 import { formatCount, formatDuration } from '../../src/views/costs.js';
+import { runCli } from '../support/cli.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
-const run = promisify(execFile);
-const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
 describe('backfill costs --since, in a terminal', () => {
   let engine: TestEngine;
   let backfillId: number;
-  const cli = async (...args: string[]) => {
-    try {
-      const { stdout } = await run(process.execPath, ['--import', 'tsx', CLI, ...args], {
-        env: { ...process.env, DATABASE_URL: engine.ctx.config.DATABASE_URL, QUEUE_PREFIX: engine.ctx.config.QUEUE_PREFIX },
-      });
-      return { code: 0, out: stdout };
-    } catch (error) {
-      const failed = error as { code: number; stdout: string; stderr: string };
-      return { code: failed.code, out: failed.stdout + failed.stderr };
-    }
-  };
+  const cli = (...args: string[]) => runCli(engine, {}, ...args);
   /** Everything a command could have changed: the timeline, the log rows and their costs. */
   const state = async () => (await engine.ctx.pool.query(
     `SELECT (SELECT count(*) FROM backfill.events)::int AS events, (SELECT count(*) FROM backfill.backfills)::int AS backfills,
