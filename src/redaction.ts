@@ -8,7 +8,7 @@
 //     whoever's they are.
 // Redacting at the sink rather than at each source means a new source is covered without anyone remembering.
 
-import { slackText } from './markup.js';
+import { slackText, terminalText } from './markup.js';
 
 export const REDACTED = '[redacted]';
 
@@ -86,11 +86,6 @@ export function redactDeep<T>(value: T): T {
   return value;
 }
 
-// C0 and C1 controls but tab and newline, DEL, and the Unicode bidirectional overrides (text that reads
-// differently from what it holds).
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
-
 /** `text` at most `max` characters, saying how much was left out rather than ending mid-word unseen. */
 export function bounded(text: string, max: number): string {
   if (text.length <= max) return text;
@@ -103,5 +98,5 @@ export function bounded(text: string, max: number): string {
  * into a part no pattern knows.
  */
 export function quoteOutside(text: string, max = 200): string {
-  return bounded(redact(text).replace(CONTROL, '').replace(/\s+/g, ' ').trim(), max);
+  return bounded(terminalText(redact(text)).replace(/\s+/g, ' ').trim(), max);
 }
