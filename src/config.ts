@@ -107,6 +107,10 @@ export const configSchema = z.object({
   // How long a worker's claim on a step holds without renewal; it is renewed every third of this while the
   // step runs, so only a worker that died loses it, and another may then take the step over.
   STEP_LEASE_MS: positiveInt('STEP_LEASE_MS', 60_000),
+  // A session idle inside a transaction this long is ended by PostgreSQL (its transaction rolls back, its locks go):
+  // a frozen or vanished worker's. Unset: STEP_LEASE_MS, since a step idle longer than its lease has lost its claim.
+  IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number({ error: 'IDLE_IN_TRANSACTION_TIMEOUT_MS must be a whole number of milliseconds, e.g. 60000' })
+    .int('IDLE_IN_TRANSACTION_TIMEOUT_MS must be a whole number of milliseconds, e.g. 60000').positive('IDLE_IN_TRANSACTION_TIMEOUT_MS must be at least 1').optional(),
   JOB_BACKOFF_MS: positiveInt('JOB_BACKOFF_MS', 2000),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
   // Signs every webhook re-trigger (X-Backfill-Signature). No default: a default is public, and a receiver that

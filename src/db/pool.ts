@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { logger } from '../log.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
@@ -11,15 +12,32 @@ export type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 // bigint (count(*)) is safe as a JS number at the sizes a partition has.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number.parseInt(value, 10));
 
-/** How long a statement may run, and wait for a lock, before PostgreSQL cancels it (config: STATEMENT_TIMEOUT_MS, LOCK_TIMEOUT_MS). */
+/**
+ * How long a statement may run, and wait for a lock, before PostgreSQL cancels it (config: STATEMENT_TIMEOUT_MS,
+ * LOCK_TIMEOUT_MS), and how long a session may sit idle inside a transaction before PostgreSQL ends it
+ * (IDLE_IN_TRANSACTION_TIMEOUT_MS): a worker frozen (SIGSTOP, a paused VM) or gone between two statements of a
+ * transaction otherwise holds its locks for ever, since its kernel still answers TCP keepalives.
+ */
 export interface PoolBounds {
   statementTimeoutMs?: number | undefined;
   lockTimeoutMs?: number | undefined;
+  idleInTransactionTimeoutMs?: number | undefined;
 }
 
-export function poolBounds(config: { STATEMENT_TIMEOUT_MS: number; LOCK_TIMEOUT_MS: number }): PoolBounds {
-  return { statementTimeoutMs: config.STATEMENT_TIMEOUT_MS, lockTimeoutMs: config.LOCK_TIMEOUT_MS };
+export function poolBounds(config: { STATEMENT_TIMEOUT_MS: number; LOCK_TIMEOUT_MS: number; STEP_LEASE_MS: number; IDLE_IN_TRANSACTION_TIMEOUT_MS?: number | undefined }): PoolBounds {
+  return {
+    statementTimeoutMs: config.STATEMENT_TIMEOUT_MS, lockTimeoutMs: config.LOCK_TIMEOUT_MS,
+    // A step's transaction idle longer than its lease belongs to a worker whose claim is gone anyway.
+    idleInTransactionTimeoutMs: config.IDLE_IN_TRANSACTION_TIMEOUT_MS ?? config.STEP_LEASE_MS,
+  };
 }
+
+/**
+ * When the first TCP keepalive probe goes out on an idle connection (node-postgres' keepAlive; the interval and
+ * count are the OS's). It finds a server or a network path that vanished without a word (a failover, a dropped
+ * NAT entry), which otherwise leaves a query waiting for the OS default of two hours.
+ */
+const KEEPALIVE_INITIAL_DELAY_MS = 30_000;
 
 /** The connections each pool has open, so a stopping process can cancel what they still run. */
 const openClients = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
@@ -33,6 +51,8 @@ export function createPool(databaseUrl: string, applicationName = 'backfill-bot'
   const pool = new pg.Pool({
     connectionString: databaseUrl, application_name: applicationName, max: 10,
     statement_timeout: bounds.statementTimeoutMs, lock_timeout: bounds.lockTimeoutMs,
+    idle_in_transaction_session_timeout: bounds.idleInTransactionTimeoutMs,
+    keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
   });
   // An idle client losing its connection must not take the process down; the next checkout reconnects.
   pool.on('error', (error) => {
@@ -123,12 +143,43 @@ export async function withClient<T>(pool: pg.Pool, work: (client: pg.PoolClient)
 
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
 
+/**
+ * The name transactions started inside `work` carry in pg_stat_activity.application_name (SET LOCAL: from their
+ * BEGIN to their end, and only then). A step's transactions carry its claim's (stepClaims.ts), so a worker taking
+ * the step over finds the session still holding it, and no other, by that name: a pid can be reused, a name
+ * made from a claim's token cannot.
+ */
+const transactionName = new AsyncLocalStorage<string>();
+
+export function withTransactionsNamed<T>(name: string, work: () => Promise<T>): Promise<T> {
+  return transactionName.run(name, work);
+}
+
+/**
+ * Ends the sessions of the bot's own role, other than this one, whose open transaction carries `name` (see
+ * withTransactionsNamed), waiting up to `waitMs` for each to be gone; their transactions roll back and their locks
+ * go. Only its own role's: that is all a role that is no superuser may signal, and all the bot should.
+ * Returns the pids ended.
+ */
+export async function terminateTransactionsNamed(db: Queryable, name: string, waitMs: number): Promise<number[]> {
+  const { rows } = await db.query<{ pid: number }>(
+    // MATERIALIZED: every condition is decided before anyone is signalled (the planner may order quals as it likes).
+    `WITH holders AS MATERIALIZED (
+       SELECT pid FROM pg_stat_activity
+       WHERE application_name = $1::text AND usename = current_user AND datname = current_database()
+         AND pid <> pg_backend_pid() AND xact_start IS NOT NULL)
+     SELECT pid FROM holders WHERE pg_terminate_backend(pid, $2::bigint)`, [name, waitMs]);
+  return rows.map((row) => row.pid);
+}
+
 export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, attempts = 3): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await withClient(pool, async (client) => {
         await client.query('BEGIN');
         try {
+          const name = transactionName.getStore();
+          if (name !== undefined) await client.query(`SELECT set_config('application_name', $1::text, true)`, [name]);
           const result = await work(client);
           await client.query('COMMIT');
           return result;

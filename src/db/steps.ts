@@ -72,12 +72,15 @@ export interface StepClaimCheckRow {
   /** The step graph lets it run now. */
   runnable: boolean;
   attempts: number;
+  /** The claim it is under (a running step's), whose holder a takeover ends. */
+  token: string | null;
 }
 
 /** The step under its row lock, with what a claim decides on. */
 export async function lockStepForClaim(tx: Queryable, ref: StepRef): Promise<StepClaimCheckRow | undefined> {
   const { rows } = await tx.query<StepClaimCheckRow>(
-    `SELECT s.status, coalesce(s.lease_expires_at < clock_timestamp(), true) AS expired, ${runnableSql()} AS runnable, s.attempts
+    `SELECT s.status, coalesce(s.lease_expires_at < clock_timestamp(), true) AS expired, ${runnableSql()} AS runnable, s.attempts,
+            s.claim_token::text AS token
      FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
      WHERE s.backfill_id = $1::bigint AND s.kind = $2::text AND s.step_key = $3::text FOR UPDATE OF s`, stepParams(ref));
   return rows[0];

@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { lockBackfillForShare, requireBackfill, type BackfillRow } from '../../db/backfills.js';
 import { recordEvent } from '../../db/events.js';
-import { withTransaction, type Pool, type PoolClient, type Queryable } from '../../db/pool.js';
+import { terminateTransactionsNamed, withTransaction, withTransactionsNamed, type Pool, type PoolClient, type Queryable } from '../../db/pool.js';
 import {
   claimStepRow, countOpenStepsByPhase, failStepClaim, lockStepClaim, lockStepForClaim, markStepFinished, moveStepStatuses,
   releaseStepClaim, renewStepLease,
@@ -19,6 +20,26 @@ const WORKER = `${hostname()}:${process.pid}`;
 // the order every transaction that moves steps takes them in, so they queue instead of deadlocking.
 
 const ENGINE = 'backfill-bot';
+
+/** How long a takeover waits for the old holder's session to be gone (it goes at once unless the server is stuck). */
+const HOLDER_GONE_WAIT_MS = 5_000;
+
+/**
+ * The name a claim's transactions carry in pg_stat_activity while they are open (withTransactionsNamed): the
+ * step, readable by whoever looks, and a digest of the token (never the token: other roles of the server can read
+ * application_name). At most 61 characters, under PostgreSQL's 63.
+ */
+export function claimHolderName(ref: StepRef, token: string): string {
+  return `backfill-bot bf${ref.backfillId} ${ref.kind} ${createHash('sha256').update(token).digest('hex').slice(0, 16)}`;
+}
+
+/**
+ * Runs a claimed step's body: every transaction it opens carries the claim's name, so a worker that takes the
+ * step over after the lease ran out ends the session still holding it (claimStep) instead of waiting on its locks.
+ */
+export function runClaimed<T>(ref: StepRef, token: string, body: () => Promise<T>): Promise<T> {
+  return withTransactionsNamed(claimHolderName(ref, token), body);
+}
 
 export type ClaimOutcome = 'already_done' | 'not_runnable' | 'claimed_elsewhere';
 /** A claim names the backfill's generation (its run) it was taken under: the step's log lines carry it. */
@@ -41,9 +62,14 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
     if (step.status === 'running' && !step.expired) return { outcome: 'claimed_elsewhere' };
     if (step.status === 'blocked' || !step.runnable) return { outcome: 'not_runnable' };
     const takeover = step.status === 'running';
+    // The old holder may be frozen inside the step's transaction (SIGSTOP, a paused VM), holding its locks until
+    // IDLE_IN_TRANSACTION_TIMEOUT_MS: end its session now, so this run does not wait on them. Whatever it resumes
+    // with, its commit fails the claim check below (the token changes here) or finds its connection gone.
+    const endedSessions = takeover && step.token ? await terminateTransactionsNamed(tx, claimHolderName(ref, step.token), HOLDER_GONE_WAIT_MS) : [];
     const token = await claimStepRow(tx, ref, leaseMs);
     if (!token) throw new Error('claim update returned no token');
-    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started', detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER } });
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started',
+      detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER, ...(endedSessions.length > 0 ? { endedSessions } : {}) } });
     return { outcome: 'claimed', token, takeover, generation };
   });
 }

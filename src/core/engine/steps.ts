@@ -15,7 +15,7 @@ import { subtractMoney } from '../money.js';
 import { totalOverDays } from '../../db/partitions.js';
 import { readReportFigure } from '../../db/pipelineSql.js';
 import { parseRetrigger, runRemoteRetrigger, runSqlRetrigger, type ReplayJobs } from '../retrigger/retrigger.js';
-import { claimStep, failClaimedStep, finishStep, keepClaim, releaseClaim, type ClaimOutcome } from './stepClaims.js';
+import { claimStep, failClaimedStep, finishStep, keepClaim, releaseClaim, runClaimed, type ClaimOutcome } from './stepClaims.js';
 import { consumerOf, phaseOf, type StepRef } from './stepGraph.js';
 import { pauseForBreach, publishPartition, stagePartition, type PublishHooks } from '../recompute/stagePublish.js';
 import { transition } from './stateMachine.js';
@@ -68,7 +68,8 @@ export async function executeStep(ctx: StepContext, ref: StepRef, options: { fin
   let outcome: StepOutcome | 'error' = 'error';
   let failure: unknown;
   try {
-    outcome = await BODIES[ref.kind](stepCtx, ref, claim.token);
+    // Its transactions carry the claim's name: a takeover ends the session of one this run left open (frozen).
+    outcome = await runClaimed(ref, claim.token, () => BODIES[ref.kind](stepCtx, ref, claim.token));
     return outcome;
   } catch (error) {
     failure = error;
