@@ -10,7 +10,7 @@ import { slackText } from '../markup.js';
  * (`bf12:announce:settlement_report`). A messenger that talks to a remote service must deliver each intent at
  * most once even when the step is retried after a crash between the service's answer and the step's commit:
  * the Slack messenger records the intent as a row first and, before re-sending, looks for a message carrying
- * it in the conversation's recent history.
+ * it in the conversation's history (or the thread's), every page of it.
  *
  * A delivery that can never succeed (Slack answers `user_not_found`, `account_inactive`, …) throws a
  * BackfillError with code `undeliverable` and `details.slackError`; the step records it as a fact instead of
@@ -31,15 +31,29 @@ export interface Landed {
   ts: string;
 }
 
+/**
+ * How a step's delivery waits when the service rate-limits it (Slack's 429 with Retry-After: nothing was
+ * posted, and Slack says when to come back). A rate limit is a schedule, not a failure: the delivery waits
+ * as long as it is told, as many times as it is told, and never gives up over it.
+ */
+export interface DeliveryOptions {
+  /**
+   * Waits `retryAfterSeconds` (and says so where people look), then resolves to let the delivery try again,
+   * or throws when it must not (the step is no longer this worker's: stopped, taken over). Without it the
+   * messenger simply sleeps.
+   */
+  waitOutRateLimit?: (retryAfterSeconds: number) => Promise<void>;
+}
+
 export interface Messenger {
   /** The announcement to an owner who must acknowledge; returns where it landed, so it can be updated. */
-  announce(message: OwnerMessage): Promise<Landed | undefined>;
+  announce(message: OwnerMessage, options?: DeliveryOptions): Promise<Landed | undefined>;
   /** An owner whose rule is "after": told once the run is done. */
-  notifyOwner(message: OwnerMessage): Promise<void>;
+  notifyOwner(message: OwnerMessage, options?: DeliveryOptions): Promise<void>;
   /** The diff of a finished backfill, to wherever it was asked for. */
-  reportDiff(backfillId: number, intent: string): Promise<void>;
+  reportDiff(backfillId: number, intent: string, options?: DeliveryOptions): Promise<void>;
   /** The reconciliation by key (staged, published), to the incident thread: when paused, and at the end. */
-  reportReconciliation(backfillId: number, intent: string): Promise<void>;
+  reportReconciliation(backfillId: number, intent: string, options?: DeliveryOptions): Promise<void>;
   /** An owner has not acknowledged after the configured delay: say it again, and say so where it was asked. */
   remind(message: OwnerMessage): Promise<void>;
   /** A plain message to one person (a stale reader told the numbers are now real). */

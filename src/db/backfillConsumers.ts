@@ -36,8 +36,18 @@ export async function findBackfillConsumer(db: Queryable, backfillId: number, co
 /** Where the announcement landed (null when nowhere: the backfill has no channel for it). */
 export async function recordAnnouncementLanded(tx: Queryable, backfillId: number, consumer: string, landed: { channel: string | null; ts: string | null }): Promise<void> {
   await tx.query(
-    `UPDATE backfill.backfill_consumers SET message_channel = $3::text, message_ts = $4::text
+    `UPDATE backfill.backfill_consumers SET message_channel = $3::text, message_ts = $4::text, announce_retry_at = NULL
      WHERE backfill_id = $1::bigint AND consumer = $2::text`, [backfillId, consumer, landed.channel, landed.ts]);
+}
+
+/**
+ * Slack rate-limited the announcement: its next try goes out `retryAfterSeconds` from now, by the database
+ * clock (the gate shows it). Only while it has not landed.
+ */
+export async function recordAnnounceRateLimited(db: Queryable, backfillId: number, consumer: string, retryAfterSeconds: number): Promise<void> {
+  await db.query(
+    `UPDATE backfill.backfill_consumers SET announce_retry_at = clock_timestamp() + $3::int * interval '1 second'
+     WHERE backfill_id = $1::bigint AND consumer = $2::text AND message_ts IS NULL`, [backfillId, consumer, Math.max(0, Math.ceil(retryAfterSeconds))]);
 }
 
 /** Slack will never take the announcement: its reason, and when (counts as a missing acknowledgement). */

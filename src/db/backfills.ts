@@ -93,6 +93,8 @@ export interface BackfillConsumerRow extends ConsumerPlacement, StoredAnnounceme
   overrideReason: string | null;
   /** Slack's reason when the announcement cannot be delivered (user_not_found, …). */
   undeliverable: string | null;
+  /** Slack is rate-limiting the announcement: when its next try goes out (null once it landed, or never limited). */
+  announceRetryAt: Date | null;
 }
 
 export async function listBackfillConsumers(db: Queryable, backfillId: number): Promise<BackfillConsumerRow[]> {
@@ -100,7 +102,7 @@ export async function listBackfillConsumers(db: Queryable, backfillId: number): 
     `SELECT bc.consumer, c.kind, bc.owner, bc.notify_rule AS "notifyRule", bc.dependency_rank AS "dependencyRank",
             bc.depends_on AS "dependsOn", bc.read_directly AS "readDirectly", bc.partitions_read AS "partitionsRead",
             bc.announcement, bc.announcement_facts AS "announcementFacts", bc.message_channel AS "messageChannel", bc.message_ts AS "messageTs", a.acked_at AS "ackedAt", o.operator AS "overriddenBy", o.reason AS "overrideReason",
-            bc.undeliverable
+            bc.undeliverable, bc.announce_retry_at AS "announceRetryAt"
      FROM backfill.backfill_consumers bc
      JOIN backfill.consumers c ON c.name = bc.consumer
      LEFT JOIN backfill.acknowledgements a ON a.backfill_id = bc.backfill_id AND a.consumer = bc.consumer

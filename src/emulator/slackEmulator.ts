@@ -38,8 +38,11 @@ export interface SlackEmulator {
   /** A fresh response_url pointing at the emulator. */
   responseUrl(id?: string): string;
   callsTo(method: string): RecordedCall[];
-  /** Next `times` calls of `method` answer HTTP 429 with Retry-After: retryAfterSeconds. */
-  rateLimit(method: string, times: number, retryAfterSeconds: number): void;
+  /**
+   * Next `times` calls of `method` answer HTTP 429 with Retry-After: retryAfterSeconds; with `channel`, only
+   * the calls to that conversation (chat.postMessage is limited per channel on Slack, about one a second).
+   */
+  rateLimit(method: string, times: number, retryAfterSeconds: number, channel?: string): void;
   /** Next `times` calls answer HTTP `status` (e.g. 500). */
   failHttp(method: string, times: number, status: number): void;
   /** Next `times` calls answer 200 { ok:false, error }. */
@@ -83,7 +86,7 @@ export interface PostedMessage {
 type Rec = Record<string, unknown>;
 
 type Fault =
-  | { kind: 'rate'; retryAfterSeconds: number }
+  | { kind: 'rate'; retryAfterSeconds: number; channel?: string }
   | { kind: 'http'; status: number }
   | { kind: 'error'; error: string }
   | { kind: 'drop'; answer: number | 'hangup' };
@@ -365,6 +368,33 @@ function pageLimit(value: unknown): number {
   return Number.isInteger(limit) && limit > 0 ? Math.min(limit, 999) : 100;
 }
 
+const CURSOR_PREFIX = 'next_offset:';
+
+/**
+ * One page of `items` as Slack's cursor-based pagination gives it: `limit` items from where `cursor` points,
+ * `has_more`, and `response_metadata.next_cursor` (an opaque string; empty on the last page). A cursor this
+ * emulator did not hand out is `invalid_cursor`, as on Slack.
+ */
+function cursorPage<T>(items: readonly T[], params: Rec): { ok: true; page: T[]; has_more: boolean; next_cursor: string } | { ok: false; error: string } {
+  const cursor = str(params.cursor);
+  let offset = 0;
+  if (cursor !== undefined && cursor !== '') {
+    const decoded = Buffer.from(cursor, 'base64').toString('utf8');
+    const parsed = decoded.startsWith(CURSOR_PREFIX) ? Number(decoded.slice(CURSOR_PREFIX.length)) : Number.NaN;
+    if (!Number.isInteger(parsed) || parsed < 0) return { ok: false, error: 'invalid_cursor' };
+    offset = parsed;
+  }
+  const limit = pageLimit(params.limit);
+  const end = offset + limit;
+  const hasMore = items.length > end;
+  return {
+    ok: true,
+    page: items.slice(offset, end),
+    has_more: hasMore,
+    next_cursor: hasMore ? Buffer.from(`${CURSOR_PREFIX}${end}`).toString('base64') : '',
+  };
+}
+
 /** Everything one emulator holds: what it recorded, what was posted, the failures it was told to fake. */
 class EmulatorState {
   readonly botUserId: string;
@@ -422,13 +452,18 @@ class EmulatorState {
     this.faults.set(method, queue);
   }
 
-  takeFault(method: string): Fault | undefined {
+  /** The first pending fault of `method` that applies to this call (a rate limit may name one conversation). */
+  takeFault(method: string, params: Rec): Fault | undefined {
     const queue = this.faults.get(method);
-    const head = queue?.[0];
-    if (!queue || !head) return undefined;
-    head.remaining -= 1;
-    if (head.remaining <= 0) queue.shift();
-    return head.fault;
+    if (!queue) return undefined;
+    const requested = str(params.channel);
+    const index = queue.findIndex(({ fault }) =>
+      fault.kind !== 'rate' || fault.channel === undefined || (requested !== undefined && conversationFor(requested) === fault.channel));
+    const found = queue[index];
+    if (!found) return undefined;
+    found.remaining -= 1;
+    if (found.remaining <= 0) queue.splice(index, 1);
+    return found.fault;
   }
 
   /** The messages of a conversation that are still there, oldest first. */
@@ -536,13 +571,14 @@ function conversationsHistory(state: EmulatorState, params: Rec): Rec {
   ]
     .filter(({ entry }) => entry.threadTs === undefined && inWindow(entry.ts))
     .sort((a, b) => Number(b.entry.ts) - Number(a.entry.ts));
-  const limit = pageLimit(params.limit);
+  const paged = cursorPage(found, params);
+  if (!paged.ok) return paged;
   return {
     ok: true,
-    messages: found.slice(0, limit).map(({ show }) => show()),
-    has_more: found.length > limit,
+    messages: paged.page.map(({ show }) => show()),
+    has_more: paged.has_more,
     pin_count: 0,
-    response_metadata: { next_cursor: '' },
+    response_metadata: { next_cursor: paged.next_cursor },
   };
 }
 
@@ -559,13 +595,16 @@ function conversationsReplies(state: EmulatorState, params: Rec): Rec {
     ...state.postedIn(channel).filter((entry) => entry.threadTs === parentTs).map((entry) => ({ ts: entry.ts, message: state.historyMessage(entry, withMetadata) })),
     ...state.filesSharedIn(channel).filter((entry) => entry.threadTs === parentTs).map((entry) => ({ ts: entry.ts, message: state.fileShareMessage(entry) })),
   ].sort((a, b) => Number(a.ts) - Number(b.ts));
+  // The thread is one collection, the parent first: the first page starts with it, the pages after go on with
+  // the replies (a lookup that reads only the first page misses the replies of a busy thread).
   const thread = [state.historyMessage(parent, withMetadata), ...replies.map((reply) => reply.message)];
-  const limit = pageLimit(params.limit);
+  const paged = cursorPage(thread, params);
+  if (!paged.ok) return paged;
   return {
     ok: true,
-    messages: thread.slice(0, limit),
-    has_more: thread.length > limit,
-    response_metadata: { next_cursor: '' },
+    messages: paged.page,
+    has_more: paged.has_more,
+    response_metadata: { next_cursor: paged.next_cursor },
   };
 }
 
@@ -808,7 +847,7 @@ async function handleApi(
 
 /** Answers a well-formed, authenticated call: as the next pending fault for its method says, or by doing it. */
 function answerApi(state: EmulatorState, res: ServerResponse, method: string, params: Rec, record: Recorder): void {
-  const fault = state.takeFault(method);
+  const fault = state.takeFault(method, params);
   if (fault?.kind === 'rate') {
     const body = { ok: false, error: 'ratelimited' };
     record(429, body);
@@ -1013,8 +1052,8 @@ function callControls(
     callsTo(method: string): RecordedCall[] {
       return state.calls.filter((call) => call.method === method);
     },
-    rateLimit(method: string, times: number, retryAfterSeconds: number): void {
-      state.addFault(method, times, { kind: 'rate', retryAfterSeconds });
+    rateLimit(method: string, times: number, retryAfterSeconds: number, channel?: string): void {
+      state.addFault(method, times, { kind: 'rate', retryAfterSeconds, ...(channel === undefined ? {} : { channel: conversationFor(channel) }) });
     },
     failHttp(method: string, times: number, status: number): void {
       state.addFault(method, times, { kind: 'http', status });

@@ -4,10 +4,12 @@ import { recordEvent } from '../db/events.js';
 import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
 import type { Pool, Queryable } from '../db/pool.js';
 import type { BackfillReport } from '../core/file/status.js';
+import type { DeliveryOptions } from '../core/messenger.js';
 import { withLatestDiffChart } from '../views/blocks.js';
 import { diffChartPng } from '../views/diffChart.js';
 import { answeredWithoutPosting, rateLimitedFor, slackPlatformError } from './deliveryErrors.js';
 import { buildHome } from './questions.js';
+import { findInConversation } from './conversationSearch.js';
 
 type WebClient = webApi.WebClient;
 
@@ -18,9 +20,6 @@ type WebClient = webApi.WebClient;
 // files.completeUploadExternal) and only the last one shares the file, so an attempt that died before it
 // left nothing anyone can see.
 
-/** 429s waited out per upload before the step gives up and BullMQ retries it. */
-const RATE_LIMIT_WAITS = 10;
-const HISTORY_LIMIT = 100;
 
 export interface ChartClients {
   pool: Pool;
@@ -44,7 +43,7 @@ export function diffChartFilename(backfillId: number, diffIntent: string): strin
  * the diff message carries the figures, so the refusal is recorded in the timeline and the run goes on.
  * Anything else (a 5xx, a lost answer) fails the step, whose retry finds or finishes the upload.
  */
-export async function uploadDiffChartOnce(clients: ChartClients, report: BackfillReport, diffIntent: string): Promise<void> {
+export async function uploadDiffChartOnce(clients: ChartClients, report: BackfillReport, diffIntent: string, options: DeliveryOptions = {}): Promise<void> {
   const { backfill } = report;
   const channel = backfill.incidentChannel;
   if (!channel) return;
@@ -73,7 +72,7 @@ export async function uploadDiffChartOnce(clients: ChartClients, report: Backfil
   };
   let fileId: string;
   try {
-    fileId = await upload(clients.poster, threadTs ? { ...file, thread_ts: threadTs } : file);
+    fileId = await upload(clients.poster, threadTs ? { ...file, thread_ts: threadTs } : file, options);
   } catch (error) {
     if (!answeredWithoutPosting(error)) throw error;
     await forgetUndeliveredIntent(clients.pool, intent);
@@ -86,11 +85,13 @@ export async function uploadDiffChartOnce(clients: ChartClients, report: Backfil
 }
 
 /**
- * filesUploadV2 through the posting client, waiting out 429s (Slack shared nothing) as Slack asks. The file id
- * is nested one level deeper than the method's type suggests (node-slack-sdk #1803): files[0].files[0].id.
+ * filesUploadV2 through the posting client, waiting out every 429 (Slack shared nothing) as long as Slack asks,
+ * through the step's wait when it gives one (src/core/messenger.ts DeliveryOptions): a rate limit is a schedule,
+ * never a reason to fail the report. The file id is nested one level deeper than the method's type suggests
+ * (node-slack-sdk #1803): files[0].files[0].id.
  */
-async function upload(poster: WebClient, args: webApi.FilesUploadV2Arguments): Promise<string> {
-  for (let waits = 0; ; waits += 1) {
+async function upload(poster: WebClient, args: webApi.FilesUploadV2Arguments, options: DeliveryOptions): Promise<string> {
+  for (;;) {
     try {
       const result = await poster.filesUploadV2(args);
       const fileId = result.files[0]?.files?.[0]?.id;
@@ -98,22 +99,16 @@ async function upload(poster: WebClient, args: webApi.FilesUploadV2Arguments): P
       return fileId;
     } catch (error) {
       const retryAfter = rateLimitedFor(error);
-      if (retryAfter === undefined || waits >= RATE_LIMIT_WAITS) throw error;
-      await sleep(retryAfter * 1000);
+      if (retryAfter === undefined) throw error;
+      await (options.waitOutRateLimit ?? ((seconds: number) => sleep(seconds * 1000)))(retryAfter);
     }
   }
 }
 
 /** The id of a file called `filename` shared in the thread (or, without one, the channel), if it is there. */
 async function findSharedFile(client: WebClient, channel: string, threadTs: string | undefined, filename: string): Promise<string | undefined> {
-  const page = threadTs
-    ? await client.conversations.replies({ channel, ts: threadTs, limit: HISTORY_LIMIT })
-    : await client.conversations.history({ channel, limit: HISTORY_LIMIT });
-  for (const message of page.messages ?? []) {
-    const file = message.files?.find((f) => f.name === filename);
-    if (file?.id) return file.id;
-  }
-  return undefined;
+  // Every page of a busy thread: the chart an earlier attempt shared may be its 250th reply.
+  return findInConversation(client, { channel, threadTs }, (message) => message.files?.find((f) => f.name === filename)?.id || undefined);
 }
 
 /** The Home tab, with the latest diff chart under the backfill log. */

@@ -9,6 +9,7 @@ import { BackfillError, ErrorCode } from '../errors.js';
 import { incidentPackageFiles } from '../views/incidentPackage.js';
 import type { PackageWhere } from '../views/replies.js';
 import { answeredWithoutPosting, rateLimitedFor } from './deliveryErrors.js';
+import { findInConversation } from './conversationSearch.js';
 
 type WebClient = webApi.WebClient;
 
@@ -22,7 +23,6 @@ type WebClient = webApi.WebClient;
 export const UPLOAD_LEASE_MS = 2 * 60_000;
 /** Packages built at once in this process (one per backfill and change; the rest wait their turn). */
 const MAX_CONCURRENT_BUILDS = 2;
-const HISTORY_LIMIT = 100;
 
 /**
  * uploaded: this request uploaded it; unchanged: nothing changed since it was uploaded (where that upload is);
@@ -123,12 +123,6 @@ async function upload(clients: PackageClients, to: { backfillId: number; version
 
 /** The id of the package's file in the thread (or channel), recognised by its comment, which names the version. */
 async function findSharedPackage(client: WebClient, channel: string, threadTs: string | undefined, text: string): Promise<string | undefined> {
-  const page = threadTs
-    ? await client.conversations.replies({ channel, ts: threadTs, limit: HISTORY_LIMIT })
-    : await client.conversations.history({ channel, limit: HISTORY_LIMIT });
-  for (const message of page.messages ?? []) {
-    const file = message.text === text ? message.files?.[0] : undefined;
-    if (file?.id) return file.id;
-  }
-  return undefined;
+  // Every page of the thread: a busy incident thread puts the package well past the first hundred replies.
+  return findInConversation(client, { channel, threadTs }, (message) => (message.text === text ? message.files?.[0]?.id || undefined : undefined));
 }

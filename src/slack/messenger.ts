@@ -5,7 +5,7 @@ import type { Pool } from '../db/pool.js';
 import { recordEvent } from '../db/events.js';
 import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
 import { loadReconciliation } from '../db/reconciliations.js';
-import type { Landed, Messenger, OwnerMessage } from '../core/messenger.js';
+import type { DeliveryOptions, Landed, Messenger, OwnerMessage } from '../core/messenger.js';
 import type { Notice } from '../core/notices.js';
 import { slackNoticeText } from '../views/notices.js';
 import { loadBackfillReport } from '../core/file/status.js';
@@ -14,6 +14,7 @@ import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient
 import { uploadDiffChartOnce } from './diffChart.js';
 import { uploadIncidentPackageOnce, type PackageUpload } from './incidentPackageUpload.js';
 import { redactingFetch } from './outgoing.js';
+import { findInConversation } from './conversationSearch.js';
 
 type WebClient = webApi.WebClient;
 
@@ -36,10 +37,6 @@ interface Delivery extends Landed {
 
 /** The metadata event type on every message a step sends; its payload carries the intent. */
 export const MESSAGE_EVENT_TYPE = 'backfill_bot_message';
-/** How far back the history is searched for a message an earlier attempt may have sent (one page). */
-const HISTORY_LIMIT = 100;
-/** 429s waited out per post before the step gives up and BullMQ retries it. */
-const RATE_LIMIT_WAITS = 10;
 const POST_TIMEOUT_MS = 15_000;
 
 /** The intent of a backfill's status message in the incident channel (posted once, then updated). */
@@ -105,8 +102,8 @@ export class SlackMessenger implements Messenger {
     return channel;
   }
 
-  async announce(message: OwnerMessage): Promise<Landed> {
-    const { channel, ts } = await this.toOwner(message, announcementMessage(message, message.notice));
+  async announce(message: OwnerMessage, options: DeliveryOptions = {}): Promise<Landed> {
+    const { channel, ts } = await this.toOwner(message, announcementMessage(message, message.notice), options);
     return { channel, ts };
   }
 
@@ -120,8 +117,8 @@ export class SlackMessenger implements Messenger {
     });
   }
 
-  async notifyOwner(message: OwnerMessage): Promise<void> {
-    await this.toOwner(message, { text: slackNoticeText(message.notice) });
+  async notifyOwner(message: OwnerMessage, options: DeliveryOptions = {}): Promise<void> {
+    await this.toOwner(message, { text: slackNoticeText(message.notice) }, options);
   }
 
   async directMessage(user: string, notice: Notice, intent: string): Promise<void> {
@@ -129,21 +126,21 @@ export class SlackMessenger implements Messenger {
   }
 
   /** The reconciliation report, as a reply in the incident thread (under the status message). */
-  async reportReconciliation(backfillId: number, intent: string): Promise<void> {
+  async reportReconciliation(backfillId: number, intent: string, options: DeliveryOptions = {}): Promise<void> {
     const report = await loadBackfillReport(this.pool, backfillId);
     const { incidentChannel, statusTs } = report.backfill;
     if (!incidentChannel) return;
     const rows = await loadReconciliation(this.pool, backfillId);
     const message: Outgoing = { ...reconciliationMessage(report.backfill, rows), ...(statusTs ? { thread_ts: statusTs } : {}) };
-    await this.deliverOnce(intent, backfillId, { channel: incidentChannel }, message);
+    await this.deliverOnce(intent, backfillId, { channel: incidentChannel }, message, options);
   }
 
   /** The diff message in the incident channel, then its chart (a PNG) in the incident thread; each once. */
-  async reportDiff(backfillId: number, intent: string): Promise<void> {
+  async reportDiff(backfillId: number, intent: string, options: DeliveryOptions = {}): Promise<void> {
     const report = await loadBackfillReport(this.pool, backfillId);
     if (!report.backfill.incidentChannel) return;
-    await this.deliverOnce(intent, backfillId, { channel: report.backfill.incidentChannel }, diffMessage(report));
-    await uploadDiffChartOnce({ pool: this.pool, client: this.client, poster: this.poster }, report, intent);
+    await this.deliverOnce(intent, backfillId, { channel: report.backfill.incidentChannel }, diffMessage(report), options);
+    await uploadDiffChartOnce({ pool: this.pool, client: this.client, poster: this.poster }, report, intent, options);
   }
 
   /** A notice in the incident channel; a backfill without one has nowhere to show it (its status still does). */
@@ -219,8 +216,8 @@ export class SlackMessenger implements Messenger {
     }
   }
 
-  private async toOwner(message: OwnerMessage, outgoing: Outgoing): Promise<Delivery> {
-    return this.deliverOnce(message.intent, message.backfillId, { user: message.owner }, outgoing);
+  private async toOwner(message: OwnerMessage, outgoing: Outgoing, options: DeliveryOptions = {}): Promise<Delivery> {
+    return this.deliverOnce(message.intent, message.backfillId, { user: message.owner }, outgoing, options);
   }
 
   private async incidentChannelOf(backfillId: number): Promise<string | undefined> {
@@ -237,7 +234,7 @@ export class SlackMessenger implements Messenger {
    *    metadata, then the row gets the ts.
    * The rows go through the pool, not the step's transaction: they must outlive a step that rolls back.
    */
-  private async deliverOnce(intent: string, backfillId: number | null, to: Recipient, message: Outgoing): Promise<Delivery> {
+  private async deliverOnce(intent: string, backfillId: number | null, to: Recipient, message: Outgoing, options: DeliveryOptions = {}): Promise<Delivery> {
     const channel = 'user' in to ? await this.openDm(to.user) : to.channel;
     const earlier = await findMessageIntent(this.pool, intent);
     if (earlier?.ts) return { channel: earlier.channel, ts: earlier.ts, how: 'recorded' };
@@ -255,7 +252,9 @@ export class SlackMessenger implements Messenger {
     const metadata = { event_type: MESSAGE_EVENT_TYPE, event_payload: { intent, ...(backfillId === null ? {} : { backfill_id: backfillId }) } };
     let posted: webApi.ChatPostMessageResponse;
     try {
-      posted = await this.postMessage({ channel, metadata, ...message });
+      const answer = await this.postMessage({ channel, metadata, ...message }, intent, options);
+      if ('recorded' in answer) return { channel: answer.recorded.channel, ts: answer.recorded.ts, how: 'recorded' };
+      posted = answer.posted;
     } catch (error) {
       if (answeredWithoutPosting(error)) await forgetUndeliveredIntent(this.pool, intent);
       throw asUndeliverable(error, to, intent);
@@ -266,31 +265,37 @@ export class SlackMessenger implements Messenger {
     return { channel: landed, ts: posted.ts, how: 'sent' };
   }
 
-  /** The ts of a message carrying `intent` among the conversation's (or the thread's) latest messages. */
+  /** The ts of a message carrying `intent` in the conversation (or the thread), however long it is. */
   private async findSent(channel: string, intent: string, threadTs: string | undefined, to: Recipient): Promise<string | undefined> {
-    let messages: { ts?: string; metadata?: { event_type?: string; event_payload?: unknown } }[];
+    const carries = (payload: unknown) => isRecord(payload) && payload.intent === intent;
     try {
       // Replies are not in conversations.history: a message sent into a thread is looked for in that thread.
-      const page = threadTs
-        ? await this.client.conversations.replies({ channel, ts: threadTs, limit: HISTORY_LIMIT, include_all_metadata: true })
-        : await this.client.conversations.history({ channel, limit: HISTORY_LIMIT, include_all_metadata: true });
-      messages = page.messages ?? [];
+      return await findInConversation(this.client, { channel, threadTs, includeMetadata: true }, (m) =>
+        (m.metadata?.event_type === MESSAGE_EVENT_TYPE && carries(m.metadata.event_payload) ? m.ts : undefined));
     } catch (error) {
       throw asUndeliverable(error, to, intent);
     }
-    const carries = (payload: unknown) => isRecord(payload) && payload.intent === intent;
-    return messages.find((m) => m.metadata?.event_type === MESSAGE_EVENT_TYPE && carries(m.metadata.event_payload))?.ts;
   }
 
-  /** chat.postMessage through the posting client, waiting out 429s (Slack posted nothing) as Slack asks. */
-  private async postMessage(args: webApi.ChatPostMessageArguments): Promise<webApi.ChatPostMessageResponse> {
-    for (let waits = 0; ; waits += 1) {
+  /**
+   * chat.postMessage through the posting client, waiting out every 429 as long as Slack asks, however many
+   * there are: a 429 means Slack posted nothing and said when to come back, so trying again then cannot double
+   * the message, and giving up would fail a backfill over a schedule. The wait is the caller's
+   * (`waitOutRateLimit`: the step keeps its claim and says in the status who is still being told) or a plain
+   * sleep. After a wait the intent row is read again: if another attempt delivered it meanwhile (this process
+   * was frozen and the step taken over), that delivery stands and nothing is posted.
+   */
+  private async postMessage(args: webApi.ChatPostMessageArguments, intent: string, options: DeliveryOptions):
+    Promise<{ posted: webApi.ChatPostMessageResponse } | { recorded: { channel: string; ts: string } }> {
+    for (;;) {
       try {
-        return await this.poster.chat.postMessage(args);
+        return { posted: await this.poster.chat.postMessage(args) };
       } catch (error) {
         const retryAfter = rateLimitedFor(error);
-        if (retryAfter === undefined || waits >= RATE_LIMIT_WAITS) throw error;
-        await sleep(retryAfter * 1000);
+        if (retryAfter === undefined) throw error;
+        await (options.waitOutRateLimit ?? ((seconds: number) => sleep(seconds * 1000)))(retryAfter);
+        const meanwhile = await findMessageIntent(this.pool, intent);
+        if (meanwhile?.ts) return { recorded: { channel: meanwhile.channel, ts: meanwhile.ts } };
       }
     }
   }

@@ -103,12 +103,19 @@ export function answeredAnnouncementMessage(reference: ButtonReference, notice: 
   };
 }
 
-function gateLine(c: BackfillConsumerRow): string {
+/** "next try in 3 s" (or "trying again now" once that time has come), against when the view is rendered. */
+function nextTry(retryAt: Date, now: Date): string {
+  const seconds = Math.ceil((retryAt.getTime() - now.getTime()) / 1000);
+  return seconds > 0 ? `next try in ${seconds} s` : 'trying again now';
+}
+
+function gateLine(c: BackfillConsumerRow, now: Date): string {
   const who = `${outside(c.consumer)} ${slackPerson(c.owner)}`;
   if (c.notifyRule === 'after') return `${who}: told after the run`;
   if (c.ackedAt) return `:white_check_mark: ${who}: acknowledged ${formatTime(c.ackedAt)}`;
   if (c.overriddenBy) return `:warning: ${who}: overridden by ${slackPerson(c.overriddenBy)} (${outside(fit(c.overrideReason ?? '', GATE_REASON_SHOWN))})`;
   if (c.undeliverable) return `:no_entry: ${who}: cannot be reached (Slack: ${outside(c.undeliverable)}); needs a delegate or an override`;
+  if (c.announceRetryAt && !c.messageTs) return `:hourglass: ${who}: being told: Slack is rate-limiting, ${nextTry(c.announceRetryAt, now)}`;
   return `:hourglass: ${who}: waiting`;
 }
 
@@ -130,7 +137,7 @@ export function statusMessage(report: BackfillReport, now: Date = new Date()): M
     header(title),
     section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Asked by* ${slackPerson(backfill.requestedBy)}`),
     section(`*Why:* ${outside(backfill.reason)}`),
-    ...sections('*Gate*', report.consumers.length ? report.consumers.map(gateLine) : ['no readers']),
+    ...sections('*Gate*', report.consumers.length ? report.consumers.map((c) => gateLine(c, now)) : ['no readers']),
     ...sections(`*Progress:* ${progress}`, [...why, waitingOn(report, slackPerson, backticks, outside)]),
     context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
   ];
@@ -252,10 +259,10 @@ export interface HomeData {
 }
 
 /** The App Home tab: backfills in flight with their gate, and the latest log rows with their differences. */
-export function homeView(data: HomeData): types.HomeView {
+export function homeView(data: HomeData, now: Date = new Date()): types.HomeView {
   const inFlight = data.inFlight.flatMap((report): Block[] => sections(
     `*#${report.backfill.id} ${outside(report.backfill.pipeline)}*, ${formatHourRange(report.backfill.firstHour, report.backfill.lastHour)}: ${describeState(report.backfill.state)}`,
-    report.consumers.length ? report.consumers.map(gateLine) : ['no readers']));
+    report.consumers.length ? report.consumers.map((c) => gateLine(c, now)) : ['no readers']));
   const recent = data.recent.map((b) =>
     `#${b.id} ${outside(b.pipeline)} ${formatHourRange(b.firstHour, b.lastHour)}: ${b.state} · before ${money(b.totalBefore)} · after ${money(b.totalAfter)} · ` +
     `difference ${b.diff === null ? '—' : formatSignedMoney(b.diff)}`);

@@ -3,6 +3,12 @@ import type { NamePerson, Outside, Quote } from './notices.js';
 
 // Where a backfill stands, in one sentence, for every view: the status message in Slack, the CLI's status.
 
+/** ", N of them waiting out Slack's rate limit" while Slack makes announcements wait (the gate says who). */
+function rateLimited(report: BackfillReport): string {
+  const waiting = report.consumers.filter((c) => c.announceRetryAt && !c.messageTs && !c.undeliverable).length;
+  return waiting ? `, ${waiting} of them waiting out Slack's rate limit` : '';
+}
+
 /**
  * Who or what the backfill waits on now, in one sentence: every backfill that is not finished either has work
  * in flight or waits on a named person, and says which; `name`, `quote` and `outside` are the view's way with
@@ -22,12 +28,12 @@ export function waitingOn(report: BackfillReport, name: NamePerson, quote: Quote
         ...(backfill.state === 'held' ? ['the owner who held it to acknowledge (or an operator to cancel it)'] : []),
         ...(reachable.length ? [`acknowledgements from ${reachable.map((c) => `${name(c.owner)} (${outside(c.consumer)})`).join(', ')}`] : []),
         ...cannot,
-        ...(open('announce') ? [`${open('announce')} announcement(s) still being delivered`] : []),
+        ...(open('announce') ? [`${open('announce')} announcement(s) still being delivered${rateLimited(report)}`] : []),
       ];
       return `Waiting on ${parts.join('; ') || 'a second operator\'s approval'}.`;
     }
     case 'approved':
-      return open('announce') ? `Approved; waiting for ${open('announce')} announcement(s) to go out before it runs.` : 'Approved; the workers start it now.';
+      return open('announce') ? `Approved; waiting for ${open('announce')} announcement(s) to go out before it runs${rateLimited(report)}.` : 'Approved; the workers start it now.';
     case 'paused': {
       const breached = targets.filter((t) => t.breach).map((t) => outside(t.breach ?? '')).join('; ');
       return `Waiting on an operator: ${quote(`continue ${backfill.id} [hours] <reason>`)} accepts the partitions outside their envelope (${breached || 'see the reconciliation'}), or ${quote('stop')} / ${quote('rollback')}.`;

@@ -106,6 +106,19 @@ describe('the diff chart in the incident thread', () => {
     expect(row?.ts).toBe((shares.at(-1)?.params.files as { id: string }[])[0]?.id);
   });
 
+  it('a long run of 429s on the upload only delays the chart: it is shared once, through the step\'s wait', async () => {
+    const intent = intentKey(1, 'report', 'limited');
+    // More than the ten waits an upload used to allow before failing the report step.
+    h.slack.rateLimit('files.completeUploadExternal', 15, 0);
+    const waits: number[] = [];
+    await retry.reportDiff(1, intent, { waitOutRateLimit: async (seconds) => { waits.push(seconds); } });
+    expect(waits).toHaveLength(15);
+    const shared = h.slack.callsTo('files.completeUploadExternal').filter((c) => JSON.stringify(c.params.files).includes('Backfill #1 diff chart'));
+    const row = await findMessageIntent(h.engine.ctx.pool, `${intent}:chart`);
+    expect(row).toMatchObject({ recovered: false, channel: INCIDENT_CHANNEL });
+    expect(shared.filter((c) => JSON.stringify(c.params.files).includes(String(row?.ts)))).toHaveLength(1);
+  });
+
   it('a Slack refusal of the upload is recorded in the timeline and does not fail the diff', async () => {
     const intent = intentKey(1, 'report', 'refused');
     h.slack.failWith('files.getUploadURLExternal', 1, 'file_uploads_disabled');

@@ -280,6 +280,43 @@ describe('the Slack emulator', () => {
     expect(emu.messagesIn(CHANNEL).map((m) => m.text)).toEqual(['first', 'second', 'in the thread']);
   });
 
+  it('pages conversations.replies and conversations.history by cursor, as Slack documents: limit, has_more, next_cursor', async () => {
+    const web = client();
+    const parent = await web.chat.postMessage({ channel: CHANNEL, text: 'parent' });
+    for (let i = 0; i < 5; i += 1) await web.chat.postMessage({ channel: CHANNEL, text: `reply ${i}`, thread_ts: parent.ts ?? '' });
+    const texts: string[] = [];
+    const more: boolean[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await web.conversations.replies({ channel: CHANNEL, ts: parent.ts ?? '', limit: 2, ...(cursor ? { cursor } : {}) });
+      texts.push(...(page.messages ?? []).map((m) => m.text ?? ''));
+      more.push(page.has_more ?? false);
+      cursor = page.response_metadata?.next_cursor || undefined;
+    } while (cursor);
+    // The whole thread once, oldest first, the parent on the first page only; the last page says it is the last.
+    expect(texts).toEqual(['parent', 'reply 0', 'reply 1', 'reply 2', 'reply 3', 'reply 4']);
+    expect(more).toEqual([true, true, false]);
+
+    await web.chat.postMessage({ channel: CHANNEL, text: 'later' });
+    const first = await web.conversations.history({ channel: CHANNEL, limit: 1 });
+    expect(first.messages?.map((m) => m.text)).toEqual(['later']);
+    const second = await web.conversations.history({ channel: CHANNEL, limit: 1, cursor: first.response_metadata?.next_cursor ?? '' });
+    expect(second.messages?.map((m) => m.text)).toEqual(['parent']);
+    expect(second.response_metadata?.next_cursor).toBe('');
+    const invalid = await web.conversations.history({ channel: CHANNEL, cursor: 'not-a-cursor' }).catch((error: unknown) => error);
+    expect((invalid as InstanceType<typeof WebAPIPlatformError>).data.error).toBe('invalid_cursor');
+  });
+
+  it('rateLimit with a channel limits only the posts to that conversation', async () => {
+    const web = new WebClient('xoxb-test', { slackApiUrl: emu.url, rejectRateLimitedCalls: true, logLevel: LogLevel.ERROR });
+    emu.rateLimit('chat.postMessage', 1, 7, 'U07SETTLE');
+    await web.chat.postMessage({ channel: CHANNEL, text: 'not limited' });
+    const limited = await web.chat.postMessage({ channel: 'DU07SETTLE', text: 'limited' }).catch((error: unknown) => error);
+    expect(limited).toMatchObject({ code: ErrorCode.RateLimitedError, retryAfter: 7 });
+    await web.chat.postMessage({ channel: 'DU07SETTLE', text: 'now through' });
+    expect(emu.attempts.map((a) => [a.params.channel, a.status])).toEqual([[CHANNEL, 200], ['DU07SETTLE', 429], ['DU07SETTLE', 200]]);
+  });
+
   it('dropAnswer: the message is posted but the client sees a 500 (or a closed connection), and its retry posts again', async () => {
     const web = client();
     emu.dropAnswer('chat.postMessage', 1);

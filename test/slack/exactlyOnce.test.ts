@@ -180,6 +180,34 @@ describe('one message per intent', () => {
     }
   });
 
+  it('a busy incident thread (250 replies): the lost reply is found on a later page, and posted once', async () => {
+    await messenger.incidentNotice(backfillId, recorded('the thread'), intentKey(backfillId, 'notice', 'busy-parent'));
+    const parent = slack.messagesIn(INCIDENT)[0]?.ts ?? '';
+    // People talk in the incident thread: 250 replies before the bot's, more than any one page holds.
+    const people = new WebClient('xoxb-test-token', { slackApiUrl: slack.url, logLevel: LogLevel.ERROR });
+    for (let i = 0; i < 250; i += 1) await people.chat.postMessage({ channel: INCIDENT, thread_ts: parent, text: `reply ${i}` });
+    await engine.ctx.pool.query('UPDATE backfill.backfills SET status_ts = $2::text WHERE id = $1::bigint', [backfillId, parent]);
+    try {
+      const intent = intentKey(backfillId, 'reconciliation', 'busy');
+      slack.dropAnswer('chat.postMessage', 1);
+      await caught(messenger.reportReconciliation(backfillId, intent));
+      await messenger.reportReconciliation(backfillId, intent);
+      const carrying = slack.messagesIn(INCIDENT).filter((m) => m.threadTs === parent && JSON.stringify(m.metadata ?? {}).includes(intent));
+      expect(carrying).toHaveLength(1);
+      // The parent, the 250 replies and the one lost answer: the retry posted nothing.
+      expect(posts()).toHaveLength(252);
+      // It was found by following next_cursor past the first page.
+      const reads = historyReads();
+      expect(reads.length).toBeGreaterThanOrEqual(2);
+      expect(reads.every((a) => a.method === 'conversations.replies' && a.params.ts === parent)).toBe(true);
+      expect(reads[0]?.params.cursor).toBeUndefined();
+      expect(reads.slice(1).every((a) => typeof a.params.cursor === 'string' && a.params.cursor !== '')).toBe(true);
+      expect(await findMessageIntent(engine.ctx.pool, intent)).toMatchObject({ ts: carrying[0]?.ts, recovered: true });
+    } finally {
+      await engine.ctx.pool.query('UPDATE backfill.backfills SET status_ts = NULL WHERE id = $1::bigint', [backfillId]);
+    }
+  });
+
   it('a 500 before the post fails the attempt; the retry posts exactly one message', async () => {
     slack.failHttp('chat.postMessage', 1, 500);
     const message = ownerMessage('announce');
@@ -204,6 +232,42 @@ describe('one message per intent', () => {
     expect(posts().map((a) => a.status)).toEqual([429, 200]);
     expect(slack.messagesIn(DM)).toHaveLength(1);
     expect(await findMessageIntent(engine.ctx.pool, 'cu1:settlement_report:2026-11')).toMatchObject({ backfillId: null, channel: DM });
+  });
+});
+
+describe('429s are a schedule', () => {
+  it('waits as often as Slack says, through the caller\'s wait, and still posts one message', async () => {
+    slack.rateLimit('chat.postMessage', 25, 0);
+    const waits: number[] = [];
+    await messenger.announce(ownerMessage('announce'), { waitOutRateLimit: async (seconds) => { waits.push(seconds); } });
+    expect(waits).toHaveLength(25);
+    expect(posts().map((a) => a.status)).toEqual([...Array<number>(25).fill(429), 200]);
+    expect(slack.messagesIn(DM)).toHaveLength(1);
+  });
+
+  it('delivered by another attempt while this one waited (a takeover of a frozen worker): nothing more is posted', async () => {
+    const message = ownerMessage('announce');
+    slack.rateLimit('chat.postMessage', 1, 0);
+    const other = new SlackMessenger(new WebClient('xoxb-test-token', { slackApiUrl: slack.url, logLevel: LogLevel.ERROR }), engine.ctx.pool, 0);
+    let theirs: { channel: string; ts: string } | undefined;
+    const ours = await messenger.announce(message, {
+      waitOutRateLimit: async () => {
+        // The takeover finds the intent row without a ts, nothing in the DM's history, and posts.
+        theirs = await other.announce(message);
+      },
+    });
+    expect(ours).toEqual(theirs);
+    expect(slack.messagesIn(DM)).toHaveLength(1);
+    expect(posts().map((a) => a.status)).toEqual([429, 200]);
+  });
+
+  it('a wait that throws (the step is no longer this worker\'s) ends the delivery: nothing is posted', async () => {
+    slack.rateLimit('chat.postMessage', 1, 0);
+    const lost = new BackfillError(ErrorCode.ClaimLost, 'the step was taken over');
+    const failure = await caught(messenger.announce(ownerMessage('announce'), { waitOutRateLimit: async () => { throw lost; } }));
+    expect(failure).toBe(lost);
+    expect(slack.messagesIn(DM)).toHaveLength(0);
+    expect(posts().map((a) => a.status)).toEqual([429]);
   });
 });
 

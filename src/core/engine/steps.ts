@@ -1,15 +1,16 @@
 import { listBackfillSignoffs, markPublishedAny, recordBackfillTotals, requireBackfill } from '../../db/backfills.js';
-import { findBackfillConsumer, markConsumerUndeliverable, recordAnnouncementLanded, type StoredAnnouncement } from '../../db/backfillConsumers.js';
+import { findBackfillConsumer, markConsumerUndeliverable, recordAnnounceRateLimited, recordAnnouncementLanded, type StoredAnnouncement } from '../../db/backfillConsumers.js';
 import { findReportTotalSql, findRetrigger } from '../../db/consumers.js';
 import { recordEvent } from '../../db/events.js';
 import { requirePipeline } from '../../db/pipelines.js';
 import { withTransaction, type PoolClient } from '../../db/pool.js';
+import { lockStepClaim } from '../../db/steps.js';
 import { recordReportAfter } from '../../db/signatures.js';
 import { listTargetHours } from '../../db/targets.js';
 import { lockWatermark, upsertWatermark } from '../../db/watermarks.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../../errors.js';
 import type { EngineContext } from '../context.js';
-import { intentKey, type Messenger } from '../messenger.js';
+import { intentKey, type DeliveryOptions, type Messenger } from '../messenger.js';
 import { storedAnnouncement, type Notice } from '../notices.js';
 import { subtractMoney } from '../money.js';
 import { totalOverDays } from '../../db/partitions.js';
@@ -223,7 +224,8 @@ async function announce(ctx: StepContext, ref: StepRef, token: string): Promise<
   const row = await backfillConsumer(ctx, ref);
   const { owner } = row;
   const landed = await deliver(ctx, ref, token, () =>
-    ctx.messenger.announce({ backfillId: ref.backfillId, consumer: ref.key, owner, notice: storedAnnouncement(row), intent: intentKey(ref.backfillId, 'announce', ref.key) }));
+    ctx.messenger.announce({ backfillId: ref.backfillId, consumer: ref.key, owner, notice: storedAnnouncement(row), intent: intentKey(ref.backfillId, 'announce', ref.key) },
+      waitOutRateLimits(ctx, ref, token)));
   if (landed === 'undeliverable') return 'undeliverable';
   await withTransaction(ctx.pool, async (tx) => {
     await recordAnnouncementLanded(tx, ref.backfillId, ref.key, { channel: landed?.channel ?? null, ts: landed?.ts ?? null });
@@ -236,8 +238,8 @@ async function announce(ctx: StepContext, ref: StepRef, token: string): Promise<
 /** Posts the diff (or, after a rollback, what was restored) and the reconciliation where it was asked for. */
 async function report(ctx: StepContext, ref: StepRef, token: string): Promise<StepOutcome> {
   const sent = await deliver(ctx, ref, token, async () => {
-    await ctx.messenger.reportDiff(ref.backfillId, intentKey(ref.backfillId, 'report', ref.key));
-    await ctx.messenger.reportReconciliation(ref.backfillId, intentKey(ref.backfillId, 'report', ref.key, 'reconciliation'));
+    await ctx.messenger.reportDiff(ref.backfillId, intentKey(ref.backfillId, 'report', ref.key), waitOutRateLimits(ctx, ref, token));
+    await ctx.messenger.reportReconciliation(ref.backfillId, intentKey(ref.backfillId, 'report', ref.key, 'reconciliation'), waitOutRateLimits(ctx, ref, token));
   });
   if (sent === 'undeliverable') return 'undeliverable';
   await withTransaction(ctx.pool, async (tx) => {
@@ -257,7 +259,7 @@ async function notify(ctx: StepContext, ref: StepRef, token: string): Promise<St
     ? { kind: 'rolled_back', ...about, rolledBackBy: backfill.rolledBackBy }
     : { kind: 'after_run', ...about, reason: backfill.reason, totalAfter: backfill.totalAfter, diff: backfill.diff };
   const sent = await deliver(ctx, ref, token, () =>
-    ctx.messenger.notifyOwner({ backfillId: backfill.id, consumer, owner, notice, intent: intentKey(backfill.id, 'notify', ref.key) }));
+    ctx.messenger.notifyOwner({ backfillId: backfill.id, consumer, owner, notice, intent: intentKey(backfill.id, 'notify', ref.key) }, waitOutRateLimits(ctx, ref, token)));
   if (sent === 'undeliverable') return 'undeliverable';
   await withTransaction(ctx.pool, async (tx) => {
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'notified', detail: { consumer, owner, after: true, rollback } });
@@ -290,6 +292,43 @@ async function deliver<T>(ctx: StepContext, ref: StepRef, token: string, send: (
     });
     return 'undeliverable';
   }
+}
+
+/**
+ * How a step's message waits out Slack's rate limit (429, Retry-After): as long as Slack says, as often as it
+ * says, inside the attempt. The attempt neither fails nor ends, so a rate limit burns none of JOB_ATTEMPTS;
+ * the lease stays this worker's (keepClaim renews it every third of STEP_LEASE_MS while the body runs, and
+ * BullMQ renews the job's lock), and the message's intent row stays as it was: Slack posted nothing, so the
+ * next try is the same post, never a second message.
+ *
+ * Why here rather than releasing the step back to pending with a delay of Retry-After: every 429 would then be
+ * a claim, a release and a delayed job (a row, a transaction and a queue round trip per wait, with 100 owners
+ * behind a one-a-second limit that is thousands), and an attempt count the queue keeps would have to be told
+ * that these releases do not count. A waiting step holds a worker slot, but while Slack is the bottleneck a
+ * free slot would post nothing more. What the release would have given (someone can see the wait, a stop
+ * ends it) is kept: each wait is a row the gate shows (announce_retry_at), and after each wait the claim is
+ * checked, so a stopped or taken-over step sends nothing more (ClaimLost).
+ */
+function waitOutRateLimits(ctx: StepContext, ref: StepRef, token: string): DeliveryOptions {
+  return {
+    waitOutRateLimit: async (retryAfterSeconds) => {
+      if (ref.kind === 'announce') await recordAnnounceRateLimited(ctx.pool, ref.backfillId, consumerOf(ref), retryAfterSeconds);
+      ctx.log?.info({ retryAfterSeconds }, `${ref.kind} ${ref.key}: Slack is rate-limiting; next try in ${retryAfterSeconds} s`);
+      // The status shows who is still being told; a refresh never throws, and is not waited for.
+      void ctx.messenger.changed(ref.backfillId);
+      await new Promise((resolve) => setTimeout(resolve, retryAfterSeconds * 1000));
+      await requireClaim(ctx, ref, token);
+    },
+  };
+}
+
+/** The step is still this worker's (running, under its token), or ClaimLost: a stop or a takeover came. */
+async function requireClaim(ctx: StepContext, ref: StepRef, token: string): Promise<void> {
+  const step = await withTransaction(ctx.pool, (tx) => lockStepClaim(tx, ref));
+  if (step?.status === 'running' && step.token === token) return;
+  throw new BackfillError(ErrorCode.ClaimLost,
+    `${ref.kind} ${ref.key} of backfill #${ref.backfillId} is no longer this worker's (it is ${step?.status ?? 'gone'}) after waiting out Slack's rate limit: it sends nothing more`,
+    { details: { status: step?.status } });
 }
 
 /** A message to the incident channel that must not stop the step that sends it (the fact is already a row). */
