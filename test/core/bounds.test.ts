@@ -114,8 +114,11 @@ describe('closing the workers', () => {
     const id = await approvedNight15(ctx, 'bounds test');
     const release = await holdTargetLock(engine);
     const activity = async (filter: string) => {
+      // The workers' sessions: by the pool's name, or, inside a claimed step's transaction, by its claim's name.
       const { rows } = await engine!.ctx.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' ${filter}`, [applicationName]);
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE (application_name = $1 OR application_name LIKE 'backfill-bot bf' || $2::text || ' %') AND datname = current_database()
+           AND state = 'active' ${filter}`, [applicationName, String(id)]);
       return rows[0]?.n ?? 0;
     };
     const workers = await startWorkers(ctx, { sweepMs: 200, closeDeadlineMs: 500 });
