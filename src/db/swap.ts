@@ -104,14 +104,73 @@ export async function analyzeTable(tx: Queryable, table: string): Promise<void> 
   await tx.query(`ANALYZE ${table}`);
 }
 
+/** The modes a swap locks its tables in: EXCLUSIVE keeps writers of the target out (readers go on), ACCESS EXCLUSIVE everyone. */
+export type SwapLockMode = 'EXCLUSIVE' | 'ACCESS EXCLUSIVE';
+
+/** One lock a swap takes: a table (qualified, quoted) in a mode. */
+export interface TableLock {
+  table: string;
+  mode: SwapLockMode;
+}
+
+/** This session's lock_timeout in milliseconds, 0 for none: LOCK_TIMEOUT_MS on the bot's pools. */
+export async function readLockTimeoutMs(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ ms: number }>(`SELECT setting::int AS ms FROM pg_settings WHERE name = 'lock_timeout'`);
+  return rows[0]?.ms ?? 0;
+}
+
+const LOCK_TRY = 'bf_swap_locks';
+const LOCK_NOT_AVAILABLE = '55P03';
+
 /**
- * Writers of the target wait from here to the commit (their rows would otherwise land in a partition being
- * replaced); readers wait only for the DETACH … ATTACH window. Taken before the transaction reads the target
- * at all: a swap that held a reader's lock while it queued for this one would deadlock with the next swap, each
- * waiting for the other's read lock to go before it can DETACH.
+ * One try at taking `locks`, in their order, each waiting at most `waitMs`. Either every one is held (to the
+ * commit), or none of this try's is: a lock not granted in time rolls the try back to its savepoint, which
+ * withdraws the queued request too, so nobody waits behind it any more; `waitingOn` names that table. The
+ * session's own lock_timeout is back as it was either way (a SET LOCAL in a savepoint outlives its release).
  */
-export async function lockForSwap(tx: Queryable, store: RowStore): Promise<void> {
-  await tx.query(`LOCK TABLE ${store.target} IN EXCLUSIVE MODE`);
+export async function tryTableLocks(tx: Queryable, locks: readonly TableLock[], waitMs: number, options: { release?: boolean } = {}): Promise<{ held: true } | { held: false; waitingOn: string }> {
+  const { rows } = await tx.query<{ previous: string }>(`SELECT current_setting('lock_timeout') AS previous`);
+  await tx.query(`SAVEPOINT ${LOCK_TRY}`);
+  await tx.query(`SELECT set_config('lock_timeout', $1::text, true)`, [`${Math.max(1, Math.ceil(waitMs))}ms`]);
+  for (const lock of locks) {
+    try {
+      await tx.query(`LOCK TABLE ${lock.table} IN ${lock.mode} MODE`);
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw error;
+      await tx.query(`ROLLBACK TO SAVEPOINT ${LOCK_TRY}`);
+      await tx.query(`RELEASE SAVEPOINT ${LOCK_TRY}`);
+      return { held: false, waitingOn: lock.table };
+    }
+  }
+  // A probe (release) only asks whether the locks can be had now, and gives them back at once.
+  if (options.release) await tx.query(`ROLLBACK TO SAVEPOINT ${LOCK_TRY}`);
+  else await tx.query(`SELECT set_config('lock_timeout', $1::text, true)`, [rows[0]?.previous ?? '0']);
+  await tx.query(`RELEASE SAVEPOINT ${LOCK_TRY}`);
+  return { held: true };
+}
+
+const PUBLISH_TRY = 'bf_swap_publish';
+
+/** A savepoint before a publish by swap locks the target: undoPublishTry gives back all it did and took since. */
+export async function beginPublishTry(tx: Queryable): Promise<void> {
+  await tx.query(`SAVEPOINT ${PUBLISH_TRY}`);
+}
+
+export async function keepPublishTry(tx: Queryable): Promise<void> {
+  await tx.query(`RELEASE SAVEPOINT ${PUBLISH_TRY}`);
+}
+
+export async function undoPublishTry(tx: Queryable): Promise<void> {
+  await tx.query(`ROLLBACK TO SAVEPOINT ${PUBLISH_TRY}`);
+  await tx.query(`RELEASE SAVEPOINT ${PUBLISH_TRY}`);
+}
+
+/** The target's default partition (qualified, quoted), when it has one: DETACH and ATTACH both lock it ACCESS EXCLUSIVE. */
+export async function findDefaultPartition(db: Queryable, store: RowStore): Promise<string | undefined> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT format('%I.%I', n.nspname, c.relname) AS name FROM pg_partitioned_table p
+     JOIN pg_class c ON c.oid = p.partdefid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE p.partrelid = to_regclass($1::text)`, [store.target]);
+  return rows[0]?.name;
 }
 
 /** A partition of the target holding exactly one hour: schema and name unquoted, `qualified` quoted. */
@@ -123,7 +182,11 @@ export interface HourPartition {
 
 /**
  * The catalog changes of a swap, in one transaction: detach `out`, move it to `outTo`, give `inTable` its
- * schema and name, attach it for the hour. ATTACH skips its scan when the table's CHECK holds the hour.
+ * schema and name, attach it for the hour. ATTACH skips its scan when the table's CHECK holds the hour. The
+ * caller holds every lock these take (swap.ts, "Locks"), so none of them waits: DETACH takes ACCESS EXCLUSIVE
+ * on the target, `out`, its indexes and the default partition; SET SCHEMA and RENAME ACCESS EXCLUSIVE on the
+ * table moved; ATTACH SHARE UPDATE EXCLUSIVE on the target and its indexes, ACCESS EXCLUSIVE on `inTable` and
+ * the default partition (PostgreSQL 15 and 18 alike). An index is only reached through its table's lock.
  */
 export async function swapTables(tx: Queryable, store: RowStore, move: { out: HourPartition; outTo: { schema: string; name: string }; inTable: string; hour: Date; next: Date }): Promise<void> {
   const { out, outTo, inTable, hour, next } = move;

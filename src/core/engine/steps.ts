@@ -137,7 +137,8 @@ async function publish(ctx: StepContext, ref: StepRef, token: string): Promise<S
     const backfill = await requireBackfill(tx, ref.backfillId);
     const result = await publishPartition(tx, backfill, new Date(ref.key), ctx.hooks);
     if (result.kind === 'breach') return { paused: await pauseForBreach(tx, ref, token, result.reason), rows: 0, pipeline: backfill.pipeline };
-    await finishStep(tx, ref, token, { outcome: result.kind, generation: result.generation ?? null }, { writes: true });
+    // A publish by swap's result keeps what it cost beside its outcome: the catalog changes, and the real lock wait before them.
+    await finishStep(tx, ref, token, { outcome: result.kind, generation: result.generation ?? null, ...(result.kind === 'published' ? result.swap : {}) }, { writes: true });
     // From its first publish on, the backfill holds its hours until it finishes or is rolled back.
     if (result.kind === 'published') await markPublishedAny(tx, ref.backfillId);
     return { paused: 0, rows: result.kind === 'published' ? result.rows : 0, pipeline: backfill.pipeline };

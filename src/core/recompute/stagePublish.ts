@@ -16,7 +16,7 @@ import { sourceShards } from './partitionStep.js';
 import { rowStoreOf } from './rowStore.js';
 import { checkClaim, moveSteps } from '../engine/stepClaims.js';
 import { BLOCKED_BY_PAUSE, type StepRef } from '../engine/stepGraph.js';
-import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, stageIntoTable, type SwapHooks } from './swap.js';
+import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, stageIntoTable, type LockWait, type SwapHooks } from './swap.js';
 import { transition } from '../engine/stateMachine.js';
 import { formatHour } from '../time.js';
 
@@ -89,8 +89,8 @@ async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore,
   return { source: tableSource(store, table.qualified), table };
 }
 
-/** published: `rows` is how many rows the partition holds live now. */
-export type PublishOutcome = { kind: 'published'; generation: number; rows: number } | { kind: 'unavailable'; generation?: undefined } | { kind: 'breach'; reason: string };
+/** published: `rows` is how many rows the partition holds live now; `swap`, what a publish by swap cost (ms, rounded to 0.1). */
+export type PublishOutcome = { kind: 'published'; generation: number; rows: number; swap?: SwapCost } | { kind: 'unavailable'; generation?: undefined } | { kind: 'breach'; reason: string };
 
 /** Hooks for tests that must act between a publish's writes and its commit (a stop, a late writer). */
 export interface PublishHooks extends SwapHooks {
@@ -132,16 +132,29 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
   if (lateRows > 0) await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'late_rows_kept', detail: { partition: formatHour(hour), rows: lateRows } });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'recomputed',
     detail: { partition: formatHour(hour), generation: partitionGeneration, rowsBefore: target.rowsBefore, rowsAfter: snapshot.rows, totalBefore: target.totalBefore, totalAfter: snapshot.total,
-      checksum: snapshot.checksum, lateRows, publishedBy: target.stagedTable ? 'swap' : 'rewrite', ...(written.swapMs === undefined ? {} : { swapMs: Math.round(written.swapMs * 10) / 10 }) } });
+      checksum: snapshot.checksum, lateRows, publishedBy: target.stagedTable ? 'swap' : 'rewrite', ...written.swap } });
   await hooks.beforeFenceCheck?.(backfill.id, hour);
-  return { kind: 'published', generation: partitionGeneration, rows: snapshot.rows };
+  return { kind: 'published', generation: partitionGeneration, rows: snapshot.rows, ...(written.swap ? { swap: written.swap } : {}) };
 }
+
+/**
+ * What a publish by swap cost: the catalog changes (readers of the target waited that long), and before them
+ * the real wait for the swap's locks, with the tries it took (swap.ts, "Locks").
+ */
+export interface SwapCost {
+  swapMs: number;
+  lockWaitMs: number;
+  lockTries: number;
+}
+
+const tenths = (ms: number) => Math.round(ms * 10) / 10;
+const swapCost = (swapMs: number, lockWait: LockWait): SwapCost => ({ swapMs: tenths(swapMs), lockWaitMs: tenths(lockWait.lockWaitMs), lockTries: lockWait.lockTries });
 
 interface Written {
   published: Reconciliation;
   lateRows: number;
   snapshot: PartitionSnapshot;
-  swapMs?: number;
+  swap?: SwapCost;
 }
 
 /** Publish by rewrite: the live rows are deleted into the saved rows, the staged ones inserted, late rows carried. */
@@ -158,7 +171,7 @@ async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run:
 async function swapIn(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks): Promise<Written> {
   const swap = await publishBySwap(tx, pipeline, store, run, staged, hooks);
   await savedOnce(tx, run, swap.savedRows, { saved: swap.savedTable, published: swap.publishedTable });
-  return swap;
+  return { published: swap.published, lateRows: swap.lateRows, snapshot: swap.snapshot, swap: swapCost(swap.swapMs, swap.lockWait) };
 }
 
 /** Saved once: a second save of the same partition by the same backfill is refused by the primary key. */

@@ -6,8 +6,8 @@ import { reconcileByKey, type Reconciliation } from '../../db/reconcile.js';
 import { storeSchemaName, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import {
   addConstraintUsingIndex, analyzeTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
-  explainHourQuery, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes, lockForSwap,
-  readNestloopSetting, setLocalNestloop, swapTables, type HourPartition, type PlanNode,
+  beginPublishTry, explainHourQuery, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes,
+  readLockTimeoutMs, readNestloopSetting, setLocalNestloop, swapTables, tryTableLocks, undoPublishTry, keepPublishTry, type HourPartition, type PlanNode, type TableLock,
 } from '../../db/swap.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { formatHour, HOUR_MS } from '../time.js';
@@ -27,6 +27,25 @@ import { formatHour, HOUR_MS } from '../time.js';
  *
  * A plain table, or partitions wider than an hour, are published by rewrite (stagePublish.ts). The statements
  * are in src/db/swap.ts.
+ *
+ * Locks. A swap takes every lock it needs before it detaches anything, always in this order:
+ *   1. the store's table it swaps in (the staged one; the saved ones on rollback, by name)  ACCESS EXCLUSIVE
+ *      (a probe: the target ACCESS EXCLUSIVE, given back as soon as granted: nobody holds it now)
+ *   2. the target (the partitioned parent)                                                 EXCLUSIVE
+ *      ... late rows carried, written keys kept, outcome measured (readers of the target go on) ...
+ *   3. the target                                                                          ACCESS EXCLUSIVE
+ *   4. the live partition of the hour                                                      ACCESS EXCLUSIVE
+ *   5. the target's default partition, if it has one                                       ACCESS EXCLUSIVE
+ * The store's table comes first, so someone reading it (an analyst, a BI tool) holds up the swap alone, never
+ * the target; the parent comes before its partitions, as every query of the target locks them. Then DETACH,
+ * the moves and ATTACH wait for nothing (swapTables says what each takes). Each lock is taken in tries
+ * (lockTries): a short lock_timeout, 50 ms then doubling up to 1 s, a jittered pause between tries, all within
+ * the session's lock_timeout (LOCK_TIMEOUT_MS); a try that is not granted in time rolls back to its savepoint,
+ * which withdraws its request, so an ACCESS EXCLUSIVE request never stays queued in front of readers for longer
+ * than one try. A long reader of the target is waited out by the probe, which holds nothing of the target
+ * between its tries, so writers go on too; a reader that arrives while the publish measures fails step 3's one
+ * try, and the publish gives back everything since step 2 (a savepoint) and starts again from the probe. What
+ * the locks cost (the time spent taking them, the tries) is reported with the publish.
  */
 
 /**
@@ -162,6 +181,89 @@ export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, store:
   await analyzeTable(tx, table);
 }
 
+/** How long one try waits for a lock it is not granted, first and at most: short, so readers queued behind it pass soon. */
+const FIRST_LOCK_WAIT_MS = 50;
+const MAX_LOCK_WAIT_MS = 1_000;
+
+/** What taking a swap's locks cost: the time spent in its tries and the pauses between them (not the work between), and the tries. */
+export interface LockWait {
+  lockWaitMs: number;
+  lockTries: number;
+}
+
+/** The tries of one swap's locks: one budget (the session's lock_timeout, LOCK_TIMEOUT_MS), one count, one wait. */
+interface LockTries {
+  /**
+   * Takes `locks` in their order, try after try, until all are held; past the budget, a retryable Timeout
+   * naming the table that was held. `probe`: given back as soon as granted (is the target free now?); `once`:
+   * one try only, false at once when it was not granted (the caller gives back what it holds before trying again).
+   */
+  take(locks: readonly TableLock[], options?: { probe?: boolean; once?: boolean }): Promise<boolean>;
+  /** The time spent in take so far, and the tries. */
+  spent(): LockWait;
+}
+
+async function lockTries(tx: PoolClient, what: string, hooks: SwapHooks): Promise<LockTries> {
+  const budgetMs = await readLockTimeoutMs(tx);
+  let tries = 0;
+  let waitMs = FIRST_LOCK_WAIT_MS;
+  let spentMs = 0;
+  return {
+    async take(locks, options = {}) {
+      const started = performance.now();
+      try {
+        for (;;) {
+          tries += 1;
+          const left = budgetMs > 0 ? budgetMs - spentMs - (performance.now() - started) : Number.POSITIVE_INFINITY;
+          const outcome = await tryTableLocks(tx, locks, Math.min(waitMs, left), { release: options.probe === true });
+          if (outcome.held) return true;
+          const waitedMs = spentMs + performance.now() - started;
+          hooks.onLockWait?.({ tries, waitedMs, waitingOn: outcome.waitingOn });
+          // Jittered, so swaps retrying side by side do not meet again at the same moment.
+          const pauseMs = waitMs * (0.5 + Math.random() / 2);
+          if (budgetMs > 0 && waitedMs + pauseMs >= budgetMs) {
+            throw new BackfillError(ErrorCode.Timeout,
+              `${what} could not take its locks within LOCK_TIMEOUT_MS (${budgetMs} ms): another transaction held ${outcome.waitingOn} ` +
+              `through ${tries} tries, each waiting at most ${MAX_LOCK_WAIT_MS} ms, so no request of the swap stayed queued in front of others for longer. Nothing was changed; ` +
+              `it can be retried, and pg_locks shows who holds ${outcome.waitingOn}.`,
+              { retryable: true, details: { lockWaitMs: Math.round(waitedMs), lockTries: tries, waitingOn: outcome.waitingOn } });
+          }
+          waitMs = Math.min(waitMs * 2, MAX_LOCK_WAIT_MS);
+          // The caller gives back what it holds first; its next take is the pause.
+          if (options.once) return false;
+          await new Promise((resolve) => setTimeout(resolve, pauseMs));
+        }
+      } finally {
+        spentMs += performance.now() - started;
+      }
+    },
+    spent: () => ({ lockWaitMs: spentMs, lockTries: tries }),
+  };
+}
+
+const exclusive = (table: string): TableLock => ({ table, mode: 'ACCESS EXCLUSIVE' });
+const writersOut = (table: string): TableLock => ({ table, mode: 'EXCLUSIVE' });
+
+/** Steps 3 to 5 of the order, for the DETACH … ATTACH window: the target, the live partition, the default partition. */
+async function catalogLocks(tx: PoolClient, store: RowStore, live: HourPartition): Promise<TableLock[]> {
+  const defaultPartition = await findDefaultPartition(tx, store);
+  return [exclusive(store.target), exclusive(live.qualified), ...(defaultPartition ? [exclusive(defaultPartition)] : [])];
+}
+
+/**
+ * Steps 1 and 2 of the order for a rollback by swap: the saved tables it swaps back in, then (once nobody
+ * holds the target: a probe) the target EXCLUSIVE. Taken after the partition locks and before the rollback
+ * reads the target at all (a swap that held a reader's lock on it while it queued for this one would deadlock
+ * with the next swap).
+ */
+export async function lockForRestore(tx: PoolClient, store: RowStore, swapped: readonly SwappedPartition[], backfillId: number, hooks: SwapHooks = {}): Promise<LockWait> {
+  const locking = await lockTries(tx, `The rollback of backfill #${backfillId}`, hooks);
+  await locking.take([...new Set(swapped.map((s) => s.savedTable))].sort().map(exclusive));
+  await locking.take([exclusive(store.target)], { probe: true });
+  await locking.take([writersOut(store.target)]);
+  return locking.spent();
+}
+
 /** Where a partition published by swap went, and what it measured, for the caller to record. */
 export interface SwapOutcome {
   savedRows: number;
@@ -172,11 +274,17 @@ export interface SwapOutcome {
   publishedTable: string;
   /** How long the catalog changes took, while readers of the target waited (the commit adds its own few ms). */
   swapMs: number;
+  /** What taking the swap's locks cost (the real wait before swapMs). */
+  lockWait: LockWait;
 }
 
 /** Hooks a test uses to measure or act inside the window where readers of the target wait. */
 export interface SwapHooks {
   onSwapWindow?(milliseconds: number): void;
+  /** Between the measuring and the one try at steps 3 to 5 (a test lets a reader in there). */
+  beforeCatalogLocks?(): Promise<void>;
+  /** A try at the swap's locks was not granted in time: its number, the time since the first, the table held. */
+  onLockWait?(attempt: { tries: number; waitedMs: number; waitingOn: string }): void;
 }
 
 /**
@@ -185,23 +293,63 @@ export interface SwapHooks {
  */
 export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks = {}): Promise<SwapOutcome> {
   const hour = run[2];
-  await lockForSwap(tx, store);
+  await refuseIfAttached(tx, staged);
+  if ((await isAttachedPartition(tx, staged)) === undefined) {
+    throw new BackfillError(ErrorCode.StepFailed, `${staged} does not exist: it was dropped since it was staged. Nothing was changed.`);
+  }
+  const locking = await lockTries(tx, `The swap of ${formatHour(hour)}`, hooks);
+  // Step 1 of the order ("Locks"), before the transaction reads the target at all.
+  await locking.take([exclusive(staged)]);
+  for (;;) {
+    // Until nobody holds the target: waiting here holds nothing of it, so its readers and writers go on.
+    await locking.take([exclusive(store.target)], { probe: true });
+    await beginPublishTry(tx);
+    await locking.take([writersOut(store.target)]);
+    const measured = await measureSwap(tx, pipeline, store, run, staged);
+    await hooks.beforeCatalogLocks?.();
+    // One try at steps 3 to 5; a reader that came meanwhile makes it give back everything since the savepoint
+    // (writers wait no longer either), and start again.
+    if (await locking.take(await catalogLocks(tx, store, measured.live), { once: true })) {
+      await keepPublishTry(tx);
+      return swapCatalog(tx, pipeline, store, run, staged, measured, locking.spent(), hooks);
+    }
+    await undoPublishTry(tx);
+  }
+}
+
+/** What a swap measures before its catalog changes, with the target held against writers: the late rows carried, the written keys kept. */
+interface SwapMeasures {
+  live: HourPartition;
+  lateRows: number;
+  published: Reconciliation;
+  savedRows: number;
+  snapshot: PartitionSnapshot;
+}
+
+async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string): Promise<SwapMeasures> {
+  const hour = run[2];
   const live = await hourPartitionOf(tx, pipeline, hour);
   if (!live) {
     throw new BackfillError(ErrorCode.StepFailed, `${pipeline.targetTable} has no partition of exactly ${formatHour(hour)} any more: it was staged for a swap, so it is not published. Nothing was changed.`);
   }
-  await refuseIfAttached(tx, staged);
   const lateRows = await carryLateRowsIntoStaged(tx, store, run, { live: live.qualified, staged, baseline: inStore(store, baselineTableName(...run)) });
   await recordWrittenKeys(tx, store, run, staged);
   const published = await reconcileByKey(tx, store, run, tableSource(store, live.qualified), tableSource(store, staged));
   const savedRows = await countRows(tx, live.qualified);
   const snapshot = await snapshotPartition(tx, pipeline, hour, staged);
+  return { live, lateRows, published, savedRows, snapshot };
+}
+
+/** The catalog changes, every lock held. */
+async function swapCatalog(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, measured: SwapMeasures, lockWait: LockWait, hooks: SwapHooks): Promise<SwapOutcome> {
+  const hour = run[2];
+  const { live, lateRows, published, savedRows, snapshot } = measured;
   const savedName = savedTableName(run[0], hour);
   const started = performance.now();
   await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaName(pipeline.name), name: savedName }, inTable: staged, hour, next: new Date(hour.getTime() + HOUR_MS) });
   const swapMs = performance.now() - started;
   hooks.onSwapWindow?.(swapMs);
-  return { savedRows, lateRows, published, snapshot, savedTable: inStore(store, savedName), publishedTable: live.qualified, swapMs };
+  return { savedRows, lateRows, published, snapshot, savedTable: inStore(store, savedName), publishedTable: live.qualified, swapMs, lockWait };
 }
 
 /** The keys this publish writes (staged and carried): a rollback checks that nobody else changed those rows. */
@@ -225,11 +373,12 @@ export async function swappedPartition(db: Queryable, store: RowStore, backfillI
 
 /**
  * Swaps a published partition back out, inside the caller's rollback transaction (which holds the partition
- * lock, and the target's lockForSwap, taken before it read anything): rows written after the publish (late rows) are carried into the saved partition first, so they stay
- * live; then the saved partition takes its name and place again, and the published one goes back to the store.
+ * lock, and steps 1 and 2 of the lock order, lockForRestore, taken before it read anything): rows written after
+ * the publish (late rows) are carried into the saved partition first, so they stay live; then, with steps 3 to
+ * 5 held, the saved partition takes its name and place again, and the published one goes back to the store.
  * Returns the rows put back.
  */
-export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], swapped: SwappedPartition): Promise<number> {
+export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], swapped: SwappedPartition, hooks: SwapHooks = {}): Promise<number> {
   const hour = run[2];
   const live = await hourPartitionOf(tx, pipeline, hour);
   if (live?.qualified !== swapped.publishedTable) {
@@ -243,6 +392,8 @@ export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: R
     throw new BackfillError(ErrorCode.StepFailed,
       `restoring ${formatHour(hour)} would put back ${putBack} rows, not the ${swapped.rowsSaved} saved and ${late} written since; nothing was changed`);
   }
+  const locking = await lockTries(tx, `The rollback of ${formatHour(hour)}`, hooks);
+  await locking.take(await catalogLocks(tx, store, live));
   await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaName(pipeline.name), name: `p${hourCode(hour)}_b${run[0]}_rolledback` }, inTable: swapped.savedTable, hour, next: new Date(hour.getTime() + HOUR_MS) });
   return swapped.rowsSaved;
 }

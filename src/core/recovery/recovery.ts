@@ -14,8 +14,8 @@ import { preferHashJoins, type RowSource, type RowStore } from '../../db/rowStor
 import { rowStoreOf } from '../recompute/rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { moveSteps } from '../engine/stepClaims.js';
-import { lockForSwap, writtenBySwap } from '../../db/swap.js';
-import { restoreBySwap, swappedPartition, type SwappedPartition } from '../recompute/swap.js';
+import { writtenBySwap } from '../../db/swap.js';
+import { lockForRestore, restoreBySwap, swappedPartition, type SwappedPartition } from '../recompute/swap.js';
 import { ROLLBACK_SUFFIX } from '../engine/stepGraph.js';
 import { transition, wrongState } from '../engine/stateMachine.js';
 import { formatHour, formatHourRange } from '../time.js';
@@ -148,8 +148,10 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
       await lockPartition(tx, pipeline.name, target.partitionHour);
       swaps.set(target.partitionHour.getTime(), await swappedPartition(tx, store, backfill.id, target.partitionHour));
     }
-    // The partition locks first, as every writer takes them; then the target, before anything reads it (swap.ts).
-    if ([...swaps.values()].some(Boolean)) await lockForSwap(tx, store);
+    // The partition locks first, as every writer takes them; then the saved tables and the target, in the swap's
+    // lock order, before anything reads the target (swap.ts, "Locks").
+    const swappedOut = [...swaps.values()].filter((s): s is SwappedPartition => s !== undefined);
+    if (swappedOut.length > 0) await lockForRestore(tx, store, swappedOut, backfill.id);
     for (const target of published) {
       const swapped = swaps.get(target.partitionHour.getTime());
       const problem = await writtenSincePublish(tx, pipeline, swapped ? writtenBySwap(store, swapped) : writtenByPublish(store), backfill, target);
