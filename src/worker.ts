@@ -1,12 +1,12 @@
 import type { Queue, Worker } from 'bullmq';
 import { createStepProcessor } from '../jobs/stepProcessor.js';
-import { RETENTION_JOB, STEP_QUEUE } from './queue/registry.js';
+import { STEP_QUEUE } from './queue/registry.js';
 import type { StepContext } from './core/engine/steps.js';
 import { cancelRunningStatements } from './db/pool.js';
 import { queueBackendOf } from './backends.js';
 import { createWorker } from './queue/connection.js';
 import { BullmqReplayJobs } from './queue/replayJobs.js';
-import { createStepQueue, dispatch, removeQueuedJobs } from './queue/stepQueue.js';
+import { createStepQueue, dispatch, removeQueuedJobs, restoreRetention, scheduleRetention } from './queue/stepQueue.js';
 import { logger, type Logger } from './log.js';
 
 export interface Workers {
@@ -40,6 +40,8 @@ export async function startWorkers(given: StepContext, options: { sweepMs?: numb
   await scheduleRetention(queue, ctx.config.RETENTION_INTERVAL_MS);
   const kick = async (backfillId?: number) => {
     await dispatch(ctx, queue, backfillId);
+    // The full sweep also rebuilds what lives only in the queue: the retention schedule.
+    if (backfillId === undefined) await restoreRetention(queue, ctx.config.RETENTION_INTERVAL_MS);
   };
   await kick();
   // A sweep never overlaps the one before: a slow sweep skips the ticks that come while it runs.
@@ -90,14 +92,4 @@ async function closeWorker(ctx: StepContext, worker: Worker, queue: Queue, deadl
 async function within(done: Promise<boolean>, ms: number): Promise<boolean> {
   const timedOut = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms).unref());
   return Promise.race([done, timedOut]);
-}
-
-/**
- * One retention job per interval for every worker of this queue (the scheduler's id is fixed, so each worker's
- * upsert is the same schedule): it drops the rows no rollback can need any more (src/core/recovery/retention.ts).
- */
-async function scheduleRetention(queue: Queue, everyMs: number): Promise<void> {
-  await queue.upsertJobScheduler(RETENTION_JOB, { every: everyMs }, {
-    name: RETENTION_JOB, data: {}, opts: { attempts: 1, removeOnComplete: { count: 20 }, removeOnFail: { count: 50 } },
-  });
 }

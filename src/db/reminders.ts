@@ -3,8 +3,11 @@ import type { Queryable } from './pool.js';
 export interface DueReminder {
   backfillId: number;
   consumer: string;
-  /** When the announcement went out plus the configured delay. */
-  dueAt: Date;
+  /**
+   * How long until the reminder is due (0: due now), by the database's clock: the announcement's time is the
+   * database's `now()` when its step finished, so a worker whose own clock runs ahead must not do this sum.
+   */
+  dueInMs: number;
 }
 
 /**
@@ -14,7 +17,8 @@ export interface DueReminder {
  */
 export async function findDueReminders(db: Queryable, delayMs: number, backfillId?: number): Promise<DueReminder[]> {
   const { rows } = await db.query<DueReminder>(
-    `SELECT s.backfill_id AS "backfillId", s.step_key AS consumer, s.finished_at + $2::int * interval '1 millisecond' AS "dueAt"
+    `SELECT s.backfill_id AS "backfillId", s.step_key AS consumer,
+            greatest(0, ceil(extract(epoch FROM s.finished_at + $2::int * interval '1 millisecond' - now()) * 1000))::float8 AS "dueInMs"
      FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
      WHERE s.kind = 'announce' AND s.status = 'done' AND b.state IN ('announced', 'held')
        AND ($1::bigint IS NULL OR s.backfill_id = $1::bigint)

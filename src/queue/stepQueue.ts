@@ -4,7 +4,7 @@ import { createQueue } from './connection.js';
 import type { EngineContext } from '../core/context.js';
 import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/engine/dispatch.js';
 import type { StepRef } from '../core/engine/steps.js';
-import { REMIND_JOB, remindPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from './registry.js';
+import { REMIND_JOB, remindPayloadSchema, RETENTION_JOB, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from './registry.js';
 import { listUntoldNotices } from '../db/catchUps.js';
 import { findDueReminders } from '../db/reminders.js';
 
@@ -79,19 +79,48 @@ export async function scheduleStaleReaderNotices(ctx: EngineContext, queue: Queu
   }
 }
 
-/** One delayed reminder per unanswered announcement, due the configured delay after it went out. */
+/**
+ * One delayed reminder per unanswered announcement, due the configured delay after it went out, counted by
+ * the database's clock. A completed job for a consumer still unreminded came early (sendReminder refused it):
+ * it is added again, delayed by what is left.
+ */
 async function scheduleReminders(ctx: EngineContext, queue: Queue, backfillId?: number): Promise<void> {
   for (const due of await findDueReminders(ctx.pool, ctx.config.ANNOUNCE_REMINDER_MS, backfillId)) {
     const jobId = `bf${due.backfillId}-remind-${due.consumer}`;
-    if (await queue.getJob(jobId)) continue;
+    const existing = await queue.getJob(jobId);
+    // A failed one stays failed, as before: only an early one (completed, nothing sent) is scheduled again.
+    if (existing) {
+      if ((await existing.getState()) !== 'completed') continue;
+      await existing.remove();
+    }
     await queue.add(REMIND_JOB, remindPayloadSchema.parse({ backfillId: due.backfillId, consumer: due.consumer }), {
       jobId,
-      delay: Math.max(0, due.dueAt.getTime() - Date.now()),
+      delay: due.dueInMs,
       attempts: ctx.config.JOB_ATTEMPTS,
       backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
       removeOnComplete: { age: 24 * 3600 },
     });
   }
+}
+
+/**
+ * One retention job per interval for every worker of this queue (the scheduler's id is fixed, so each worker's
+ * upsert is the same schedule): it drops the rows no rollback can need any more (src/core/recovery/retention.ts).
+ */
+export async function scheduleRetention(queue: Queue, everyMs: number): Promise<void> {
+  await queue.upsertJobScheduler(RETENTION_JOB, { every: everyMs }, {
+    name: RETENTION_JOB, data: {}, opts: { attempts: 1, removeOnComplete: { count: 20 }, removeOnFail: { count: 50 } },
+  });
+}
+
+/**
+ * The schedule lives only in the queue: emptied (Redis flushed or restarted empty), it would be gone until a
+ * worker restarts. The workers' sweep puts it back, and only when it is missing, so a schedule in place keeps
+ * its next run.
+ */
+export async function restoreRetention(queue: Queue, everyMs: number): Promise<void> {
+  if (await queue.getJobScheduler(RETENTION_JOB)) return;
+  await scheduleRetention(queue, everyMs);
 }
 
 /**

@@ -11,6 +11,8 @@ import { startBackfill } from '../../src/core/announce/start.js';
 import { executeStep } from '../../src/core/engine/steps.js';
 import { listEvents } from '../../src/db/events.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
+import { RETENTION_JOB } from '../../src/queue/registry.js';
+import { createStepQueue } from '../../src/queue/stepQueue.js';
 import { startWorkers } from '../../src/worker.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
@@ -151,6 +153,28 @@ describe('retention of stored rows', () => {
     expect(pruned).toHaveLength(1);
     expect(pruned[0]?.actor).toBe('retention');
     expect(await stored(e, backfill.id)).toEqual({ staged: 0, saved: 0, baseline: 0, expected: 0 });
+  });
+
+  it('the workers\' sweep puts the retention schedule back after the queue was emptied, and leaves one in place alone', async () => {
+    engine = await createTestEngine('month-end', { RETENTION_INTERVAL_MS: '3600000' });
+    const e = engine;
+    const workers = await startWorkers(e.ctx, { sweepMs: 200 });
+    try {
+      const placed = await workers.queue.getJobScheduler(RETENTION_JOB);
+      expect(placed?.every).toBe(3_600_000);
+      // A sweep finds it in place and keeps its next run.
+      await workers.kick();
+      expect((await workers.queue.getJobScheduler(RETENTION_JOB))?.next).toBe(placed?.next);
+      // Everything the queue held is gone (Redis flushed, or restarted empty): this test's own queue only.
+      const emptied = createStepQueue(e.ctx.config);
+      await emptied.obliterate({ force: true });
+      expect(await emptied.getJobScheduler(RETENTION_JOB)).toBeUndefined();
+      await emptied.close();
+      await waitUntil(async () => (await workers.queue.getJobScheduler(RETENTION_JOB))?.every === 3_600_000, 'the sweep to restore the retention schedule');
+      expect((await workers.queue.getJobSchedulers()).map((s) => s.key)).toEqual([RETENTION_JOB]);
+    } finally {
+      await workers.close();
+    }
   });
 
   it('`backfill retention` lists what would go with rows and bytes, and --prune drops it', async () => {
