@@ -26,6 +26,10 @@ export const ErrorCode = {
   Cancelled: 'statement_cancelled',
   /** A configured PostgreSQL or Redis did not answer, or the configured database does not exist. */
   Unreachable: 'service_unreachable',
+  /** A port the service was told to listen on (PORT, METRICS_PORT) is held by another process. */
+  PortInUse: 'port_in_use',
+  /** The connection to PostgreSQL went away mid-command (a restart, pg_terminate_backend, a network cut). */
+  ConnectionLost: 'connection_lost',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

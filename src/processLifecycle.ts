@@ -2,7 +2,7 @@ import { openBackends, type Backends, type RunConfig } from './backends.js';
 import { loadConfig, requireSlack, requireWebhookSecret, type SlackConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool, poolBounds, type Pool } from './db/pool.js';
-import { isBackfillError } from './errors.js';
+import { BackfillError, ErrorCode, isBackfillError } from './errors.js';
 import { configureLogging, logger, secretsIn } from './log.js';
 
 /**
@@ -30,6 +30,22 @@ export function runService(start: () => Promise<() => Promise<void>>): void {
     else logger().fatal({ err: error }, 'the service could not start');
     process.exit(1);
   });
+}
+
+/**
+ * Runs `listen` on `port` (the value of `variable`). A port another process holds is a refusal in one sentence,
+ * not a stack: most often it is an earlier bot still running (a `kill -9` of npm leaves its child behind).
+ */
+export async function listenOn<T>(variable: 'PORT' | 'METRICS_PORT', port: number, listen: () => Promise<T>): Promise<T> {
+  try {
+    return await listen();
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'EADDRINUSE') throw error;
+    throw new BackfillError(ErrorCode.PortInUse,
+      `Port ${port} (${variable}) is already in use by another process, most likely an earlier backfill-bot left running: ` +
+      `find it with \`ss -ltnp 'sport = :${port}'\` or \`lsof -i :${port}\` and stop it, or set ${variable} to a free port (e.g. ${variable}=${port < 65535 ? port + 1 : 3000}).`,
+      { cause: error, details: { variable, port } });
+  }
 }
 
 /**

@@ -2,7 +2,7 @@ import { App, LogLevel, type webApi } from '@slack/bolt';
 import { serveMetrics } from './http/metrics.js';
 import { logger } from './log.js';
 import { Metrics } from './metrics.js';
-import { runSlackService } from './processLifecycle.js';
+import { listenOn, runSlackService } from './processLifecycle.js';
 import { boltLogger } from './slack/boltLogger.js';
 import { postingClientFor, SlackMessenger } from './slack/messenger.js';
 import { redactingFetch } from './slack/outgoing.js';
@@ -22,7 +22,12 @@ runSlackService('backfill-worker', async (pool, config, slack) => {
   const workers = await startWorkers({ pool, config, messenger, log, metrics });
   metrics.watchQueue(workers.queue);
   // No receiver, so no /metrics beside it: METRICS_PORT gives the worker a server of its own.
-  const served = config.METRICS_PORT ? await serveMetrics(metrics, config.METRICS_PORT, log) : undefined;
+  const metricsPort = config.METRICS_PORT;
+  const served = metricsPort ? await listenOn('METRICS_PORT', metricsPort, () => serveMetrics(metrics, metricsPort, log)).catch(async (error: unknown) => {
+    // Closed before the pool they use is, or the exit waits on them.
+    await workers.close();
+    throw error;
+  }) : undefined;
   return {
     stop: async () => {
       await served?.close();

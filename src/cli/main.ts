@@ -100,8 +100,7 @@ async function main(argv: string[]): Promise<number> {
       });
       return await runActing(acting, () => run(ctx, parsed, { ...values, actor, style }));
     } catch (error) {
-      // A refusal is written once, in Slack's markup; the terminal gets names instead of <@U…>.
-      throw isBackfillError(error) ? new BackfillError(error.code, fromSlackMarkup(error.message, style), { cause: error, retryable: error.retryable, details: error.details }) : error;
+      throw forTerminal(error, parsed, style);
     } finally {
       await pool.end();
     }
@@ -388,6 +387,45 @@ async function readCatalogFile(file: string): Promise<{ text: string; source: st
 function backfillId(text: string | undefined): number {
   if (!text || !/^[1-9]\d{0,15}$/.test(text)) throw new BackfillError(ErrorCode.BadInput, `"${text ?? ''}" is not a backfill id; ids are whole numbers such as 12.`);
   return Number(text);
+}
+
+/** What a failed command prints: a lost connection said as such, a refusal with names instead of <@U…>. */
+function forTerminal(error: unknown, command: Command, style: TextStyle): unknown {
+  if (lostConnection(error)) return connectionLostError(command, error);
+  // A refusal is written once, in Slack's markup; the terminal gets names instead of <@U…>.
+  return isBackfillError(error) ? new BackfillError(error.code, fromSlackMarkup(error.message, style), { cause: error, retryable: error.retryable, details: error.details }) : error;
+}
+
+/**
+ * PostgreSQL went away under the command: a restart (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
+ * cannot_connect_now), pg_terminate_backend (57P01 too), a class 08 connection exception, or the socket cut
+ * under node-postgres. A refusal the bot wrote itself is never one of these.
+ */
+function lostConnection(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 5; cause = cause.cause, depth++) {
+    if (isBackfillError(cause)) return false;
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && (/^(57P0[123]|08[0-9A-Z]{3})$/.test(code) || ['ECONNRESET', 'ECONNREFUSED', 'EPIPE'].includes(code))) return true;
+    if (/Connection terminated|connection error|terminating connection/i.test(cause.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * Commands whose change is one transaction that a second run refuses or skips once it has taken effect (stop
+ * and rollback refuse a backfill no longer in the state they move it from; cancel returns a cancelled one as is).
+ */
+const SAFE_TO_REPEAT = new Set<string>(['stop', 'rollback', 'cancel']);
+
+function connectionLostError(command: Command, cause: unknown): BackfillError {
+  const id = 'backfillId' in command && typeof command.backfillId === 'number' ? command.backfillId : undefined;
+  const repeat = SAFE_TO_REPEAT.has(command.kind)
+    ? ` ${command.kind} commits in one transaction, so it took effect whole or not at all, and running it again is safe: it does it, or says it was done.`
+    : ' Check that before running it again.';
+  return new BackfillError(ErrorCode.ConnectionLost,
+    `The connection to PostgreSQL was lost while \`${command.kind}\` ran (the server restarted, or the session was ended). ` +
+    `Whether it took effect is in the database: once PostgreSQL is back, run \`npx backfill status${id === undefined ? '' : ` ${id}`}\`.${repeat}`,
+    { cause, retryable: true });
 }
 
 main(process.argv.slice(2)).then((code) => process.exit(code), (raw: unknown) => {
