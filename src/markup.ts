@@ -34,6 +34,16 @@ export function unescapeSlack(text: string): string {
   return text.replaceAll('&lt;', '<').replaceAll('&gt;', '>').replaceAll('&amp;', '&');
 }
 
+/** Whether `text` holds half of a UTF-16 pair with no other half (which has no UTF-8 form, so no place in text or JSON). */
+export function hasLoneSurrogate(text: string): boolean {
+  return text.search(LONE_SURROGATE) >= 0;
+}
+
+/** The character at code unit `at` as Unicode names it in a sentence: U+001B. */
+export function codePointLabel(text: string, at: number): string {
+  return `U+${(text.codePointAt(at) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`;
+}
+
 /** Where the first character that cannot be stored or shown is (NUL, a control character, a lone surrogate), or -1. */
 export function firstUnstorable(text: string): number {
   const control = text.replace(/[\t\n\r]/g, ' ').search(CONTROL);

@@ -1,6 +1,6 @@
 import { BackfillError, ErrorCode } from '../errors.js';
 import { MAX_REASON_LENGTH, reasonTooLong, type Command } from './schemas.js';
-import { firstUnstorable, typedCode, typedText } from '../markup.js';
+import { codePointLabel, firstUnstorable, typedCode, typedText } from '../markup.js';
 import { COMMANDS, findCommand, usageOf, type Surface } from './table.js';
 
 export type { Command } from './schemas.js';
@@ -42,8 +42,7 @@ function offered(surface: Surface): string {
 export function refuseUnstorable(text: string, where: string): void {
   const at = firstUnstorable(text);
   if (at < 0) return;
-  const code = (text.codePointAt(at) ?? 0).toString(16).toUpperCase().padStart(4, '0');
-  throw new BackfillError(ErrorCode.BadInput, `Character ${at + 1} of ${where} is U+${code}, a control character or half of a UTF-16 pair, which is not text: ` +
+  throw new BackfillError(ErrorCode.BadInput, `Character ${at + 1} of ${where} is ${codePointLabel(text, at)}, a control character or half of a UTF-16 pair, which is not text: ` +
     'type it again without it. Nothing was changed.');
 }
 

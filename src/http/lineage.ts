@@ -5,6 +5,7 @@ import { lineageSenders, type LineageSender } from '../config.js';
 import type { EngineContext } from '../core/context.js';
 import { ingestRunEvent, type IngestOutcome } from '../core/lineage/ingest.js';
 import { describeError, isBackfillError, ErrorCode } from '../errors.js';
+import { codePointLabel, hasLoneSurrogate } from '../markup.js';
 
 // POST /lineage: OpenLineage run events in, served by the Bolt HTTP receiver beside /slack/events. This module is
 // the HTTP edge only (the token, the size, the text, the JSON); what an event means is src/core/lineage/ingest.ts.
@@ -108,8 +109,6 @@ async function answer(deps: LineageRouteDeps, senders: readonly LineageSender[],
 // it got there), and the others are terminal escapes nobody names a job or a dataset with.
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
-/** A high surrogate not followed by a low one, or a low one not after a high one (code units: no `u` flag). */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
  * The first string (a key or a value) in the parsed body that is not text the bot can keep: a control character,
@@ -120,8 +119,8 @@ export function invalidTextIn(value: unknown): { path: string; what: string } | 
   const stack: { value: unknown; path: string }[] = [{ value, path: 'the body' }];
   const check = (text: string, path: string) => {
     const control = CONTROL.exec(text);
-    if (control) return { path, what: `the control character U+${control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}` };
-    if (LONE_SURROGATE.test(text)) return { path, what: 'a lone surrogate (not valid Unicode)' };
+    if (control) return { path, what: `the control character ${codePointLabel(text, control.index)}` };
+    if (hasLoneSurrogate(text)) return { path, what: 'a lone surrogate (not valid Unicode)' };
     return undefined;
   };
   for (let item = stack.pop(); item; item = stack.pop()) {
