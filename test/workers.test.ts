@@ -2,8 +2,7 @@
 // the production entry point) run night 15 together, their Slack calls answered by the local emulator. Every
 // step runs once, both processes take part, and every message goes out once.
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { overrideGate } from '../src/core/announce/gate.js';
 import { startBackfill } from '../src/core/announce/start.js';
@@ -12,8 +11,8 @@ import { listEvents } from '../src/db/events.js';
 import { createTestEngine, type TestEngine } from './support/engine.js';
 import { startSlackEmulator, type SlackEmulator } from '../src/emulator/slackEmulator.js';
 import { waitUntil } from './support/wait.js';
+import { startWorkerProcess } from './support/workerProcess.js';
 
-const WORKER = fileURLToPath(new URL('../src/workerMain.ts', import.meta.url));
 const OPERATOR = 'U07ONCALL';
 
 let engine: TestEngine | undefined;
@@ -29,22 +28,6 @@ afterEach(async () => {
   engine = undefined;
 });
 
-function startWorkerProcess(e: TestEngine, apiUrl: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
-    env: {
-      ...process.env, DATABASE_URL: e.ctx.config.DATABASE_URL, REDIS_URL: e.ctx.config.REDIS_URL, QUEUE_PREFIX: e.ctx.config.QUEUE_PREFIX,
-      SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'test-signing-secret', WEBHOOK_SIGNING_SECRET: 'test-webhook-signing-secret', SLACK_API_URL: apiUrl, WORKER_CONCURRENCY: '2', STATUS_THROTTLE_MS: '0',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  processes.push(child);
-  return new Promise((resolve, reject) => {
-    child.stdout?.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('workers running')) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`a worker process exited with ${code ?? 'a signal'} before it was ready`)));
-  });
-}
 
 async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
@@ -60,7 +43,7 @@ describe('two worker processes on one database and one Redis', () => {
     slack = await startSlackEmulator();
     const emulator = slack;
     const apiUrl = emulator.url;
-    await Promise.all([startWorkerProcess(e, apiUrl), startWorkerProcess(e, apiUrl)]);
+    await Promise.all([startWorkerProcess(e, apiUrl, processes), startWorkerProcess(e, apiUrl, processes)]);
     const { backfill } = await startBackfill(e.ctx, { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR });
     await overrideGate(e.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'two workers test' });
     await waitUntil(async () => ['done', 'failed'].includes((await loadBackfillReport(e.ctx.pool, backfill.id)).backfill.state), 'the backfill to finish', 90_000);

@@ -6,8 +6,7 @@
 //    transaction carries (stepClaims.ts, claimHolderName), so the takeover never waits on the frozen one's locks;
 //  - the frozen one, resumed, finds its connection gone or its claim taken: nothing of it commits.
 
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import type { ChildProcess } from 'node:child_process';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { overrideGate } from '../../src/core/announce/gate.js';
@@ -20,12 +19,12 @@ import { listEvents } from '../../src/db/events.js';
 import { createPool, poolBounds, terminateTransactionsNamed, type Pool } from '../../src/db/pool.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
+import { startWorkerProcess } from '../support/workerProcess.js';
 
 const NIGHT = '2026-11-15';
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((hh) => `${NIGHT}T${hh}:00Z`);
 const CANARY = HOURS[0] ?? '';
 
-const WORKER = fileURLToPath(new URL('../../src/workerMain.ts', import.meta.url));
 const OPERATOR = 'U07ONCALL';
 
 let engine: TestEngine | undefined;
@@ -230,26 +229,6 @@ describe('a worker frozen inside a publish', () => {
   });
 });
 
-/** `npm run worker` (the production entry point) as a child process, its Slack calls answered by the emulator. */
-function startWorkerProcess(e: TestEngine, apiUrl: string, env: Record<string, string>): Promise<ChildProcess> {
-  const inherited = Object.fromEntries(Object.entries({
-    ...process.env, DATABASE_URL: e.ctx.config.DATABASE_URL, REDIS_URL: e.ctx.config.REDIS_URL, QUEUE_PREFIX: e.ctx.config.QUEUE_PREFIX,
-  }).filter((entry): entry is [string, string] => entry[1] !== undefined));
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
-    env: {
-      ...inherited, SLACK_BOT_TOKEN: 'xoxb-test', SLACK_SIGNING_SECRET: 'test-signing-secret', WEBHOOK_SIGNING_SECRET: 'test-webhook-signing-secret',
-      SLACK_API_URL: apiUrl, WORKER_CONCURRENCY: '2', STATUS_THROTTLE_MS: '0', ...env,
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    child.stdout?.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('workers running')) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`the worker process exited with ${code ?? 'a signal'} before it was ready`)));
-  });
-}
 
 describe('a worker process stopped (SIGSTOP) inside a publish', () => {
   it('loses its transaction at the takeover, the taker publishes, and resumed (SIGCONT) it commits nothing', async () => {
@@ -257,7 +236,7 @@ describe('a worker process stopped (SIGSTOP) inside a publish', () => {
     const e = engine;
     slack = await startSlackEmulator();
     // The idle timeout far away, so it is the takeover that ends the stopped worker's session here.
-    const child = await startWorkerProcess(e, slack.url, { STEP_LEASE_MS: '1500', IDLE_IN_TRANSACTION_TIMEOUT_MS: '600000' });
+    const child = await startWorkerProcess(e, slack.url, children, { STEP_LEASE_MS: '1500', IDLE_IN_TRANSACTION_TIMEOUT_MS: '600000' });
 
     // The test holds a row of the canary's hour (only the publish writes those rows; the stage reads), so the
     // worker's publish waits at a known statement inside its transaction, holding the partition's lock; stopped
