@@ -1,6 +1,6 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
-import { secretValues, type Config } from './config.js';
+import type { Config } from './config.js';
 import { redact, REDACTED } from './redaction.js';
 
 // The services' log: one pino root logger, JSON lines (one object a line, for a log shipper) or, on a terminal,
@@ -24,7 +24,7 @@ export interface LogOptions {
   destination?: DestinationStream;
   /** Human lines instead of JSON; unset: when the output is a terminal. */
   pretty?: boolean;
-  /** Literal values never to print (the configured tokens and passwords: see secretsIn). */
+  /** Literal values never to print besides those loadConfig registered (src/config.ts, secretValues). */
   secrets?: readonly string[];
 }
 
@@ -41,19 +41,6 @@ export const REDACT_PATHS: string[] = [
   ...SECRET_KEYS, ...SECRET_KEYS.map((key) => `*.${key}`),
   ...SECRET_HEADERS.flatMap((header) => [`headers${accessor(header)}`, `*.headers${accessor(header)}`]),
 ];
-
-/** `line` without credentials: the configured secrets' values and anything shaped like a credential. */
-export function scrub(line: string, secrets: readonly string[] = []): string {
-  return redact(line, secrets);
-}
-
-/**
- * The configured values that must never be printed: tokens, secrets, the passwords in the URLs and every
- * RETRIGGER_SECRET_… (src/config.ts registers the same list with the redaction every other sink applies).
- */
-export function secretsIn(config: Partial<Config>): string[] {
-  return secretValues(config);
-}
 
 function destinationFor(options: LogOptions, fd: 1 | 2): DestinationStream {
   const tty = fd === 1 ? process.stdout.isTTY : process.stderr.isTTY;
@@ -73,7 +60,7 @@ export function createLogger(options: LogOptions = {}, fd: 1 | 2 = 1): Logger {
     ...(options.name ? { name: options.name } : {}),
     redact: { paths: REDACT_PATHS, censor: CENSOR },
     // The finished line, whatever put the secret in it: a message, a binding, an error's stack.
-    hooks: { streamWrite: (line) => scrub(line, secrets) },
+    hooks: { streamWrite: (line) => redact(line, secrets) },
   }, destinationFor(options, fd));
 }
 

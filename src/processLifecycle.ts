@@ -1,9 +1,9 @@
 import { openBackends, type Backends, type RunConfig } from './backends.js';
-import { loadConfig, requireSlack, requireWebhookSecret, type SlackConfig } from './config.js';
+import { loadConfig, requireSlack, requireWebhookSecret, secretValues, type SlackConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool, poolBounds, type Pool } from './db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from './errors.js';
-import { configureLogging, logger, secretsIn } from './log.js';
+import { configureLogging, logger } from './log.js';
 
 /**
  * Runs a long-lived entry point: a refusal at start (bad configuration, say) prints its message and exits 1;
@@ -87,7 +87,7 @@ export async function runOn<T>(backends: Backends, work: (config: RunConfig) => 
 export function runSlackService(applicationName: string, start: (pool: Pool, config: RunConfig, slack: SlackConfig) => Promise<{ stop: () => Promise<void>; ready: string }>): void {
   runService(async () => {
     const loaded = loadConfig();
-    const log = configureLogging({ level: loaded.LOG_LEVEL, name: applicationName, secrets: secretsIn(loaded) });
+    const log = configureLogging({ level: loaded.LOG_LEVEL, name: applicationName, secrets: secretValues(loaded) });
     const slack = requireSlack(loaded);
     // Both services run the workers that send webhooks: neither signs them with a secret that is not one.
     requireWebhookSecret(loaded);

@@ -1,9 +1,9 @@
 import { Writable } from 'node:stream';
 import { LogLevel, webApi } from '@slack/bolt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig, secretValues } from '../../src/config.js';
 import { OWNERS } from '../../src/demo/constants.js';
-import { configureLogging, createLogger, logger, secretsIn } from '../../src/log.js';
+import { configureLogging, createLogger, logger } from '../../src/log.js';
 import { boltLogger } from '../../src/slack/boltLogger.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { createSlackHarness, INCIDENT_CHANNEL, SIGNING_SECRET, type SlackHarness } from '../support/slackApp.js';
@@ -39,7 +39,7 @@ describe('the services\' log: JSON lines bound to the step, with no secret in th
 
   beforeAll(async () => {
     // What runSlackService does at start, with the lines kept here instead of on stdout.
-    configureLogging({ level: 'debug', name: 'backfill-bot', destination: { write: (line: string) => void written.push(line) }, secrets: secretsIn(config) });
+    configureLogging({ level: 'debug', name: 'backfill-bot', destination: { write: (line: string) => void written.push(line) }, secrets: secretValues(config) });
     h = await createSlackHarness();
   });
   afterAll(async () => h.close());
