@@ -16,6 +16,9 @@ export const REDACTED = '[redacted]';
 const MIN_SECRET_LENGTH = 4;
 
 const registered = new Set<string>();
+/** The registered values longest first, so that a secret containing another is removed whole; kept sorted here, not on every call. */
+let longestFirst: string[] = [];
+const byLengthDescending = (values: string[]): string[] => values.sort((a, b) => b.length - a.length);
 
 /**
  * Adds values never to show. Called by loadConfig with every configured secret, so each process knows its
@@ -26,6 +29,7 @@ export function registerSecrets(values: Iterable<string | undefined>): void {
     if (typeof value !== 'string' || value.length < MIN_SECRET_LENGTH) continue;
     for (const form of formsOf(value)) registered.add(form);
   }
+  longestFirst = byLengthDescending([...registered]);
 }
 
 /**
@@ -67,9 +71,8 @@ const SHAPES: [RegExp, string][] = [
 /** `text` without credentials: every registered value (and `extra`) and anything shaped like a credential. */
 export function redact(text: string, extra: readonly string[] = []): string {
   let out = text;
-  const values = extra.length > 0 ? [...registered, ...extra.flatMap(formsOf)] : [...registered];
-  // Longest first, so that a secret containing another is removed whole.
-  for (const value of values.sort((a, b) => b.length - a.length)) {
+  const values = extra.length > 0 ? byLengthDescending([...registered, ...extra.flatMap(formsOf)]) : longestFirst;
+  for (const value of values) {
     if (out.includes(value)) out = out.split(value).join(REDACTED);
   }
   for (const [pattern, replacement] of SHAPES) out = out.replace(pattern, replacement);
