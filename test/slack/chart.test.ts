@@ -36,7 +36,7 @@ describe('the diff chart in the incident thread', () => {
     await h.press(ActionId.Acknowledge, encodeButtonValue({ backfillId: 1, consumer: 'payout_export' }), OWNERS.payouts);
     await h.slack.waitFor('files.completeUploadExternal', 1, 30_000);
     // Slack has the file before the database has its id: the worker records it after the answer comes back.
-    await waitUntil(async () => (await findMessageIntent(h.engine.ctx.pool, `${DIFF_INTENT}:chart`))?.ts != null, 'the chart upload recorded');
+    await waitUntil(async () => typeof (await findMessageIntent(h.engine.ctx.pool, `${DIFF_INTENT}:chart`))?.ts === 'string', 'the chart upload recorded');
     retry = new SlackMessenger(new webApi.WebClient('xoxb-test-token', { slackApiUrl: h.slack.url }), h.engine.ctx.pool, 0);
   });
   afterAll(async () => h.close());
