@@ -207,7 +207,7 @@ const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
   stop: async (ctx, { backfillId: id, reason }, options) => {
     const { actor } = options;
     await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason }));
-    // The stop is in the database already; queued jobs would find it fenced and do nothing, so a Redis that
+    // The stop is in the database already; queued jobs would find it stopped and do nothing, so a Redis that
     // does not answer only means they are not removed now.
     const unreachable = await checkQueue(queueBackendOf(ctx.config)).then(() => undefined, (error: unknown) => error as Error);
     if (unreachable) {

@@ -43,6 +43,12 @@ export interface DeliveryOptions {
    * messenger simply sleeps.
    */
   waitOutRateLimit?: (retryAfterSeconds: number) => Promise<void>;
+  /**
+   * Asked right before every send attempt (the first, and each after a wait): resolves when the sender may still
+   * send, or throws (ClaimLost) when it must not, and then nothing is sent. A step's delivery confirms in the
+   * database that the step is still this worker's: a worker frozen past its lease and taken over sends nothing.
+   */
+  confirmSending?: () => Promise<void>;
 }
 
 export interface Messenger {

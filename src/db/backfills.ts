@@ -28,8 +28,8 @@ export interface BackfillRow {
   limitOverride: string | null;
   incidentChannel: string | null;
   statusTs: string | null;
+  /** The run's staging key in the row store (always 1; a re-stage replaces that run's rows). Not a fence. */
   generation: number;
-  fencedGeneration: number;
   stoppedBy: string | null;
   stopReason: string | null;
   pausedReason: string | null;
@@ -48,7 +48,7 @@ const SELECT_BACKFILL = `
          watermark_reset_to AS "watermarkResetTo", total_before::text AS "totalBefore", total_after::text AS "totalAfter",
          diff::text AS diff, announced_at AS "announcedAt", ran_at AS "ranAt", ran_by AS "ranBy",
          finished_at AS "finishedAt", state, failure, limit_override AS "limitOverride",
-         incident_channel AS "incidentChannel", status_ts AS "statusTs", generation, fenced_generation AS "fencedGeneration",
+         incident_channel AS "incidentChannel", status_ts AS "statusTs", generation,
          stopped_by AS "stoppedBy", stop_reason AS "stopReason", paused_reason AS "pausedReason", rolled_back_by AS "rolledBackBy",
          rolled_back_at AS "rolledBackAt", needs_second_approval AS "needsSecondApproval",
          published_any AS "publishedAny", previewed_by AS "previewedBy"
@@ -125,6 +125,8 @@ export interface BackfillTargetRow {
   wave: number;
   expectedTotal: string | null;
   publishedChecksum: string | null;
+  /** How many rows the publish wrote (null: published before migration 0019, when it was rowsAfter). */
+  publishedRows: number | null;
   /** Why the staged partition is outside its envelope, while it is (cleared when someone accepts it by name). */
   breach: string | null;
   acceptedBy: string | null;
@@ -138,7 +140,7 @@ export async function listTargets(db: Queryable, backfillId: number): Promise<Ba
     `SELECT partition_hour AS "partitionHour", rows_before AS "rowsBefore", total_before::text AS "totalBefore",
             checksum_before AS "checksumBefore", rows_after AS "rowsAfter", total_after::text AS "totalAfter",
             checksum_after AS "checksumAfter", recomputed_at AS "recomputedAt", status, wave,
-            expected_total::text AS "expectedTotal", published_checksum AS "publishedChecksum", breach,
+            expected_total::text AS "expectedTotal", published_checksum AS "publishedChecksum", published_rows::int AS "publishedRows", breach,
             accepted_by AS "acceptedBy", accepted_reason AS "acceptedReason", published_generation AS "publishedGeneration"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint ORDER BY partition_hour`, [backfillId]);
   return rows;
@@ -198,11 +200,6 @@ export async function recordBackfillTotals(tx: Queryable, id: number, totalAfter
   await tx.query(
     `UPDATE backfill.backfills SET total_after = $2::numeric, diff = $3::numeric, finished_at = now() WHERE id = $1::bigint`,
     [id, totalAfter, diff]);
-}
-
-/** Fences the backfill's current run: no write of its generation may commit any more. */
-export async function fenceBackfillRun(tx: Queryable, id: number): Promise<void> {
-  await tx.query('UPDATE backfill.backfills SET fenced_generation = generation WHERE id = $1::bigint', [id]);
 }
 
 export async function setPreviewedBy(tx: Queryable, id: number, previewedBy: BackfillRow['previewedBy']): Promise<void> {

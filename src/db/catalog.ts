@@ -47,6 +47,14 @@ export async function lockCatalog(tx: Queryable): Promise<void> {
   await tx.query(`SELECT pg_advisory_xact_lock(hashtext('backfill.catalog'))`);
 }
 
+/**
+ * What `start` takes while it freezes the catalog fields a backfill runs: an apply waits for it to commit, and
+ * then sees the backfill in flight; starts do not wait for each other.
+ */
+export async function lockCatalogShared(tx: Queryable): Promise<void> {
+  await tx.query(`SELECT pg_advisory_xact_lock_shared(hashtext('backfill.catalog'))`);
+}
+
 export async function readCatalogRows(db: Queryable): Promise<CatalogRows> {
   const pipelines = await db.query<CatalogPipelineRow>(
     `SELECT ${PIPELINE_COLUMNS},

@@ -256,3 +256,28 @@ export function quoteIdent(name: string): string {
 export function quoteQualified(name: string): string {
   return name.split('.').map(quoteIdent).join('.');
 }
+
+/** Called after each statement of a transaction that offers it; a test acts there (another writer commits). */
+export type StatementSeam = (statement: string) => Promise<void>;
+
+/**
+ * The client, with `seam` awaited after each of its statements: how a test puts another writer between any two
+ * statements of a publish or a rollback. Without a seam (always, outside tests) the client itself.
+ */
+export function withStatementSeam(client: PoolClient, seam: StatementSeam | undefined): PoolClient {
+  if (!seam) return client;
+  return new Proxy(client, {
+    get(target, property) {
+      if (property === 'query') {
+        return async (...args: Parameters<PoolClient['query']>) => {
+          const result: unknown = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+          const text = args[0];
+          await seam(typeof text === 'string' ? text : String((text as { text?: unknown } | undefined)?.text ?? ''));
+          return result;
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}

@@ -1,6 +1,6 @@
 import { runPipelineSql } from './pipelineSql.js';
 import type { Queryable } from './pool.js';
-import { keysEqual, liveSource, runRows, runSource, stepRows, type RowSource, type RowStore } from './rowStore.js';
+import { keysEqual, liveSource, rowText, runRows, runSource, stepRows, type RowSource, type RowStore } from './rowStore.js';
 
 // Stage, publish and restore by rewrite: the statements over the store's shared tables (staged, saved, baseline)
 // and the live partition they replace. Each takes the run's parameters: $1 backfill, $2 generation, $3 hour.
@@ -42,17 +42,38 @@ export async function insertRunRowsIntoTarget(tx: Queryable, store: RowStore, ta
   return inserted.rowCount;
 }
 
+/** What a publish by rewrite wrote, from the statement that wrote it: its rows, the late ones among them, their checksum. */
+export interface RowsWritten {
+  rows: number;
+  lateRows: number;
+  /** rowsChecksum over exactly the rows written, in key order. */
+  checksum: string;
+}
+
 /**
- * Late rows: deleted by the publish, absent when the partition was staged, and not produced by the staged step
- * either: normal ingestion wrote them in between. They are put back, so the published generation keeps them.
+ * The publish's one write into the target: the run's staged rows, and the late rows, deleted by the publish,
+ * absent when the partition was staged and not produced by the step either (normal ingestion wrote them in
+ * between; they are put back, so the published generation keeps them). The count and checksum are taken over
+ * what this statement inserted (RETURNING), never over the live partition: a row another writer commits while
+ * the publish runs is not the publish's, and a rollback must leave it alone. `checksum` is rowsChecksum.
  */
-export async function carryLateRows(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<number> {
-  const late = await tx.query(
-    `INSERT INTO ${store.target} (${store.columns.join(', ')})
-     SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${runSource(store, store.saved, 'p')}
-       AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
-       AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})`, run);
-  return late.rowCount ?? 0;
+export async function writeRunRows(tx: Queryable, store: RowStore, run: [number, number, Date], checksum: string): Promise<RowsWritten> {
+  const columns = store.columns.join(', ');
+  const { rows } = await tx.query<RowsWritten>(
+    `WITH staged_rows AS (
+       INSERT INTO ${store.target} (${columns}) SELECT ${columns} FROM ${runRows(store, store.staged)} RETURNING *
+     ), late_rows AS (
+       INSERT INTO ${store.target} (${columns})
+       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${runSource(store, store.saved, 'p')}
+         AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
+         AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})
+       RETURNING *
+     )
+     SELECT count(*)::int AS rows, (SELECT count(*)::int FROM late_rows) AS "lateRows", ${checksum} AS checksum
+     FROM (SELECT * FROM staged_rows UNION ALL SELECT * FROM late_rows) t`, run);
+  const row = rows[0];
+  if (!row) throw new Error('the publish insert returned no row');
+  return row;
 }
 
 /** Live rows of the partition whose key the backfill's publish wrote (staged rows, and late rows it carried). */
@@ -62,9 +83,61 @@ export function writtenByPublish(store: RowStore): RowSource {
       OR EXISTS (SELECT 1 FROM ${runSource(store, store.saved, 'p')} AND ${keysEqual(store, 'p', 't')}))`;
 }
 
-/** Deletes the live rows of a source (the rows a publish wrote, before its rollback restores the saved ones). */
-export async function deleteRows(tx: Queryable, source: RowSource, run: [number, number, Date]): Promise<void> {
-  await tx.query(`DELETE FROM ${source}`, run);
+/** How the live rows with the keys a publish wrote differ from what it wrote: counts, and a few keys of each. */
+export interface ChangedSincePublish {
+  changed: number;
+  removed: number;
+  /** Keys the publish removed (saved, not written) that another writer wrote again. */
+  added: number;
+  /** Up to `sampleSize` keys, each as its key columns' text joined by ", ", with how it differs. */
+  sample: { key: string; how: 'changed' | 'removed' | 'added' }[];
+}
+
+const SAMPLE_SIZE = 5;
+
+/**
+ * Row by row, what another writer did to the rows a publish by rewrite wrote: the staged rows and the late rows
+ * it carried (saved, not staged, not in the baseline) against the live rows with those keys. Only read when the
+ * checksum says something differs. Once retention dropped the baseline (scratch), a saved key that is not live
+ * may have been removed by the publish itself, so only live rows are compared there: the counts are then a floor.
+ */
+export async function changedSincePublish(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<ChangedSincePublish> {
+  const keyText = (alias: string) => store.keys.map((key) => `${alias}.${key}::text`).join(` || ', ' || `);
+  const on = store.keys.map((key) => `e.${key} = l.${key}`).join(' AND ');
+  const pick = (alias: string) => store.keys.map((key) => `${alias}.${key}`).join(', ');
+  const { rows } = await tx.query<{ how: 'changed' | 'removed' | 'added'; n: number; sample: string[] }>(
+    `WITH baseline_kept AS (SELECT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)}) AS kept),
+     expected AS (
+       SELECT ${pick('s')}, ${rowText(store, 's')} AS r, false AS from_saved FROM ${runSource(store, store.staged, 's')}
+       UNION ALL
+       SELECT ${pick('p')}, ${rowText(store, 'p')}, true FROM ${runSource(store, store.saved, 'p')}
+         AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})
+         AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
+     ),
+     live AS (SELECT ${pick('t')}, ${rowText(store, 't')} AS r FROM ${writtenByPublish(store)}),
+     compared AS (
+       SELECT CASE WHEN l.r IS NULL THEN 'removed' WHEN e.r IS NULL THEN 'added' ELSE 'changed' END AS how,
+              CASE WHEN l.r IS NULL THEN ${keyText('e')} ELSE ${keyText('l')} END AS key
+       FROM expected e FULL JOIN live l ON ${on}, baseline_kept
+       WHERE e.r IS DISTINCT FROM l.r AND (l.r IS NOT NULL OR NOT e.from_saved OR baseline_kept.kept)
+     )
+     SELECT how, count(*)::int AS n, (array_agg(key ORDER BY key))[1:${SAMPLE_SIZE}] AS sample FROM compared GROUP BY how`, run);
+  const of = (how: string) => rows.find((row) => row.how === how);
+  const sample = rows.flatMap((row) => row.sample.map((key) => ({ key, how: row.how }))).slice(0, SAMPLE_SIZE);
+  return { changed: of('changed')?.n ?? 0, removed: of('removed')?.n ?? 0, added: of('added')?.n ?? 0, sample };
+}
+
+/**
+ * The rollback's delete of what a publish wrote, and the check that it deleted exactly that, in one statement:
+ * what is deleted is what is compared, so a writer committing between the rollback's check and its delete
+ * cannot have its write deleted unseen. Returns the checksum (rowsChecksum) and count of the rows deleted.
+ */
+export async function deleteRowsChecked(tx: Queryable, source: RowSource, checksum: string, run: [number, number, Date]): Promise<{ checksum: string; rows: number }> {
+  const { rows } = await tx.query<{ checksum: string; rows: number }>(
+    `WITH gone AS (DELETE FROM ${source} RETURNING t.*) SELECT ${checksum} AS checksum, count(*)::int AS rows FROM gone t`, run);
+  const row = rows[0];
+  if (!row) throw new Error('the rollback delete returned no row');
+  return row;
 }
 
 /** The checksum (an expression over `t`, rowsChecksum) and count of a source's rows. */

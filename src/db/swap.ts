@@ -58,8 +58,11 @@ export async function explainHourQuery(db: Queryable, pipeline: Pipeline, hour: 
 }
 
 /** Keeps the keys of `source` (a RowSource with the run's parameters) in the table `table` (qualified, quoted), made anew. */
-export async function keepKeysIn(tx: Queryable, store: RowStore, table: string, source: RowSource, run: [number, number, Date]): Promise<void> {
-  const keys = [store.partition, ...store.keys].map((key) => `t.${key}`).join(', ');
+export async function keepKeysIn(tx: Queryable, store: RowStore, table: string, source: RowSource, run: [number, number, Date], options: { rowVersions?: boolean } = {}): Promise<void> {
+  // rowVersions: each row's xmin beside its key (bf_xmin). An UPDATE by anyone makes a new row version with
+  // another xmin, and DETACH, ATTACH, SET SCHEMA and RENAME rewrite nothing: a later rollback tells which rows
+  // another writer changed by key, at the cost of four bytes a key instead of a copy of every row.
+  const keys = [store.partition, ...store.keys].map((key) => `t.${key}`).join(', ') + (options.rowVersions ? ', t.xmin AS bf_xmin' : '');
   await tx.query(`DROP TABLE IF EXISTS ${table}`);
   await tx.query(`CREATE TABLE ${table} AS SELECT ${keys} FROM ${store.target} t WITH NO DATA`);
   // Every source takes the run's three parameters, whether it reads them all or not.
@@ -263,6 +266,38 @@ export function writtenBySwap(store: RowStore, swapped: { savedTable: string; wr
   return `${store.target} t WHERE t.${store.partition} = $3::timestamptz AND $1::bigint IS NOT NULL AND $2::int IS NOT NULL
     AND (EXISTS (SELECT 1 FROM ${swapped.writtenTable} w WHERE ${keysEqual(store, 'w', 't')})
       OR EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE ${keysEqual(store, 'p', 't')}))`;
+}
+
+/**
+ * What another writer did to the rows a publish by swap wrote: rows whose version is not the one the publish
+ * wrote (changed: keepKeysIn's bf_xmin), written keys no longer live (removed), and keys it replaced written
+ * again (added), a few of each. Only read when the checksum says something differs.
+ */
+export async function keysChangedSinceSwap(db: Queryable, store: RowStore, run: [number, number, Date], swapped: { savedTable: string; writtenTable: string }): Promise<{ changed: number; removed: number; added: number; sample: { key: string; how: 'changed' | 'removed' | 'added' }[] }> {
+  const keyText = (alias: string) => store.keys.map((key) => `${alias}.${key}::text`).join(` || ', ' || `);
+  // A written table kept before row versions were (no bf_xmin): the checksum alone says something changed.
+  if (!(await hasColumn(db, swapped.writtenTable, 'bf_xmin'))) return { changed: 0, removed: 0, added: 0, sample: [] };
+  const { rows } = await db.query<{ how: 'changed' | 'removed' | 'added'; n: number; sample: string[] }>(
+    `WITH compared AS (
+       SELECT 'changed' AS how, ${keyText('t')} AS key FROM ${store.target} t JOIN ${swapped.writtenTable} w ON ${keysEqual(store, 'w', 't')}
+       WHERE t.${store.partition} = $3::timestamptz AND NOT (t.xmin = w.bf_xmin)
+       UNION ALL
+       SELECT 'removed' AS how, ${keyText('w')} AS key FROM ${swapped.writtenTable} w
+       WHERE NOT EXISTS (SELECT 1 FROM ${store.target} t WHERE t.${store.partition} = $3::timestamptz AND ${keysEqual(store, 'w', 't')})
+       UNION ALL
+       SELECT 'added', ${keyText('t')} FROM ${store.target} t WHERE t.${store.partition} = $3::timestamptz AND $1::bigint IS NOT NULL AND $2::int IS NOT NULL
+         AND EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE ${keysEqual(store, 'p', 't')})
+         AND NOT EXISTS (SELECT 1 FROM ${swapped.writtenTable} w WHERE ${keysEqual(store, 'w', 't')})
+     )
+     SELECT how, count(*)::int AS n, (array_agg(key ORDER BY key))[1:5] AS sample FROM compared GROUP BY how`, run);
+  const of = (how: string) => rows.find((row) => row.how === how);
+  return { changed: of('changed')?.n ?? 0, removed: of('removed')?.n ?? 0, added: of('added')?.n ?? 0, sample: rows.flatMap((row) => row.sample.map((key) => ({ key, how: row.how }))).slice(0, 5) };
+}
+
+async function hasColumn(db: Queryable, table: string, column: string): Promise<boolean> {
+  const { rows } = await db.query<{ present: boolean }>(
+    'SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attname = $2::name AND NOT attisdropped) AS present', [table, column]);
+  return rows[0]?.present ?? false;
 }
 
 /** The step's rows for the hour into a table of its own: the pipeline's step query, through the one door for catalog SQL. */

@@ -57,12 +57,17 @@ export async function markTargetStaged(tx: Queryable, backfillId: number, hour: 
 }
 
 /** Published as this generation of the partition, with what it holds now. */
-export async function markTargetPublished(tx: Queryable, backfillId: number, hour: Date, snapshot: { rows: number; total: string; checksum: string }, generation: number): Promise<void> {
+/**
+ * The partition is published: `snapshot` is what it holds now (the diff's figures), `written` the rows the
+ * publish itself wrote and their checksum (what a rollback checks nobody changed since: migration 0019).
+ */
+export async function markTargetPublished(tx: Queryable, backfillId: number, hour: Date, snapshot: { rows: number; total: string; checksum: string },
+  written: { rows: number; checksum: string }, generation: number): Promise<void> {
   await tx.query(
     `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text,
-            published_checksum = $5::text, recomputed_at = now(), status = 'published', published_generation = $6::int
+            published_rows = $6::bigint, published_checksum = $7::text, recomputed_at = now(), status = 'published', published_generation = $8::int
      WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
-    [backfillId, hour, snapshot.rows, snapshot.total, snapshot.checksum, generation]);
+    [backfillId, hour, snapshot.rows, snapshot.total, snapshot.checksum, written.rows, written.checksum, generation]);
 }
 
 /** The partition is outside its envelope, and why. */

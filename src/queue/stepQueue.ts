@@ -125,7 +125,7 @@ export async function restoreRetention(queue: Queue, everyMs: number): Promise<v
 
 /**
  * Removes a backfill's jobs that have not started (a stop). A job already running cannot be pulled out of its
- * worker; it finds its step skipped, or its write refused by the fence inside the transaction.
+ * worker; it finds its step skipped, or its write refused at commit by the state check inside its transaction.
  */
 export async function removeQueuedJobs(queue: Queue, backfillId: number): Promise<number> {
   const jobs = await queue.getJobs(['waiting', 'delayed', 'prioritized', 'waiting-children']);

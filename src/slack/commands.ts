@@ -71,9 +71,9 @@ const HANDLERS: { [K in BackfillCommand['kind']]: Handler<K> } = {
   stop: async (deps, input, command) => {
     const { ctx } = deps;
     const actor = input.user;
-    const stopped = await stopBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
+    await stopBackfill(ctx, { backfillId: command.backfillId, actor, reason: command.reason });
     const removed = await deps.dequeue(command.backfillId);
-    await deps.messenger.postToIncident(command.backfillId, stoppedNotice(actor, command.backfillId, command.reason, stopped.generation, removed));
+    await deps.messenger.postToIncident(command.backfillId, stoppedNotice(actor, command.backfillId, command.reason, removed));
     await deps.messenger.changed(command.backfillId);
     return plain(`Backfill #${command.backfillId} stopped and fenced.`);
   },

@@ -92,6 +92,8 @@ export async function uploadDiffChartOnce(clients: ChartClients, report: Backfil
  */
 async function upload(poster: WebClient, args: webApi.FilesUploadV2Arguments, options: DeliveryOptions): Promise<string> {
   for (;;) {
+    // Before every try, as for a message (src/slack/messenger.ts postMessage): a step that lost its claim uploads nothing.
+    await options.confirmSending?.();
     try {
       const result = await poster.filesUploadV2(args);
       const fileId = result.files[0]?.files?.[0]?.id;

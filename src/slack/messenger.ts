@@ -282,20 +282,32 @@ export class SlackMessenger implements Messenger {
    * there are: a 429 means Slack posted nothing and said when to come back, so trying again then cannot double
    * the message, and giving up would fail a backfill over a schedule. The wait is the caller's
    * (`waitOutRateLimit`: the step keeps its claim and says in the status who is still being told) or a plain
-   * sleep. After a wait the intent row is read again: if another attempt delivered it meanwhile (this process
-   * was frozen and the step taken over), that delivery stands and nothing is posted.
+   * sleep.
+   *
+   * Right before every try the caller confirms it may still send (`confirmSending`: a step's claim, read in the
+   * database), and after a wait the intent row is read again, last thing before the post: a worker that was
+   * frozen in the wait and taken over sends nothing, whether the taker has delivered already (its delivery
+   * stands) or not yet (the taker delivers). The checks and the post are not one atomic act, and what is left
+   * between them is covered elsewhere: the intent row was committed before the first try (one row per intent,
+   * ON CONFLICT DO NOTHING), so a taker never posts blind; it looks the conversation up by the intent
+   * (findInConversation) and keeps a message this worker got out before it stopped. Only a process stopped
+   * in the few statements between the last check and the request leaving, for longer than its lease, could
+   * still post after the taker's lookup; its step then commits nothing (the commit's claim check, claim_lost).
    */
   private async postMessage(args: webApi.ChatPostMessageArguments, intent: string, options: DeliveryOptions):
     Promise<{ posted: webApi.ChatPostMessageResponse } | { recorded: { channel: string; ts: string } }> {
-    for (;;) {
+    for (let waited = false; ; waited = true) {
+      await options.confirmSending?.();
+      if (waited) {
+        const meanwhile = await findMessageIntent(this.pool, intent);
+        if (meanwhile?.ts) return { recorded: { channel: meanwhile.channel, ts: meanwhile.ts } };
+      }
       try {
         return { posted: await this.poster.chat.postMessage(args) };
       } catch (error) {
         const retryAfter = rateLimitedFor(error);
         if (retryAfter === undefined) throw error;
         await (options.waitOutRateLimit ?? ((seconds: number) => sleep(seconds * 1000)))(retryAfter);
-        const meanwhile = await findMessageIntent(this.pool, intent);
-        if (meanwhile?.ts) return { recorded: { channel: meanwhile.channel, ts: meanwhile.ts } };
       }
     }
   }

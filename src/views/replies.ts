@@ -30,9 +30,9 @@ export function approvedReply(backfillId: number, result: { approved: boolean; w
     : `Approved. Still waiting for: ${result.waitingFor.map((w) => `${outside(w.consumer)} (${slackPerson(w.owner)})`).join(', ')}.`;
 }
 
-export function stoppedNotice(actor: string, backfillId: number, reason: string, generation: number, removed: number): string {
+export function stoppedNotice(actor: string, backfillId: number, reason: string, removed: number): string {
   return `:stop_sign: ${slackPerson(actor)} stopped backfill #${backfillId}: ${outside(reason)}. ` +
-    `Generation ${generation} is fenced: no write of it commits any more; ${removed} queued job(s) removed. The prior rows of what was published are kept.`;
+    `It is fenced: no write of it commits any more; ${removed} queued job(s) removed. The prior rows of what was published are kept.`;
 }
 
 export function continuedNotice(actor: string, backfillId: number, accepted: readonly Date[], reason: string): string {

@@ -7,6 +7,7 @@
 //  - the frozen one, resumed, finds its connection gone or its claim taken: nothing of it commits.
 
 import type { ChildProcess } from 'node:child_process';
+import { webApi } from '@slack/bolt';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { overrideGate } from '../../src/core/announce/gate.js';
@@ -16,6 +17,8 @@ import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slack
 import { claimHolderName } from '../../src/core/engine/stepClaims.js';
 import { executeStep, type StepContext, type StepRef } from '../../src/core/engine/steps.js';
 import { listEvents } from '../../src/db/events.js';
+import { OWNERS } from '../../src/demo/constants.js';
+import { SlackMessenger } from '../../src/slack/messenger.js';
 import { createPool, poolBounds, terminateTransactionsNamed, type Pool } from '../../src/db/pool.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
@@ -282,5 +285,58 @@ describe('a worker process stopped (SIGSTOP) inside a publish', () => {
     const { rows: generations } = await e.ctx.pool.query(
       `SELECT generation FROM backfill.partition_generations WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfill.id, CANARY]);
     expect(generations).toHaveLength(1);
+  }, 150_000);
+});
+
+describe('a worker process stopped (SIGSTOP) while it waits out a 429 of an announcement', () => {
+  it('loses its claim when its lease runs out; the taker sends the DM; resumed (SIGCONT) it sends nothing: one DM per owner', async () => {
+    engine = await createTestEngine('month-end');
+    const e = engine;
+    slack = await startSlackEmulator();
+    const emulator = slack;
+    const payoutsDm = `D${OWNERS.payouts}`;
+    const settleDm = `D${OWNERS.settlementLead}`;
+    // One 429 for the payouts owner's DM whose Retry-After (5 s) outlasts the lease (1.5 s): the worker is stopped
+    // in that wait, and its lease runs out long before the wait would have ended.
+    emulator.rateLimit('chat.postMessage', 1, 5, payoutsDm);
+    const child = await startWorkerProcess(e, emulator.url, children, { STEP_LEASE_MS: '1500' });
+    const { backfill } = await startBackfill(e.ctx, { pipeline: 'orders', target: NIGHT, reason: 'currency parsed as text', actor: OPERATOR });
+    const ref: StepRef = { backfillId: backfill.id, kind: 'announce', key: 'payout_export' };
+    const stepRow = async () => (await e.ctx.pool.query<{ status: string; expired: boolean }>(
+      `SELECT status, coalesce(lease_expires_at < clock_timestamp(), false) AS expired FROM backfill.backfill_steps
+       WHERE backfill_id = $1::bigint AND kind = 'announce' AND step_key = 'payout_export'`, [backfill.id])).rows[0];
+    await waitUntil(async () => {
+      const { rows } = await e.ctx.pool.query(
+        `SELECT 1 FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND owner = $2::text AND announce_retry_at IS NOT NULL`, [backfill.id, OWNERS.payouts]);
+      return rows.length > 0;
+    }, 'the payouts announcement to wait out its 429', 60_000);
+    child.kill('SIGSTOP');
+    const dms = (channel: string) => emulator.callsTo('chat.postMessage').filter((c) => c.params.channel === channel);
+    expect(dms(payoutsDm)).toHaveLength(0);
+
+    // Stopped, it renews nothing: once its lease has run out another worker takes the step over and sends the DM.
+    await waitUntil(async () => (await stepRow())?.expired === true, "the stopped worker's lease to run out");
+    const client = new webApi.WebClient('xoxb-test', { slackApiUrl: emulator.url, retryConfig: { retries: 0 } });
+    const taker: StepContext = { ...e.ctx, pool: poolFor(e, 'backfill-bot-taker'), messenger: new SlackMessenger(client, e.ctx.pool, 0) };
+    expect(await executeStep(taker, ref)).toBe('done');
+    expect(dms(payoutsDm)).toHaveLength(1);
+
+    // Resumed, the stopped worker's wait ends: it finds the claim gone and gives the attempt up, sending nothing.
+    child.kill('SIGCONT');
+    const abandoned = async () => (await listEvents(e.ctx.pool, backfill.id))
+      .find((ev) => ev.kind === 'claim_lost' && ev.detail.step === 'announce' && ev.detail.key === 'payout_export');
+    await waitUntil(async () => (await abandoned()) !== undefined, "the resumed worker to give up the announcement's claim", 30_000);
+    expect(dms(payoutsDm)).toHaveLength(1);
+    // Given up before its send, not at its commit after sending.
+    expect(String((await abandoned())?.detail.message)).toMatch(/no longer this worker's .*sends nothing/);
+    await waitUntil(async () => {
+      const { rows } = await e.ctx.pool.query(`SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = $1::bigint AND kind = 'announce' AND status = 'done'`, [backfill.id]);
+      return rows.length === 2;
+    }, 'both announcements to be done', 30_000);
+    expect(dms(payoutsDm)).toHaveLength(1);
+    expect(dms(settleDm)).toHaveLength(1);
+    expect(emulator.messagesIn(payoutsDm)).toHaveLength(1);
+    const { rows: intents } = await e.ctx.pool.query<{ ts: string | null }>(`SELECT ts FROM backfill.message_intents WHERE intent = $1::text`, [`bf${backfill.id}:announce:payout_export`]);
+    expect(intents).toEqual([{ ts: dms(payoutsDm)[0]?.response.ts }]);
   }, 150_000);
 });

@@ -10,11 +10,12 @@ import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { withTransaction } from '../../src/db/pool.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
-import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
+import { approvedNight15, countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((h) => `2026-11-15T${h}:00Z`);
 const dayTotal = `SELECT sum(amount_base)::text AS t, count(*)::int AS n FROM warehouse.orders WHERE partition_hour >= '2026-11-15' AND partition_hour < '2026-11-16'`;
+const canaryRows = 'SELECT order_id::text AS id, amount_base::text AS amount FROM warehouse.orders WHERE partition_hour = $1 ORDER BY order_id';
 
 let engine: TestEngine | undefined;
 afterEach(async () => {
@@ -27,12 +28,15 @@ async function kinds(e: TestEngine, id: number): Promise<string[]> {
 }
 
 describe('stop and the fence', () => {
+  // The fence here is the state check of checkClaim: the stop moved the backfill to stopped under its row lock,
+  // and the publish's commit check, reading the state under the same lock, refuses (WrongState, write_fenced).
   it('refuses the commit of a worker that was already publishing when the backfill was stopped; live data untouched', async () => {
     engine = await createTestEngine();
     const e = engine;
     const id = await approvedNight15(e.ctx, 'recovery test');
     for (const key of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key })).toBe('done');
     const before = (await e.ctx.pool.query(dayTotal)).rows[0];
+    const canaryBefore = (await e.ctx.pool.query(canaryRows, [HOURS[0]])).rows;
     // The worker publishing the canary has done its writes when the stop lands; it then reaches its commit.
     const outcome = await executeStep({
       ...e.ctx,
@@ -41,13 +45,20 @@ describe('stop and the fence', () => {
     expect(outcome).toBe('not_runnable');
     expect((await e.ctx.pool.query(dayTotal)).rows[0]).toEqual(before);
     expect(before?.t).toBe('1284310.55');
-    const { rows } = await e.ctx.pool.query('SELECT state, stopped_by, stop_reason, generation, fenced_generation FROM backfill.backfills WHERE id = $1', [id]);
-    expect(rows[0]).toEqual({ state: 'stopped', stopped_by: OPERATOR, stop_reason: 'wrong step version deployed', generation: 1, fenced_generation: 1 });
+    // The partition it was publishing holds exactly the rows it held, none of them saved as replaced, no generation recorded.
+    expect((await e.ctx.pool.query(canaryRows, [HOURS[0]])).rows).toEqual(canaryBefore);
+    expect(await countRows(e.ctx, 'SELECT 1 FROM bf_orders.saved WHERE bf_backfill = $1', [id])).toBe(0);
+    expect(await countRows(e.ctx, 'SELECT 1 FROM backfill.partition_generations WHERE backfill_id = $1', [id])).toBe(0);
+    const { rows: step } = await e.ctx.pool.query(`SELECT status FROM backfill.backfill_steps WHERE backfill_id = $1 AND kind = 'publish' AND step_key = $2`, [id, HOURS[0]]);
+    expect(step[0]).toEqual({ status: 'skipped' });
+    const { rows } = await e.ctx.pool.query('SELECT state, stopped_by, stop_reason FROM backfill.backfills WHERE id = $1', [id]);
+    expect(rows[0]).toEqual({ state: 'stopped', stopped_by: OPERATOR, stop_reason: 'wrong step version deployed' });
     // Nothing else of it runs: its remaining steps are skipped, and a late delivery of one does nothing.
     expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: HOURS[1] as string })).toBe('already_done');
     const timeline = await kinds(e, id);
     expect(timeline).toContain('stopped');
-    expect(timeline).toContain('write_fenced');
+    const fenced = (await listEvents(e.ctx.pool, id)).find((event) => event.kind === 'write_fenced');
+    expect(fenced?.detail.message).toBe(`backfill #${id} is stopped: publish ${HOURS[0]} does not commit, and its writes are rolled back`);
     expect(timeline.filter((k) => k === 'staged')).toHaveLength(6);
     expect(timeline).not.toContain('recomputed');
   });
@@ -145,7 +156,7 @@ describe('rollback', () => {
     await e.ctx.pool.query(`UPDATE warehouse.orders SET amount_base = amount_base + 1 WHERE order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = '2026-11-15T07:00Z')`);
     const before = (await e.ctx.pool.query(dayTotal)).rows[0];
     await expect(rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR }))
-      .rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.WrongState) && /2026-11-15 07:00: written since the publish .* restoring would lose those writes/s.test(err.message));
+      .rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.WrongState) && /2026-11-15 07:00: another writer changed rows this backfill's publish wrote \(of its 60 rows: 1 changed; order_id \d+ \(changed\)\), and restoring would lose those writes/.test(err.message));
     expect((await e.ctx.pool.query(dayTotal)).rows[0]).toEqual(before);
     expect((await e.ctx.pool.query('SELECT state FROM backfill.backfills WHERE id = $1', [id])).rows[0].state).toBe('done');
   });

@@ -211,7 +211,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     await e.ctx.pool.query(`UPDATE warehouse.orders SET amount_base = amount_base + 1 WHERE partition_hour = $1 AND order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = $1)`, [hourKey('07')]);
     const refusal = await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR }).catch((error: unknown) => error);
     expect(isBackfillError(refusal, ErrorCode.WrongState)).toBe(true);
-    expect((refusal as Error).message).toMatch(/2026-11-15 07:00: written since the publish by another writer/);
+    expect((refusal as Error).message).toMatch(/2026-11-15 07:00: another writer changed rows this backfill's publish wrote \(of its 60 rows: 1 changed; order_id \d+ \(changed\)\)/);
     expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => p.oid)).toEqual(published.map((p) => p.oid));
   });
 

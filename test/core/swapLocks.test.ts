@@ -62,14 +62,14 @@ async function waiterOn(e: TestEngine, table: string): Promise<{ pid: number; ho
  * Another person's session reads an hour the publish does not touch, then writes one (rolled back), each with
  * a short statement_timeout: neither may wait behind the swap for longer than one of its tries.
  */
-async function otherHourIsServed(client: pg.Client): Promise<number> {
+async function otherHourIsServed(client: pg.Client, hh = '08'): Promise<number> {
   await client.query(`SET statement_timeout = '${OTHER_READER_TIMEOUT}'`);
-  const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM warehouse.orders WHERE partition_hour = $1', [hourKey('08')]);
+  const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM warehouse.orders WHERE partition_hour = $1', [hourKey(hh)]);
   await client.query('BEGIN');
   try {
     await client.query(
       `INSERT INTO warehouse.orders (partition_hour, order_id, shard, merchant_id, currency, amount_local, fx_rate, amount_base)
-       VALUES ($1, 990777, 1, 7, 'SEK', 100.00, 0.1, 10.00)`, [hourKey('08')]);
+       VALUES ($1, 990777, 1, 7, 'SEK', 100.00, 0.1, 10.00)`, [hourKey(hh)]);
   } finally {
     await client.query('ROLLBACK');
   }
@@ -270,5 +270,46 @@ describe('the locks of a publish by swap', { timeout: 120_000 }, () => {
     await analyst.query('COMMIT');
     expect((await rollback.promise).restored).toHaveLength(6);
     expect(await liveOid(e, '05')).not.toBe(published);
+  });
+
+  it('a reader of warehouse.orders that arrives while the rollback holds writers out makes it give the target back: writers of another hour get through while it waits, and the wait is reported', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'swap lock test');
+    const settled = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(settled.backfill.state).toBe('done');
+    const published = await liveOid(e, '05');
+    // The rollback's checks read the keys the publish wrote: held here, they keep it inside its window with the
+    // target EXCLUSIVE (writers out, readers in) until the test has let a report in.
+    const written = `bf_orders.p2026111505_b${id}_written`;
+    const gate = await connect(e, 'swap-locks-gate');
+    await gate.query('BEGIN');
+    await gate.query(`LOCK TABLE ${written} IN ACCESS EXCLUSIVE MODE`);
+    const report = await connect(e, 'swap-locks-arriving-report');
+    const other = await connect(e, 'swap-locks-other-hour');
+
+    const rollback = tracked(rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'swap lock test' }));
+    let waiting: { pid: number; holdsTarget: boolean } | undefined;
+    await waitUntil(async () => (waiting = await waiterOn(e, written)) !== undefined, 'the rollback to check with writers out', PATIENCE_MS);
+    expect(waiting?.holdsTarget).toBe(true);
+    await report.query('BEGIN');
+    await report.query('SELECT count(*) FROM warehouse.orders WHERE partition_hour = $1', [hourKey('06')]);
+    await gate.query('COMMIT');
+
+    // The report holds warehouse.orders for as long as the test likes: the rollback's catalog locks wait for it,
+    // and meanwhile a writer of an hour the rollback does not touch (12:00) gets through, again and again.
+    for (let round = 1; round <= 3; round += 1) {
+      await waitUntil(async () => (await waiterOn(e, 'warehouse.orders')) !== undefined, 'the rollback to wait for the report', PATIENCE_MS);
+      expect(await otherHourIsServed(other, '12')).toBeGreaterThan(0);
+    }
+    expect(rollback.settled()).toBe(false);
+    expect(await liveOid(e, '05')).toBe(published);
+
+    await report.query('COMMIT');
+    expect((await rollback.promise).restored).toHaveLength(6);
+    expect(await liveOid(e, '05')).not.toBe(published);
+    const rolledBack = (await listEvents(e.ctx.pool, id)).find((ev) => ev.kind === 'rolled_back')?.detail as { lockWaitMs?: number; lockTries?: number } | undefined;
+    expect(rolledBack?.lockTries).toBeGreaterThan(1);
+    expect(rolledBack?.lockWaitMs).toBeGreaterThan(0);
   });
 });

@@ -43,7 +43,7 @@ export function isRawDatabaseMessage(message: string): boolean {
 export async function fingerprint(system: ModelSystem): Promise<string> {
   const { rows } = await system.ctx.pool.query<{ f: string }>(
     `SELECT md5(coalesce(string_agg(x, '|' ORDER BY x), '')) AS f FROM (
-       SELECT concat_ws(',', 'b', id, state, generation, fenced_generation, paused_reason) FROM backfill.backfills
+       SELECT concat_ws(',', 'b', id, state, generation, paused_reason) FROM backfill.backfills
        UNION ALL SELECT concat_ws(',', 's', backfill_id, kind, step_key, status) FROM backfill.backfill_steps
        UNION ALL SELECT concat_ws(',', 't', backfill_id, partition_hour, status, accepted_by) FROM backfill.backfill_targets
        UNION ALL SELECT concat_ws(',', 'a', backfill_id, consumer) FROM backfill.acknowledgements

@@ -12,7 +12,7 @@ import { findOverlappingActive } from '../../src/db/backfills.js';
 import type { BackfillState } from '../../src/core/engine/stateMachine.js';
 import { dispatch, removeQueuedJobs } from '../../src/queue/stepQueue.js';
 import { FAULTY_METHODS, type FaultKind, type FaultyMethod } from '../support/modelMessenger.js';
-import { insertLateRow, MODEL_HOURS, OPERATOR, partitionRows, type ModelSystem } from '../support/modelSystem.js';
+import { insertLateRow, MODEL_HOURS, offerStatement, OPERATOR, partitionRows, type ModelSystem } from '../support/modelSystem.js';
 import { checkCheapInvariants, compareRows, fingerprint, InvariantViolation, requireExplainedRefusal } from './checks.js';
 import { recoverStalled, runOneJob, runTwoJobsTogether } from './jobs.js';
 import {
@@ -223,13 +223,21 @@ export async function rollbackModelBackfill(model: Model, system: ModelSystem, b
   const first = b.hours[0];
   const last = b.hours.at(-1);
   const inFlight = first && last ? await findOverlappingActive(system.ctx.pool, 'orders', new Date(first), new Date(last), b.id) : undefined;
-  const result = await asPerson(model, system, `rollback #${b.id}`, () => rollbackBackfill(system.ctx, { backfillId: b.id, actor: OPERATOR }));
+  const result = await asPerson(model, system, `rollback #${b.id}`,
+    () => rollbackBackfill(system.ctx, { backfillId: b.id, actor: OPERATOR }, { afterStatement: async () => offerStatement(system.rollbackStatements, undefined) }));
+  // Rows another writer committed between the rollback's statements (or, held by a swap's lock, right after it).
+  await Promise.all(system.landing.splice(0));
+  const landed = system.firedLate.splice(0);
   if (result.ok) {
     if (standing) throw new InvariantViolation(`the rollback of #${b.id} went through although #${standing.backfillId} published ${standing.hour} after it`);
     recordRollback(model, b);
+    for (const late of landed) recordLateRow(model, late);
     for (const hour of b.published.keys()) compareRows(hour, await partitionRows(system.ctx.pool, hour), expectedOf(model, hour), `right after the rollback of #${b.id}`);
     await kick(system, b.id);
-  } else if (state && ROLLBACK_STATES.includes(state) && b.published.size > 0 && !b.rolledBack && !standing && !inFlight) {
+  } else {
+    for (const late of landed) recordLateRow(model, late);
+  }
+  if (!result.ok && state && ROLLBACK_STATES.includes(state) && b.published.size > 0 && !b.rolledBack && !standing && !inFlight) {
     throw new InvariantViolation(`the rollback of #${b.id} (${state}, ${b.published.size} partition(s) published, no later generation standing, ` +
       `nothing else in flight over its hours) was refused: ${result.message}`);
   }
@@ -299,6 +307,40 @@ class LateRowCommand implements ModelCommand {
   }
   toString(): string {
     return `lateRow(${MODEL_HOURS[this.hourIndex]?.slice(11, 16)}${this.duringPublish ? ', during its publish' : ''})`;
+  }
+}
+
+/**
+ * Another writer commits a row into a target hour right after the n-th statement of the next publish of that
+ * hour, or of the next rollback: in every window of both, on both target shapes. A write the publish's or the
+ * rollback's locks hold up lands right after its commit (from a connection of its own, as during a publish).
+ */
+class LateRowBetweenStatementsCommand implements ModelCommand {
+  constructor(readonly hourIndex: number, readonly phase: 'publish' | 'rollback', readonly statement: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: Model, system: ModelSystem): Promise<void> {
+    const hour = MODEL_HOURS[this.hourIndex] as string;
+    model.clock += 1;
+    let seen = 0;
+    const actions = this.phase === 'publish' ? system.publishStatements : system.rollbackStatements;
+    actions.push(async (publishing) => {
+      if (this.phase === 'publish' && publishing !== hour) return false;
+      seen += 1;
+      if (seen < this.statement) return false;
+      model.stats.statementWrites += 1;
+      const landing = withOwnConnection(system, (client) => insertLateRow(system, hour, client))
+        .then((late) => system.firedLate.push({ ...late, duringPublish: true }));
+      system.landing.push(landing);
+      await Promise.race([landing, sleep(300)]);
+      return true;
+    });
+    note(model, `a late row will land in ${hour} after statement ${this.statement} of the next ${this.phase}${this.phase === 'publish' ? ' of that hour' : ''}`);
+    await checkCheapInvariants(model, system);
+  }
+  toString(): string {
+    return `lateRowAfterStatement(${MODEL_HOURS[this.hourIndex]?.slice(11, 16)}, ${this.phase}, ${this.statement})`;
   }
 }
 
@@ -537,6 +579,11 @@ export const modelCommands: fc.Arbitrary<ModelCommand> = fc.oneof(
   { weight: 2, arbitrary: backfillIndex.map((i) => new RollbackCommand(i)) },
   { weight: 3, arbitrary: fc.tuple(hourIndex, fc.constantFrom<'amount' | 'withdraw'>('amount', 'withdraw')).map(([h, c]) => new ChangeSourceCommand(h, c)) },
   { weight: 3, arbitrary: fc.tuple(hourIndex, fc.boolean()).map(([h, d]) => new LateRowCommand(h, d)) },
+  {
+    weight: 3,
+    arbitrary: fc.tuple(hourIndex, fc.constantFrom<'publish' | 'rollback'>('publish', 'rollback'), fc.integer({ min: 1, max: 40 }))
+      .map(([h, p, n]) => new LateRowBetweenStatementsCommand(h, p, n)),
+  },
   { weight: 2, arbitrary: fc.constant(null).map(() => new KillWorkerCommand()) },
   { weight: 1, arbitrary: fc.constant(null).map(() => new StalledCheckCommand()) },
   { weight: 1, arbitrary: fc.constant(null).map(() => new LeaseExpiresCommand()) },

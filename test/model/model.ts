@@ -72,6 +72,8 @@ export interface ModelStats {
   redisEmptied: number;
   /** Actions taken at a publish's seam (a late row, a stop, another job, while the publish waits to commit). */
   seamActions: number;
+  /** Late rows written between two statements of a publish or a rollback. */
+  statementWrites: number;
 }
 
 export function newModel(initial: Map<string, RowMap>, settlePolicy: SettlePolicy): Model {
@@ -84,7 +86,7 @@ export function newModel(initial: Map<string, RowMap>, settlePolicy: SettlePolic
     publishSeq: 0,
     settlePolicy,
     journal: [],
-    stats: { jobs: 0, refusals: 0, publishes: 0, rollbacks: 0, lateRows: 0, killed: 0, claimsTaken: 0, redisEmptied: 0, seamActions: 0 },
+    stats: { jobs: 0, refusals: 0, publishes: 0, rollbacks: 0, lateRows: 0, killed: 0, claimsTaken: 0, redisEmptied: 0, seamActions: 0, statementWrites: 0 },
   };
 }
 

@@ -147,7 +147,7 @@ describe('outside text in Slack and on a terminal', () => {
 
   it('the notices in the incident channel escape the reason and the consumer, not the actor', () => {
     const notices = [
-      stoppedNotice(OPERATOR, 1, REASON, 1, 0), continuedNotice(OPERATOR, 1, [], REASON), overriddenNotice(OPERATOR, 1, REASON),
+      stoppedNotice(OPERATOR, 1, REASON, 0), continuedNotice(OPERATOR, 1, [], REASON), overriddenNotice(OPERATOR, 1, REASON),
       cancelledNotice(OPERATOR, 1, REASON), heldNotice(OWNERS.settlementLead, 1, NAMES.settlement_report ?? ''),
     ];
     for (const notice of notices) {

@@ -269,6 +269,25 @@ describe('429s are a schedule', () => {
     expect(slack.messagesIn(DM)).toHaveLength(0);
     expect(posts().map((a) => a.status)).toEqual([429]);
   });
+
+  it('the sender confirms it may still send right before every try, after each wait too; a refusal posts nothing', async () => {
+    slack.rateLimit('chat.postMessage', 2, 0);
+    const asked: number[] = [];
+    await messenger.announce(ownerMessage('announce'), { waitOutRateLimit: async () => undefined, confirmSending: async () => { asked.push(posts().length); } });
+    // Asked before the first try and before each of the two after a 429, each time with nothing more posted since.
+    expect(asked).toEqual([0, 1, 2]);
+    expect(posts().map((a) => a.status)).toEqual([429, 429, 200]);
+
+    slack.rateLimit('chat.postMessage', 1, 0);
+    const lost = new BackfillError(ErrorCode.ClaimLost, 'the step was taken over while this worker was stopped');
+    let confirmed = 0;
+    const failure = await caught(messenger.announce(ownerMessage('notify'), {
+      waitOutRateLimit: async () => undefined,
+      confirmSending: async () => { confirmed += 1; if (confirmed > 1) throw lost; },
+    }));
+    expect(failure).toBe(lost);
+    expect(posts().map((a) => a.status)).toEqual([429, 429, 200, 429]);
+  });
 });
 
 describe('permanent Slack errors are facts', () => {

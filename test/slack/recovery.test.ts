@@ -61,12 +61,12 @@ describe('recovering a backfill from Slack', () => {
     await waitUntil(async () => (await delayedReminders()) === 2, 'the delayed reminders');
     expect((await harness.command('stop 1')).reply).toMatch(/Usage: `\/backfill stop <id> <reason>`/);
     expect((await harness.command('stop 1 the owners want the whole week redone instead')).reply).toBe('Backfill #1 stopped and fenced.');
-    await waitUntil(() => channelTexts(harness).some((t) => t.includes('stopped backfill #1: the owners want the whole week redone instead. Generation 1 is fenced')), 'the stop notice');
-    expect(channelTexts(harness).find((t) => t.includes('Generation 1 is fenced'))).toContain('2 queued job(s) removed');
+    await waitUntil(() => channelTexts(harness).some((t) => t.includes('stopped backfill #1: the owners want the whole week redone instead. It is fenced')), 'the stop notice');
+    expect(channelTexts(harness).find((t) => t.includes('It is fenced'))).toContain('2 queued job(s) removed');
     expect(await delayedReminders()).toBe(0);
     expect(await state(harness)).toBe('stopped');
-    const row = await harness.engine.ctx.pool.query('SELECT fenced_generation, stopped_by FROM backfill.backfills WHERE id = 1');
-    expect(row.rows[0]).toEqual({ fenced_generation: 1, stopped_by: 'U07ONCALL' });
+    const row = await harness.engine.ctx.pool.query('SELECT stopped_by FROM backfill.backfills WHERE id = 1');
+    expect(row.rows[0]).toEqual({ stopped_by: 'U07ONCALL' });
     // Acknowledging a stopped backfill changes nothing.
     const late = await harness.press(ActionId.Acknowledge, encodeButtonValue({ backfillId: 1, consumer: 'settlement_report' }), OWNERS.settlementLead);
     expect(late.reply).toMatch(/stopped \(fenced\); acknowledgements are taken only while it is announced or held/);

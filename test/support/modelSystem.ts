@@ -40,6 +40,12 @@ export interface LateRow {
 /** Acts at the publish seam of (backfill, hour); returns false to wait for another publish. */
 export type SeamAction = (backfillId: number, hour: string) => Promise<boolean>;
 
+/**
+ * Acts after a statement of a publish (its hour given) or of a rollback (no hour): returns false to wait for a
+ * later statement. Each action counts the statements it is offered, so it lands between two given ones.
+ */
+export type StatementAction = (hour: string | undefined) => Promise<boolean>;
+
 /** A job taken from Redis by a worker that then died: its lock is never renewed nor released. */
 export interface AbandonedJob {
   job: Job;
@@ -89,6 +95,10 @@ export interface ModelSystem {
    * checks): each is offered every publish until it says it fired.
    */
   seam: SeamAction[];
+  /** One-shot actions after a statement of a publish (any statement, not only the last). */
+  publishStatements: StatementAction[];
+  /** One-shot actions after a statement of the next rollback. */
+  rollbackStatements: StatementAction[];
   /** Late rows the seam wrote since the model last looked. */
   firedLate: LateRow[];
   /** Late rows a seam is writing: on a target published by swap they wait for the publish to commit. */
@@ -160,6 +170,8 @@ export async function createModelSystem(options: { waveSize: number; target: Mod
     abandoned: [],
     deadClaims: [],
     seam: [],
+    publishStatements: [],
+    rollbackStatements: [],
     firedLate: [],
     landing: [],
     target: options.target,
@@ -185,10 +197,18 @@ export async function createModelSystem(options: { waveSize: number; target: Mod
         if (await action(backfillId, hour.toISOString())) system.seam.splice(system.seam.indexOf(action), 1);
       }
     },
+    afterStatement: async (_backfillId: number, hour: Date) => offerStatement(system.publishStatements, hour.toISOString()),
   };
   const processor = createStepProcessor(system.ctx, system.queue);
   system.process = processor;
   return system;
+}
+
+/** Offers one statement to the waiting actions; those that fired are done. */
+export async function offerStatement(actions: StatementAction[], hour: string | undefined): Promise<void> {
+  for (const action of [...actions]) {
+    if (await action(hour)) actions.splice(actions.indexOf(action), 1);
+  }
 }
 
 async function schemaFeatures(db: pg.Pool): Promise<SchemaFeatures> {

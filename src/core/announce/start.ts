@@ -1,5 +1,6 @@
 import { findOverlappingActive, insertBackfill, requireBackfill, setPreviewedBy, type BackfillRow } from '../../db/backfills.js';
 import { insertBackfillConsumer } from '../../db/backfillConsumers.js';
+import { lockCatalogShared } from '../../db/catalog.js';
 import { recordEvent } from '../../db/events.js';
 import { withTransaction, type PoolClient } from '../../db/pool.js';
 import { insertBackfillSignoff } from '../../db/signatures.js';
@@ -8,6 +9,7 @@ import { insertTargets } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { approveIfGateOpen } from './gate.js';
+import { freezeCatalog } from '../catalog/frozen.js';
 import { ensureRowStore } from '../recompute/rowStore.js';
 import { recordSize } from '../identify/sizing.js';
 import { announcementsFor, buildPlan, checkFrozenPlan, previewTotals, withPreview, type BackfillRequest, type Plan } from '../identify/plan.js';
@@ -22,8 +24,8 @@ export interface StartResult {
 /**
  * Creates the backfill and announces it. In one transaction, before anything is deleted: the log row with
  * total_before and announced_at, the targets with what each partition holds now, the readers with their
- * generated announcements, the signed figures in scope, and the timeline. If nobody must acknowledge first,
- * the gate opens in the same transaction.
+ * generated announcements, the signed figures in scope, the catalog fields it runs (frozen: src/core/catalog/frozen.ts),
+ * and the timeline. If nobody must acknowledge first, the gate opens in the same transaction.
  */
 export async function startBackfill(ctx: EngineContext, request: BackfillRequest): Promise<StartResult> {
   const unpreviewed = await buildPlan(ctx, request, { preview: false });
@@ -31,6 +33,8 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
   const { pipeline, identified } = unpreviewed;
   try {
     return await withTransaction(ctx.pool, async (tx) => {
+      // No catalog apply lands between the freeze below and this commit: it waits, then sees this backfill in flight.
+      await lockCatalogShared(tx);
       const id = await insertBackfillRow(tx, unpreviewed, request, ctx.config.CAPACITY_LIMIT);
       // The preview runs once, here: its per-key rows become the envelope in the same statements.
       await ensureRowStore(tx, pipeline);
@@ -41,6 +45,8 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       await insertTargets(tx, plan.pipeline, id, plan.expected);
       const announcements = announcementsFor(plan, request, id);
       await insertReaders(tx, id, plan, announcements);
+      // What it previewed and announces is what it runs: the step, the shard rule and the readers' re-triggers.
+      await freezeCatalog(tx, id, plan);
       await insertSignedFigures(tx, id, plan);
       // The plan this backfill runs, on its own timeline (a separate `plan` call is only an audit event).
       await recordEvent(tx, {

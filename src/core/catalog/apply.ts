@@ -8,6 +8,7 @@ import { insertWatermarkIfNone } from '../../db/watermarks.js';
 import type { Config } from '../../config.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { ACTIVE_STATES } from '../engine/stateMachine.js';
+import { catalogChangesUnder } from './frozen.js';
 import { catalogRows, diffCatalog, type CatalogChange, type CatalogPlan } from './plan.js';
 import { parseCatalogText, type Catalog } from './schema.js';
 
@@ -20,8 +21,10 @@ import { parseCatalogText, type Catalog } from './schema.js';
 //     owner's acknowledgement and its rollback need the row. Refused, naming the backfills.
 //   - a consumer or pipeline the record refers to (reads, signatures, finished backfills, the partition log):
 //     the history keeps its names. Refused, naming the table; keep it in the file.
-// A change (a new owner, a fixed re-trigger) is applied even while a backfill runs: that is how an operator
-// repairs a replay that cannot reach its consumer.
+// A change is applied even while a backfill runs (a new owner, a delegate, another pipeline), except to what a
+// backfill in flight froze when it was started: its pipeline's step query and shard rule and its consumers'
+// re-triggers (frozen.ts). It runs what was previewed and acknowledged; a change to those is refused, naming
+// the backfill, until it is done or stopped, and a backfill started after the apply runs the new definition.
 
 export interface CatalogInput {
   /** The file's text (YAML), and where it came from, for messages. */
@@ -62,7 +65,17 @@ async function removeUnreferenced(tx: PoolClient, consumers: string[], pipelines
   return refusals;
 }
 
-/** Writes the difference in the order the foreign keys need; returns the removals that were refused. */
+/**
+ * Each backfill in flight whose frozen fields the written difference changes, as a refusal: after the writes, in
+ * the same transaction, so what is compared is exactly what the apply would leave.
+ */
+async function frozenFieldRefusals(tx: PoolClient): Promise<string[]> {
+  return (await catalogChangesUnder(tx, ACTIVE_STATES)).map(({ frozen, changed }) =>
+    `backfill #${frozen.backfillId} of ${frozen.pipeline} is ${frozen.state} and runs what it announced, so its ${changed.join(', ')} cannot change now: ` +
+    `wait until it is done, or stop it (\`stop ${frozen.backfillId} <reason>\`), then apply; a backfill started after that runs the new definition`);
+}
+
+/** Writes the difference in the order the foreign keys need; returns the removals and changes that were refused. */
 async function writeDifference(tx: PoolClient, wanted: CatalogRows, plan: CatalogPlan, actor: string): Promise<string[]> {
   const touched = (entity: CatalogChange['entity']) => new Set([...namesOf(plan.changes, entity, 'add'), ...namesOf(plan.changes, entity, 'change')]);
   const pipelines = touched('pipeline');
@@ -82,7 +95,8 @@ async function writeDifference(tx: PoolClient, wanted: CatalogRows, plan: Catalo
   const removedConsumers = namesOf(plan.changes, 'consumer', 'remove');
   const removedPipelines = namesOf(plan.changes, 'pipeline', 'remove');
   const refusals = await unfinishedRefusals(tx, removedConsumers, removedPipelines);
-  return [...refusals, ...(await removeUnreferenced(tx, removedConsumers, removedPipelines))];
+  const unreferenced = await removeUnreferenced(tx, removedConsumers, removedPipelines);
+  return [...refusals, ...unreferenced, ...(await frozenFieldRefusals(tx))];
 }
 
 /** Diffs and writes inside the caller's transaction; the caller commits (apply) or rolls back (plan). */

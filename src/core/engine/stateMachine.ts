@@ -21,7 +21,8 @@ import { BackfillError, ErrorCode } from '../../errors.js';
  * failed: a step ran out of attempts; the failure names it. cancelled: stopped before it ran.
  * paused: a canary or wave showed a difference the plan did not predict (or duplicate keys): the expansion
  *   stopped with both generations kept; an operator continues (accepting it) or rolls back.
- * stopped: an operator fenced it: queued jobs removed, no write of its generation may commit any more.
+ * stopped: an operator fenced it: queued jobs removed, no write of it commits any more (each step's commit
+ *   reads this state under the row lock the stop took).
  * rolling_back → rolled_back: the preserved rows were restored in one transaction; consumers replay again.
  *
  * Each move is one UPDATE … WHERE state = ANY(expected), so two processes cannot make the same move twice,

@@ -16,8 +16,10 @@ import { fileBackfillCost } from '../file/costs.js';
 const WORKER = `${hostname()}:${process.pid}`;
 
 // Claims: a worker owns a step while its token is on the row and its lease holds. Every commit of a step's
-// effect re-reads the backfill (the fence) and then the step (the claim) under row locks, in that order —
-// the order every transaction that moves steps takes them in, so they queue instead of deadlocking.
+// effect re-reads the backfill's state and then the step's token under row locks, in that order (checkClaim) —
+// the order every transaction that moves steps takes them in, so they queue instead of deadlocking. Those two
+// reads are the fence: a stop or pause moves the state under the same row lock, a takeover replaces the token
+// (and ends the old holder's session), so a late write either committed before them or sees them and rolls back.
 
 const ENGINE = 'backfill-bot';
 
@@ -85,17 +87,17 @@ export function keepClaim(pool: Pool, ref: StepRef, token: string, leaseMs: numb
 }
 
 /**
- * The commit check of a step's transaction: the backfill is still where the step belongs and its run is not
- * fenced (a WrongState error carrying the state), and this worker still holds the claim (ClaimLost).
- * Takes the backfill row lock, then the step row lock.
+ * The commit check of a step's transaction, and the fence: the backfill is still in a state the step runs in,
+ * read under its row lock (a WrongState error carrying the state: stopped, paused, failed…), and this worker
+ * still holds the claim, its token read under the step's row lock (ClaimLost: another worker took it over
+ * after its lease ran out). Takes the backfill row lock, then the step row lock.
  */
-export async function checkClaim(tx: PoolClient, ref: StepRef, token: string, options: { writes?: boolean } = {}): Promise<BackfillRow> {
+export async function checkClaim(tx: PoolClient, ref: StepRef, token: string): Promise<BackfillRow> {
   const backfill = await requireBackfill(tx, ref.backfillId, { forUpdate: true });
-  const fenced = options.writes === true && backfill.fencedGeneration >= backfill.generation;
-  if (fenced || !specOf(ref).runsIn.includes(backfill.state)) {
+  if (!specOf(ref).runsIn.includes(backfill.state)) {
     throw new BackfillError(ErrorCode.WrongState,
-      `backfill #${ref.backfillId} is ${backfill.state}${fenced ? ` and its run ${backfill.generation} is fenced` : ''}: ${ref.kind} ${ref.key} does not commit, and its writes are rolled back`,
-      { details: { state: backfill.state, fenced } });
+      `backfill #${ref.backfillId} is ${backfill.state}: ${ref.kind} ${ref.key} does not commit, and its writes are rolled back`,
+      { details: { state: backfill.state } });
   }
   const step = await lockStepClaim(tx, ref);
   if (step?.status !== 'running' || step.token !== token) {
@@ -111,8 +113,8 @@ export async function checkClaim(tx: PoolClient, ref: StepRef, token: string, op
  * undeliverable) and advances the backfill when a phase is complete.
  */
 export async function finishStep(tx: PoolClient, ref: StepRef, token: string, result: Record<string, unknown>,
-  options: { status?: 'done' | 'undeliverable'; writes?: boolean } = {}): Promise<BackfillRow> {
-  const backfill = await checkClaim(tx, ref, token, { writes: options.writes ?? false });
+  options: { status?: 'done' | 'undeliverable' } = {}): Promise<BackfillRow> {
+  const backfill = await checkClaim(tx, ref, token);
   await markStepFinished(tx, ref, options.status ?? 'done', result);
   await advanceBackfill(tx, ref.backfillId);
   // A step of a finished backfill (an after-run message, the diff post) adds to its cost: filed again, whole.

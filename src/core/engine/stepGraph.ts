@@ -19,8 +19,8 @@ import type { BackfillState } from './stateMachine.js';
  * The SQL of those derivations (which steps may run, which a phase exit still waits on) is built from these
  * tables in src/db/steps.ts; this file holds no SQL.
  *
- * A claim is a token written by compare-and-set; the step's own transaction checks it (and the backfill's
- * fence) right before commit, so a second copy of a running step cannot claim it and a worker whose claim was
+ * A claim is a token written by compare-and-set; the step's own transaction checks it (after the backfill's
+ * state, under its row lock: together the fence) right before commit, so a second copy of a running step cannot claim it and a worker whose claim was
  * taken over (its lease ran out) or revoked (pause, stop) commits nothing. done, undeliverable, failed and
  * skipped are final.
  */

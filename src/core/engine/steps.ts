@@ -19,6 +19,7 @@ import { parseRetrigger, runRemoteRetrigger, runSqlRetrigger, type ReplayJobs } 
 import { claimStep, failClaimedStep, finishStep, keepClaim, releaseClaim, runClaimed, type ClaimOutcome } from './stepClaims.js';
 import { consumerOf, phaseOf, type StepRef } from './stepGraph.js';
 import { pauseForBreach, publishPartition, stagePartition, type PublishHooks } from '../recompute/stagePublish.js';
+import { pauseIfCatalogChanged } from './catalogGuard.js';
 import { transition } from './stateMachine.js';
 import { emitRunEvents } from '../lineage/emit.js';
 import { distinctDays, formatHour } from '../time.js';
@@ -54,7 +55,7 @@ const BODIES: Record<StepRef['kind'], StepBody> = {
 
 /**
  * Runs one step at least once, with effect exactly once: claimed by compare-and-set, its lease renewed while it
- * runs, and its effect committed in the transaction that checks the fence and the claim and marks it done.
+ * runs, and its effect committed in the transaction that checks the backfill's state and the claim (the fence) and marks it done.
  * A failed attempt gives the claim back (pending, for a retry) or, on the last attempt, fails the step and the
  * backfill; the error is rethrown for the queue.
  */
@@ -119,26 +120,35 @@ async function settleFailure(ctx: StepContext, ref: StepRef, token: string, erro
 }
 
 async function stage(ctx: StepContext, ref: StepRef, token: string): Promise<StepOutcome> {
-  await withTransaction(ctx.pool, async (tx) => {
+  const paused = await withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
+    // What it stages is what was announced: a catalog changed since pauses the backfill instead (catalogGuard.ts).
+    const pause = await pauseIfCatalogChanged(tx, ref, token, backfill);
+    if (pause > 0) return pause;
     const outcome = await stagePartition(tx, backfill, new Date(ref.key));
     await finishStep(tx, ref, token, { outcome });
+    return 0;
   });
-  return 'done';
+  if (paused === 0) return 'done';
+  await tellIncident(ctx, ref, () => ctx.messenger.reportReconciliation(ref.backfillId, intentKey(ref.backfillId, 'paused', String(paused))));
+  return 'blocked';
 }
 
 /**
  * Publishes one partition. A partition outside its announced envelope (and not accepted by name) pauses the
  * backfill instead, in one transaction with the breach and the blocking of every step the pause catches
- * running; the reconciliation then goes to the incident thread.
+ * running; the reconciliation then goes to the incident thread. So does a catalog changed since the backfill
+ * was announced, before anything is written (catalogGuard.ts).
  */
 async function publish(ctx: StepContext, ref: StepRef, token: string): Promise<StepOutcome> {
   const outcome = await withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, ref.backfillId);
+    const catalogPause = await pauseIfCatalogChanged(tx, ref, token, backfill);
+    if (catalogPause > 0) return { paused: catalogPause, rows: 0, pipeline: backfill.pipeline };
     const result = await publishPartition(tx, backfill, new Date(ref.key), ctx.hooks);
     if (result.kind === 'breach') return { paused: await pauseForBreach(tx, ref, token, result.reason), rows: 0, pipeline: backfill.pipeline };
     // A publish by swap's result keeps what it cost beside its outcome: the catalog changes, and the real lock wait before them.
-    await finishStep(tx, ref, token, { outcome: result.kind, generation: result.generation ?? null, ...(result.kind === 'published' ? result.swap : {}) }, { writes: true });
+    await finishStep(tx, ref, token, { outcome: result.kind, generation: result.generation ?? null, ...(result.kind === 'published' ? result.swap : {}) });
     // From its first publish on, the backfill holds its hours until it finishes or is rolled back.
     if (result.kind === 'published') await markPublishedAny(tx, ref.backfillId);
     return { paused: 0, rows: result.kind === 'published' ? result.rows : 0, pipeline: backfill.pipeline };
@@ -160,7 +170,7 @@ async function moveWatermark(ctx: StepContext, ref: StepRef, token: string): Pro
     const to = from && from < backfill.watermarkResetTo ? from : backfill.watermarkResetTo;
     await upsertWatermark(tx, backfill.pipeline, to, `backfill #${backfill.id}`);
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'watermark_moved', detail: { from: from ? formatHour(from) : null, to: formatHour(to) } });
-    await finishStep(tx, ref, token, { from, to }, { writes: true });
+    await finishStep(tx, ref, token, { from, to });
   });
   return 'done';
 }
@@ -307,8 +317,9 @@ async function deliver<T>(ctx: StepContext, ref: StepRef, token: string, send: (
  * behind a one-a-second limit that is thousands), and an attempt count the queue keeps would have to be told
  * that these releases do not count. A waiting step holds a worker slot, but while Slack is the bottleneck a
  * free slot would post nothing more. What the release would have given (someone can see the wait, a stop
- * ends it) is kept: each wait is a row the gate shows (announce_retry_at), and after each wait the claim is
- * checked, so a stopped or taken-over step sends nothing more (ClaimLost).
+ * ends it) is kept: each wait is a row the gate shows (announce_retry_at), and before every send (the first,
+ * and each after a wait) the claim is confirmed in the database, so a stopped step, or one taken over while
+ * this worker was frozen in a wait longer than its lease, sends nothing more (ClaimLost).
  */
 function waitOutRateLimits(ctx: StepContext, ref: StepRef, token: string): DeliveryOptions {
   return {
@@ -318,8 +329,9 @@ function waitOutRateLimits(ctx: StepContext, ref: StepRef, token: string): Deliv
       // The status shows who is still being told; a refresh never throws, and is not waited for.
       void ctx.messenger.changed(ref.backfillId);
       await new Promise((resolve) => setTimeout(resolve, retryAfterSeconds * 1000));
-      await requireClaim(ctx, ref, token);
     },
+    // Asked by the messenger right before each try, after the wait: the wait may have outlasted the lease.
+    confirmSending: () => requireClaim(ctx, ref, token),
   };
 }
 
@@ -328,7 +340,7 @@ async function requireClaim(ctx: StepContext, ref: StepRef, token: string): Prom
   const step = await withTransaction(ctx.pool, (tx) => lockStepClaim(tx, ref));
   if (step?.status === 'running' && step.token === token) return;
   throw new BackfillError(ErrorCode.ClaimLost,
-    `${ref.kind} ${ref.key} of backfill #${ref.backfillId} is no longer this worker's (it is ${step?.status ?? 'gone'}) after waiting out Slack's rate limit: it sends nothing more`,
+    `${ref.kind} ${ref.key} of backfill #${ref.backfillId} is no longer this worker's (it is ${step?.status ?? 'gone'}): it sends nothing (a stop ended the step, or a worker that took it over delivers the message)`,
     { details: { status: step?.status } });
 }
 

@@ -2,12 +2,12 @@ import type { BackfillRow } from '../../db/backfills.js';
 import { countPauses, recordEvent } from '../../db/events.js';
 import { insertNextGeneration, insertPreservedPartition } from '../../db/lineage.js';
 import { markPartitionBackfilled } from '../../db/partitionLog.js';
-import { lockPartition, snapshotPartition, type PartitionSnapshot } from '../../db/partitions.js';
+import { lockPartition, rowsChecksum, snapshotPartition, type PartitionSnapshot } from '../../db/partitions.js';
 import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
-import type { PoolClient, Queryable } from '../../db/pool.js';
+import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
 import { againstPlan, reconcileByKey, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation } from '../../db/reconciliations.js';
-import { carryLateRows, insertRunRowsIntoTarget, keepBaselineKeys, saveAndDeletePrior, stageStepRows } from '../../db/rewrite.js';
+import { keepBaselineKeys, saveAndDeletePrior, stageStepRows, writeRunRows, type RowsWritten } from '../../db/rewrite.js';
 import { liveSource, preferHashJoins, runSource, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -29,7 +29,8 @@ import { formatHour } from '../time.js';
 //         the normal run: by rewrite (DELETE … RETURNING into the saved rows, INSERT … SELECT from staging)
 //         or by swap (DETACH the live partition into the store, ATTACH the staged table); rows that arrived
 //         after the baseline (late rows from normal ingestion) are carried into the published generation; and
-//         the fence is read inside that transaction just before it commits.
+//         the fence (the backfill's state, then the step's claim token, each under its row lock) is read inside
+//         that transaction just before it commits.
 
 const ENGINE = 'backfill-bot';
 
@@ -95,11 +96,13 @@ export type PublishOutcome = { kind: 'published'; generation: number; rows: numb
 /** Hooks for tests that must act between a publish's writes and its commit (a stop, a late writer). */
 export interface PublishHooks extends SwapHooks {
   beforeFenceCheck?(backfillId: number, hour: Date): Promise<void>;
+  /** After each statement of the publish, from its first read to its last write (another writer commits there). */
+  afterStatement?(backfillId: number, hour: Date, statement: string): Promise<void>;
 }
 
 /**
- * Replaces the live partition from staging, inside the caller's transaction (which then checks the fence and
- * the claim, and commits). Returns a breach instead, having written nothing, when the staged data holds
+ * Replaces the live partition from staging, inside the caller's transaction (which then checks the backfill's
+ * state and the step's claim, and commits). Returns a breach instead, having written nothing, when the staged data holds
  * duplicate keys or a difference the plan did not predict and nobody accepted this partition by name.
  *
  * By rewrite, the prior rows are saved by the same statement that deletes them (DELETE … RETURNING), so every
@@ -107,7 +110,9 @@ export interface PublishHooks extends SwapHooks {
  * snapshot is not deleted and stays live: a late row, which a rollback leaves alone. By swap, writers wait on
  * the target from the carrying of late rows to the commit, so the detached partition is exactly what was live.
  */
-export async function publishPartition(tx: PoolClient, backfill: BackfillRow, hour: Date, hooks: PublishHooks = {}): Promise<PublishOutcome> {
+export async function publishPartition(client: PoolClient, backfill: BackfillRow, hour: Date, hooks: PublishHooks = {}): Promise<PublishOutcome> {
+  const seam = hooks.afterStatement;
+  const tx = withStatementSeam(client, seam && (async (statement) => seam(backfill.id, hour, statement)));
   const pipeline = await requirePipeline(tx, backfill.pipeline);
   const generation = backfill.generation;
   const target = await targetRow(tx, backfill.id, hour);
@@ -127,7 +132,7 @@ export async function publishPartition(tx: PoolClient, backfill: BackfillRow, ho
   await saveReconciliation(tx, backfill.id, generation, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
-  await markTargetPublished(tx, backfill.id, hour, snapshot, partitionGeneration);
+  await markTargetPublished(tx, backfill.id, hour, snapshot, written.rowsWritten, partitionGeneration);
   await markPartitionBackfilled(tx, pipeline.name, hour, snapshot.rows);
   if (lateRows > 0) await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'late_rows_kept', detail: { partition: formatHour(hour), rows: lateRows } });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'recomputed',
@@ -153,25 +158,33 @@ const swapCost = (swapMs: number, lockWait: LockWait): SwapCost => ({ swapMs: te
 interface Written {
   published: Reconciliation;
   lateRows: number;
+  /** What the partition holds once written (the diff's figures): other writers' rows committed meanwhile too. */
   snapshot: PartitionSnapshot;
+  /** What this publish itself wrote: what a rollback checks nobody changed since. */
+  rowsWritten: Pick<RowsWritten, 'rows' | 'checksum'>;
   swap?: SwapCost;
 }
 
-/** Publish by rewrite: the live rows are deleted into the saved rows, the staged ones inserted, late rows carried. */
+/**
+ * Publish by rewrite: the live rows are deleted into the saved rows, the staged ones inserted, late rows carried.
+ * Other writers go on meanwhile: a row one of them commits after the DELETE's snapshot is neither deleted nor
+ * among the rows written (writeRunRows counts what its own INSERT returned), so it stays a late row for good.
+ */
 async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Written> {
   const rows = await saveAndDeletePrior(tx, store, run);
   await savedOnce(tx, run, rows, null);
-  await insertRunRowsIntoTarget(tx, store, store.staged, run);
-  const lateRows = await carryLateRows(tx, store, run);
+  const written = await writeRunRows(tx, store, run, rowsChecksum(pipeline.keyColumns));
   const published = await reconcileByKey(tx, store, run, runSource(store, store.saved), liveSource(store));
-  return { published, lateRows, snapshot: await snapshotPartition(tx, pipeline, run[2]) };
+  return { published, lateRows: written.lateRows, snapshot: await snapshotPartition(tx, pipeline, run[2]), rowsWritten: written };
 }
 
 /** Publish by swap (swap.ts): the live partition is detached into the store, the staged table attached. */
 async function swapIn(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks): Promise<Written> {
   const swap = await publishBySwap(tx, pipeline, store, run, staged, hooks);
   await savedOnce(tx, run, swap.savedRows, { saved: swap.savedTable, published: swap.publishedTable });
-  return { published: swap.published, lateRows: swap.lateRows, snapshot: swap.snapshot, swap: swapCost(swap.swapMs, swap.lockWait) };
+  // Writers of the target waited from the carrying of late rows to the commit: the partition swapped in is
+  // exactly what this publish wrote.
+  return { published: swap.published, lateRows: swap.lateRows, snapshot: swap.snapshot, rowsWritten: swap.snapshot, swap: swapCost(swap.swapMs, swap.lockWait) };
 }
 
 /** Saved once: a second save of the same partition by the same backfill is refused by the primary key. */
@@ -194,7 +207,7 @@ async function recordGeneration(tx: PoolClient, pipeline: string, hour: Date, ba
  * (this one too) is blocked: their writes do not commit, and a continue re-runs them.
  */
 export async function pauseForBreach(tx: PoolClient, ref: StepRef, token: string, reason: string): Promise<number> {
-  await checkClaim(tx, ref, token, { writes: true });
+  await checkClaim(tx, ref, token);
   await setTargetBreach(tx, ref.backfillId, new Date(ref.key), reason);
   await transition(tx, { backfillId: ref.backfillId, to: 'paused', actor: ENGINE, set: { paused_reason: reason } });
   const blocked = await moveSteps(tx, ref.backfillId, 'blocked', { kinds: BLOCKED_BY_PAUSE, from: ['running'] });

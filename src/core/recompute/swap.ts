@@ -3,7 +3,7 @@ import { snapshotPartition, type PartitionSnapshot } from '../../db/partitions.j
 import type { Pipeline } from '../../db/pipelines.js';
 import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileByKey, type Reconciliation } from '../../db/reconcile.js';
-import { storeSchemaName, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
+import { preferHashJoins, storeSchemaName, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import {
   addConstraintUsingIndex, analyzeTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
   beginPublishTry, explainHourQuery, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes,
@@ -44,8 +44,9 @@ import { formatHour, HOUR_MS } from '../time.js';
  * which withdraws its request, so an ACCESS EXCLUSIVE request never stays queued in front of readers for longer
  * than one try. A long reader of the target is waited out by the probe, which holds nothing of the target
  * between its tries, so writers go on too; a reader that arrives while the publish measures fails step 3's one
- * try, and the publish gives back everything since step 2 (a savepoint) and starts again from the probe. What
- * the locks cost (the time spent taking them, the tries) is reported with the publish.
+ * try, and the publish gives back everything since step 2 (a savepoint) and starts again from the probe. A
+ * rollback does the same, for all its swapped partitions at once (lockForRestore). What the locks cost (the time
+ * spent taking them, the tries) is reported with the publish, and with the rollback.
  */
 
 /**
@@ -244,24 +245,53 @@ async function lockTries(tx: PoolClient, what: string, hooks: SwapHooks): Promis
 const exclusive = (table: string): TableLock => ({ table, mode: 'ACCESS EXCLUSIVE' });
 const writersOut = (table: string): TableLock => ({ table, mode: 'EXCLUSIVE' });
 
-/** Steps 3 to 5 of the order, for the DETACH … ATTACH window: the target, the live partition, the default partition. */
-async function catalogLocks(tx: PoolClient, store: RowStore, live: HourPartition): Promise<TableLock[]> {
+/** Steps 3 to 5 of the order, for the DETACH … ATTACH window: the target, the live partitions (a rollback's all at once), the default partition. */
+async function catalogLocks(tx: PoolClient, store: RowStore, live: readonly HourPartition[]): Promise<TableLock[]> {
   const defaultPartition = await findDefaultPartition(tx, store);
-  return [exclusive(store.target), exclusive(live.qualified), ...(defaultPartition ? [exclusive(defaultPartition)] : [])];
+  const partitions = [...new Set(live.map((p) => p.qualified))].sort();
+  return [exclusive(store.target), ...partitions.map(exclusive), ...(defaultPartition ? [exclusive(defaultPartition)] : [])];
+}
+
+/** A partition a rollback puts back by swap, once lockForRestore holds every lock: its run, what it keeps, the live partition it replaces. */
+export interface SwapBack {
+  run: [number, number, Date];
+  swapped: SwappedPartition;
+  live: HourPartition;
 }
 
 /**
- * Steps 1 and 2 of the order for a rollback by swap: the saved tables it swaps back in, then (once nobody
- * holds the target: a probe) the target EXCLUSIVE. Taken after the partition locks and before the rollback
- * reads the target at all (a swap that held a reader's lock on it while it queued for this one would deadlock
- * with the next swap).
+ * Every lock of a rollback by swap, in the swap's order ("Locks"), for all its swapped partitions at once, and
+ * what must be done while writers of the target are out: the saved tables it swaps back in; then, once nobody
+ * holds the target (a probe), the target EXCLUSIVE, `whileWritersOut` (the caller's checks that nobody changed
+ * what the publish wrote), the late rows carried into each saved partition, and one try at steps 3 to 5 (the
+ * target, every live partition, the default one). A reader that holds the target makes that try fail: everything
+ * since the probe is given back at a savepoint (the EXCLUSIVE, the carried rows), so writers of every hour go on
+ * instead of waiting behind the rollback's retries, and it starts again from the probe; the checks and the carry
+ * run again, over what writers did meanwhile. Taken after the partition locks and before the rollback reads the
+ * target at all (a swap that held a reader's lock on it while it queued for this one would deadlock with the
+ * next swap). Returns what restoreBySwap swaps back, and the real wait.
  */
-export async function lockForRestore(tx: PoolClient, store: RowStore, swapped: readonly SwappedPartition[], backfillId: number, hooks: SwapHooks = {}): Promise<LockWait> {
-  const locking = await lockTries(tx, `The rollback of backfill #${backfillId}`, hooks);
-  await locking.take([...new Set(swapped.map((s) => s.savedTable))].sort().map(exclusive));
-  await locking.take([exclusive(store.target)], { probe: true });
-  await locking.take([writersOut(store.target)]);
-  return locking.spent();
+export async function lockForRestore(tx: PoolClient, pipeline: Pipeline, store: RowStore, swaps: readonly { run: [number, number, Date]; swapped: SwappedPartition }[],
+  whileWritersOut: () => Promise<void>, hooks: SwapHooks = {}): Promise<{ backs: SwapBack[]; lockWait: LockWait }> {
+  const backfillId = swaps[0]?.run[0];
+  const locking = await lockTries(tx, `The rollback of backfill #${backfillId ?? '?'}`, hooks);
+  await locking.take([...new Set(swaps.map((s) => s.swapped.savedTable))].sort().map(exclusive));
+  for (;;) {
+    // Until nobody holds the target: waiting here holds nothing of it, so its readers and writers go on.
+    await locking.take([exclusive(store.target)], { probe: true });
+    // The same savepoint as a publish's try (src/db/swap.ts): rolled back to, it gives back the locks and the rows since.
+    await beginPublishTry(tx);
+    await locking.take([writersOut(store.target)]);
+    await whileWritersOut();
+    const backs: SwapBack[] = [];
+    for (const { run, swapped } of swaps) backs.push({ run, swapped, live: await carryIntoSaved(tx, pipeline, store, run, swapped) });
+    await hooks.beforeCatalogLocks?.();
+    if (await locking.take(await catalogLocks(tx, store, backs.map((back) => back.live)), { once: true })) {
+      await keepPublishTry(tx);
+      return { backs, lockWait: locking.spent() };
+    }
+    await undoPublishTry(tx);
+  }
 }
 
 /** Where a partition published by swap went, and what it measured, for the caller to record. */
@@ -289,7 +319,7 @@ export interface SwapHooks {
 
 /**
  * Publishes the staged table in place of the live hour partition, inside the caller's transaction (which then
- * checks the fence and the claim, and commits). The caller holds the partition lock.
+ * checks the backfill's state and the step's claim, and commits). The caller holds the partition lock.
  */
 export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks = {}): Promise<SwapOutcome> {
   const hour = run[2];
@@ -309,7 +339,7 @@ export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: R
     await hooks.beforeCatalogLocks?.();
     // One try at steps 3 to 5; a reader that came meanwhile makes it give back everything since the savepoint
     // (writers wait no longer either), and start again.
-    if (await locking.take(await catalogLocks(tx, store, measured.live), { once: true })) {
+    if (await locking.take(await catalogLocks(tx, store, [measured.live]), { once: true })) {
       await keepPublishTry(tx);
       return swapCatalog(tx, pipeline, store, run, staged, measured, locking.spent(), hooks);
     }
@@ -354,7 +384,7 @@ async function swapCatalog(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
 
 /** The keys this publish writes (staged and carried): a rollback checks that nobody else changed those rows. */
 async function recordWrittenKeys(tx: PoolClient, store: RowStore, run: [number, number, Date], staged: string): Promise<void> {
-  await keepKeys(tx, store, writtenTableName(run[0], run[2]), tableSource(store, staged), run);
+  await keepKeysIn(tx, store, inStore(store, writtenTableName(run[0], run[2])), tableSource(store, staged), run, { rowVersions: true });
 }
 
 /** A partition a backfill published by swap: the prior partition it keeps, and the name the published one took. */
@@ -372,28 +402,37 @@ export async function swappedPartition(db: Queryable, store: RowStore, backfillI
 }
 
 /**
- * Swaps a published partition back out, inside the caller's rollback transaction (which holds the partition
- * lock, and steps 1 and 2 of the lock order, lockForRestore, taken before it read anything): rows written after
- * the publish (late rows) are carried into the saved partition first, so they stay live; then, with steps 3 to
- * 5 held, the saved partition takes its name and place again, and the published one goes back to the store.
- * Returns the rows put back.
+ * Rows written after the publish (late rows) carried into the saved partition, so they stay live when it is swapped
+ * back; under the target's EXCLUSIVE (lockForRestore), so no writer adds one meanwhile. Returns the live partition.
  */
-export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], swapped: SwappedPartition, hooks: SwapHooks = {}): Promise<number> {
+async function carryIntoSaved(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], swapped: SwappedPartition): Promise<HourPartition> {
   const hour = run[2];
   const live = await hourPartitionOf(tx, pipeline, hour);
-  if (live?.qualified !== swapped.publishedTable) {
+  if (!live || live.qualified !== swapped.publishedTable) {
     throw new BackfillError(ErrorCode.WrongState,
       `${formatHour(hour)}: the partition backfill #${run[0]} attached (${swapped.publishedTable}) is no longer the live one (${live?.qualified ?? 'none'}); nothing was changed`);
   }
   await refuseIfAttached(tx, swapped.savedTable);
+  // As for every join of the store's tables in a step's transaction (rowStore.ts); undone with the try when it is.
+  await preferHashJoins(tx);
   const late = await carryLateRowsIntoSaved(tx, store, run, { live: live.qualified, saved: swapped.savedTable, written: swapped.writtenTable });
   const putBack = await countRows(tx, swapped.savedTable);
   if (putBack !== swapped.rowsSaved + late) {
     throw new BackfillError(ErrorCode.StepFailed,
       `restoring ${formatHour(hour)} would put back ${putBack} rows, not the ${swapped.rowsSaved} saved and ${late} written since; nothing was changed`);
   }
-  const locking = await lockTries(tx, `The rollback of ${formatHour(hour)}`, hooks);
-  await locking.take(await catalogLocks(tx, store, live));
+  return live;
+}
+
+/**
+ * Swaps a published partition back out, inside the caller's rollback transaction, which holds the partition lock
+ * and every lock of the swap (lockForRestore, which also carried the late rows into the saved partition): the
+ * saved partition takes its name and place again, and the published one goes back to the store. Catalog changes
+ * only. Returns the rows put back.
+ */
+export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, back: SwapBack): Promise<number> {
+  const { run, swapped, live } = back;
+  const hour = run[2];
   await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaName(pipeline.name), name: `p${hourCode(hour)}_b${run[0]}_rolledback` }, inTable: swapped.savedTable, hour, next: new Date(hour.getTime() + HOUR_MS) });
   return swapped.rowsSaved;
 }

@@ -1,29 +1,31 @@
-import { fenceBackfillRun, findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../../db/backfills.js';
+import { findOverlappingActive, listTargets, requireBackfill, type BackfillRow, type BackfillTargetRow } from '../../db/backfills.js';
 import { emitRunEvents } from '../lineage/emit.js';
 import { recordEvent } from '../../db/events.js';
 import { findRowsSaved, listLaterGenerations, markGenerationRolledBack } from '../../db/lineage.js';
 import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
-import { withTransaction, type PoolClient } from '../../db/pool.js';
+import { withStatementSeam, withTransaction, type PoolClient, type StatementSeam } from '../../db/pool.js';
 import { insertRollbackSteps } from '../../db/steps.js';
 import { acceptTargets, markTargetRestored } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { lockPartition, rowsChecksum } from '../../db/partitions.js';
-import { checksumRows, deleteRows, insertRunRowsIntoTarget, writtenByPublish } from '../../db/rewrite.js';
-import { preferHashJoins, type RowSource, type RowStore } from '../../db/rowStore.js';
+import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsIntoTarget, writtenByPublish } from '../../db/rewrite.js';
+import { preferHashJoins, type RowStore } from '../../db/rowStore.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { moveSteps } from '../engine/stepClaims.js';
-import { writtenBySwap } from '../../db/swap.js';
-import { lockForRestore, restoreBySwap, swappedPartition, type SwappedPartition } from '../recompute/swap.js';
+import { keysChangedSinceSwap, writtenBySwap } from '../../db/swap.js';
+import { lockForRestore, restoreBySwap, swappedPartition, type LockWait, type SwapBack, type SwappedPartition } from '../recompute/swap.js';
 import { ROLLBACK_SUFFIX } from '../engine/stepGraph.js';
 import { transition, wrongState } from '../engine/stateMachine.js';
+import { refuseIfCatalogChanged } from '../catalog/frozen.js';
 import { formatHour, formatHourRange } from '../time.js';
 
 /**
- * Stops a backfill for good: fences its run (no write of it may commit any more, checked inside each write
- * transaction), skips every step not finished (a running one loses its claim, so its commit fails too), and
- * records who and why. Removing its queued jobs is the caller's part (the queue is not the core's).
+ * Stops a backfill for good: moves it to stopped under its row lock, which is the fence (every step's commit
+ * reads the state under that lock, checkClaim, so a write either committed before the stop or rolls back),
+ * skips every step not finished (a running one loses its claim, so its commit fails too), and records who and
+ * why. Removing its queued jobs is the caller's part (the queue is not the core's).
  * A stopped backfill that published anything keeps holding its hours until it is rolled back.
  */
 export async function stopBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason: string }): Promise<BackfillRow> {
@@ -42,9 +44,8 @@ async function fenceAndStop(ctx: EngineContext, input: { backfillId: number; act
       set: { stopped_by: input.actor, stop_reason: input.reason.trim(), finished_at: new Date() },
     });
     if (!moved) throw wrongState(backfill.id, backfill.state, 'only a backfill that is still in flight can be stopped');
-    await fenceBackfillRun(tx, backfill.id);
     const skipped = await moveSteps(tx, backfill.id, 'skipped');
-    await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'stopped', detail: { reason: input.reason.trim(), fencedGeneration: backfill.generation, skipped } });
+    await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'stopped', detail: { reason: input.reason.trim(), skipped } });
     return requireBackfill(tx, backfill.id);
   });
 }
@@ -69,6 +70,8 @@ export async function continueBackfill(ctx: EngineContext, input: ContinueInput)
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (backfill.state !== 'paused') throw wrongState(backfill.id, backfill.state, 'only a paused backfill can be continued');
+    // Never past a catalog changed since it was announced: what would run is not what was acknowledged.
+    await refuseIfCatalogChanged(tx, backfill.id);
     const accepted = await partitionsToAccept(tx, backfill, input.partitions);
     await acceptTargets(tx, backfill.id, accepted.map((t) => t.partitionHour), input.actor, reason);
     const resumed = await moveSteps(tx, backfill.id, 'pending', { from: ['blocked'] });
@@ -111,9 +114,9 @@ async function partitionsToAccept(tx: PoolClient, backfill: BackfillRow, named: 
  * its hours, or when another writer changed rows its publish wrote. Then the consumers replay in dependency
  * order and their owners are told, as for a backfill.
  */
-export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason?: string | undefined }): Promise<{ backfill: BackfillRow; restored: Date[] }> {
+export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: number; actor: string; reason?: string | undefined }, seams: { afterStatement?: StatementSeam } = {}): Promise<{ backfill: BackfillRow; restored: Date[] }> {
   try {
-    return await restoreInOneTransaction(ctx, input);
+    return await restoreInOneTransaction(ctx, input, seams.afterStatement);
   } catch (error) {
     // Another backfill started over these hours between the check and the move: the constraint said no.
     if ((error as { code?: unknown }).code !== EXCLUSION_VIOLATION) throw error;
@@ -126,9 +129,18 @@ export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: 
 }
 
 const EXCLUSION_VIOLATION = '23P01';
+const UNIQUE_VIOLATION = '23505';
 
-async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: number; actor: string; reason?: string | undefined }): Promise<{ backfill: BackfillRow; restored: Date[] }> {
-  return withTransaction(ctx.pool, async (tx) => {
+function writtenDuringRollback(run: [number, number, Date], what: string, cause?: unknown): BackfillError {
+  return new BackfillError(ErrorCode.WrongState,
+    `Backfill #${run[0]} was not rolled back: another writer changed ${formatHour(run[2])} while the rollback ran (${what}). Nothing was changed; ` +
+    'run the rollback again, and it checks the partition anew.', { cause, retryable: true });
+}
+
+async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: number; actor: string; reason?: string | undefined }, seam: StatementSeam | undefined): Promise<{ backfill: BackfillRow; restored: Date[] }> {
+  return withTransaction(ctx.pool, async (client) => {
+    // A test's seam: another writer between any two of the rollback's statements.
+    const tx = withStatementSeam(client, seam);
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (!['done', 'failed', 'stopped', 'paused'].includes(backfill.state)) {
       throw wrongState(backfill.id, backfill.state, 'only a finished, failed, stopped or paused backfill can be rolled back');
@@ -142,7 +154,6 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
     await refuseIfUndoPruned(tx, backfill.id);
     await refuseIfOthersInFlight(tx, backfill);
     const store = await rowStoreOf(tx, pipeline);
-    const problems: string[] = [];
     const swaps = new Map<number, SwappedPartition | undefined>();
     for (const target of published) {
       await lockPartition(tx, pipeline.name, target.partitionHour);
@@ -150,25 +161,18 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
     }
     // The partition locks first, as every writer takes them; then the saved tables and the target, in the swap's
     // lock order, before anything reads the target (swap.ts, "Locks").
-    const swappedOut = [...swaps.values()].filter((s): s is SwappedPartition => s !== undefined);
-    if (swappedOut.length > 0) await lockForRestore(tx, store, swappedOut, backfill.id);
-    for (const target of published) {
-      const swapped = swaps.get(target.partitionHour.getTime());
-      const problem = await writtenSincePublish(tx, pipeline, swapped ? writtenBySwap(store, swapped) : writtenByPublish(store), backfill, target);
-      if (problem) problems.push(problem);
-    }
-    if (problems.length > 0) {
-      throw new BackfillError(ErrorCode.WrongState,
-        `Backfill #${backfill.id} cannot be rolled back:\n${problems.map((p) => `  ${p}`).join('\n')}\nRepair it with a new backfill instead; nothing was changed.`);
-    }
-    for (const target of published) await restorePartition(tx, { pipeline, store }, backfill, target, swaps.get(target.partitionHour.getTime()));
+    const lockWait = await restorePartitions(tx, { pipeline, store }, backfill, published, swaps);
     await transition(tx, { backfillId: backfill.id, to: 'rolling_back', actor: input.actor, set: { rolled_back_by: input.actor, rolled_back_at: new Date() } });
     await moveSteps(tx, backfill.id, 'skipped');
     // Consumers replay on the restored rows, in dependency order, and every owner hears about it.
     await insertRollbackSteps(tx, backfill.id, ROLLBACK_SUFFIX);
     await recordEvent(tx, {
       backfillId: backfill.id, actor: input.actor, kind: 'rolled_back',
-      detail: { partitions: published.map((t) => formatHour(t.partitionHour)), generations: published.map((t) => t.publishedGeneration), reason: input.reason?.trim() || null },
+      detail: {
+        partitions: published.map((t) => formatHour(t.partitionHour)), generations: published.map((t) => t.publishedGeneration), reason: input.reason?.trim() || null,
+        // A rollback by swap's real wait for its locks, as a publish's recomputed event reports it.
+        ...(lockWait ? { lockWaitMs: Math.round(lockWait.lockWaitMs * 10) / 10, lockTries: lockWait.lockTries } : {}),
+      },
     });
     return { backfill: await requireBackfill(tx, backfill.id), restored: published.map((t) => t.partitionHour) };
   });
@@ -195,30 +199,87 @@ async function refuseIfOthersInFlight(tx: PoolClient, backfill: BackfillRow): Pr
 
 /**
  * Another writer changed or removed a row the publish wrote: restoring would lose that write. Rows with keys
- * the publish did not write are late rows and do not count.
+ * the publish did not write are late rows and do not count, whenever they were committed (the publish recorded
+ * what its own statements wrote: migration 0019). The refusal says how many rows and which keys (a few).
  */
-async function writtenSincePublish(tx: PoolClient, pipeline: Pipeline, written: RowSource, backfill: BackfillRow, target: BackfillTargetRow): Promise<string | undefined> {
-  const row = await checksumRows(tx, rowsChecksum(pipeline.keyColumns), written, [backfill.id, backfill.generation, target.partitionHour]);
+async function writtenSincePublish(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwappedPartition | undefined): Promise<string | undefined> {
+  const run: [number, number, Date] = [backfill.id, backfill.generation, target.partitionHour];
+  const written = swapped ? writtenBySwap(of.store, swapped) : writtenByPublish(of.store);
+  const row = await checksumRows(tx, rowsChecksum(of.pipeline.keyColumns), written, run);
   if (row?.checksum === target.publishedChecksum) return undefined;
-  return `${formatHour(target.partitionHour)}: written since the publish by another writer (rows the publish wrote were changed or removed; ${row?.rows ?? 0} of ${target.rowsAfter ?? '?'} remain), and restoring would lose those writes`;
+  const changes = swapped ? await keysChangedSinceSwap(tx, of.store, run, swapped) : await changedSincePublish(tx, of.store, run);
+  const counted = [[changes.changed, 'changed'], [changes.removed, 'removed'], [changes.added, 'written again after the publish removed it']] as const;
+  const told = counted.filter(([n]) => n > 0).map(([n, how]) => `${n} ${how}`);
+  const keys = changes.sample.map((s) => `${s.key} (${s.how === 'added' ? 'written again' : s.how})`).join(', ');
+  const rows = target.publishedRows ?? target.rowsAfter;
+  return `${formatHour(target.partitionHour)}: another writer changed rows this backfill's publish wrote (of its ${rows ?? '?'} rows: ` +
+    `${told.length > 0 ? told.join(', ') : 'some changed in place'}${keys ? `; ${of.pipeline.keyColumns.join(', ')} ${keys}${changes.changed + changes.removed + changes.added > changes.sample.length ? ', …' : ''}` : ''}), and restoring would lose those writes`;
+}
+
+/**
+ * Refused, naming each partition, when another writer changed rows the publish wrote (writtenSincePublish).
+ */
+async function refuseIfWrittenSincePublish(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, published: BackfillTargetRow[], swaps: ReadonlyMap<number, SwappedPartition | undefined>): Promise<void> {
+  const problems: string[] = [];
+  for (const target of published) {
+    const problem = await writtenSincePublish(tx, of, backfill, target, swaps.get(target.partitionHour.getTime()));
+    if (problem) problems.push(problem);
+  }
+  if (problems.length > 0) {
+    throw new BackfillError(ErrorCode.WrongState,
+      `Backfill #${backfill.id} cannot be rolled back:\n${problems.map((p) => `  ${p}`).join('\n')}\nRepair it with a new backfill instead; nothing was changed.`);
+  }
+}
+
+/**
+ * Restores every published partition. When some go back by swap, lockForRestore takes all the swap's locks
+ * first, in tries: the checks (refuseIfWrittenSincePublish) and the carry of late rows run while writers of the
+ * target are out, and again each time it gives the target back to try its catalog locks anew, so a reader of the
+ * target never keeps writers waiting behind the rollback. Returns that wait, for the rolled_back event.
+ */
+async function restorePartitions(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, published: BackfillTargetRow[], swaps: ReadonlyMap<number, SwappedPartition | undefined>): Promise<LockWait | undefined> {
+  const checkUnchanged = () => refuseIfWrittenSincePublish(tx, of, backfill, published, swaps);
+  const swappedOut = published.flatMap((target) => {
+    const swapped = swaps.get(target.partitionHour.getTime());
+    return swapped ? [{ run: [backfill.id, backfill.generation, target.partitionHour] as [number, number, Date], swapped }] : [];
+  });
+  const locked = swappedOut.length > 0 ? await lockForRestore(tx, of.pipeline, of.store, swappedOut, checkUnchanged) : undefined;
+  if (!locked) await checkUnchanged();
+  const backs = new Map((locked?.backs ?? []).map((back) => [back.run[2].getTime(), back]));
+  for (const target of published) await restorePartition(tx, of, backfill, target, backs.get(target.partitionHour.getTime()));
+  return locked?.lockWait;
 }
 
 /**
  * Puts back exactly what the publish replaced, keeping rows written since: by swapping the saved partition back
  * in (swap.ts), or by deleting what the publish wrote and inserting the saved rows; checks the count.
  */
-async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwappedPartition | undefined): Promise<void> {
+async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwapBack | undefined): Promise<void> {
   const run: [number, number, Date] = [backfill.id, backfill.generation, target.partitionHour];
   await preferHashJoins(tx);
-  if (swapped) await restoreBySwap(tx, of.pipeline, of.store, run, swapped);
-  else await restoreByRewrite(tx, of.store, run);
+  if (swapped) await restoreBySwap(tx, of.pipeline, of.store, swapped);
+  else await restoreByRewrite(tx, of, run, target);
   await markTargetRestored(tx, backfill.id, target.partitionHour);
   await markGenerationRolledBack(tx, backfill.id, target.partitionHour);
 }
 
-async function restoreByRewrite(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<void> {
-  await deleteRows(tx, writtenByPublish(store), run);
-  const inserted = await insertRunRowsIntoTarget(tx, store, store.saved, run);
+/**
+ * Other writers go on during a rollback by rewrite (it holds the partition lock, which they do not take): the
+ * delete of what the publish wrote checks, in the same statement, that it deleted exactly that; a writer that
+ * wrote one of those keys after that statement makes the insert of the saved rows fail on the target's key.
+ * Either way the whole rollback is refused and nothing changes; it can be tried again.
+ */
+async function restoreByRewrite(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, run: [number, number, Date], target: BackfillTargetRow): Promise<void> {
+  const { store } = of;
+  const deleted = await deleteRowsChecked(tx, writtenByPublish(store), rowsChecksum(of.pipeline.keyColumns), run);
+  if (deleted.checksum !== target.publishedChecksum) throw writtenDuringRollback(run, `${deleted.rows} rows had the keys it wrote, not the ${target.publishedRows ?? target.rowsAfter ?? '?'} it wrote`);
+  let inserted: number | null;
+  try {
+    inserted = await insertRunRowsIntoTarget(tx, store, store.saved, run);
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== UNIQUE_VIOLATION) throw error;
+    throw writtenDuringRollback(run, `a row with a key the publish replaced was written: ${(error as { detail?: string }).detail ?? 'a duplicate key'}`, error);
+  }
   const saved = await findRowsSaved(tx, run[0], run[2]);
   if (inserted !== saved) {
     throw new BackfillError(ErrorCode.StepFailed, `restoring ${formatHour(run[2])} put back ${inserted ?? 0} rows, not the ${saved ?? '?'} saved; nothing was changed`);

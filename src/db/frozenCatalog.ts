@@ -1,0 +1,58 @@
+import type { Queryable } from './pool.js';
+
+// The catalog fields a backfill runs, live (backfill.pipelines and backfill.consumers) and as they were frozen
+// when it was started (backfill.backfills.catalog_hash, catalog_field_hashes; migrations/0021). What is
+// compared, and what a difference means, is src/core/catalog/frozen.ts's.
+
+/** The fields a backfill runs: its pipeline's step and shard rule, and the re-trigger of each consumer it replays. */
+export interface RunCatalog {
+  /** Null when the pipeline is gone from the catalog. */
+  stepSql: string | null;
+  sourceShardsSql: string | null;
+  shardsExpected: number | null;
+  /** By consumer, in name order; null when the consumer is gone from the catalog. */
+  retriggers: { consumer: string; retrigger: unknown }[];
+}
+
+/**
+ * The live catalog fields of this backfill. With `lock`, the pipeline's row is read FOR SHARE: the caller's
+ * transaction then runs exactly the step and shard rule it compared, since nothing may change them before it ends.
+ */
+export async function readRunCatalog(db: Queryable, backfillId: number, pipeline: string, options: { lock?: boolean } = {}): Promise<RunCatalog> {
+  const { rows: [row] } = await db.query<{ stepSql: string; sourceShardsSql: string; shardsExpected: number }>(
+    `SELECT step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected"
+     FROM backfill.pipelines WHERE name = $1::text${options.lock ? ' FOR SHARE' : ''}`, [pipeline]);
+  const { rows: retriggers } = await db.query<{ consumer: string; retrigger: unknown }>(
+    `SELECT bc.consumer, c.retrigger FROM backfill.backfill_consumers bc LEFT JOIN backfill.consumers c ON c.name = bc.consumer
+     WHERE bc.backfill_id = $1::bigint ORDER BY bc.consumer COLLATE "C"`, [backfillId]);
+  return { stepSql: row?.stepSql ?? null, sourceShardsSql: row?.sourceShardsSql ?? null, shardsExpected: row?.shardsExpected ?? null, retriggers };
+}
+
+export interface FrozenCatalog {
+  backfillId: number;
+  pipeline: string;
+  state: string;
+  hash: string;
+  /** By field (step, sourceShards, shardsExpected, retrigger:<consumer>), each its own hash. */
+  fieldHashes: Record<string, string>;
+}
+
+export async function recordFrozenCatalog(tx: Queryable, backfillId: number, hash: string, fieldHashes: Record<string, string>): Promise<void> {
+  await tx.query('UPDATE backfill.backfills SET catalog_hash = $2::text, catalog_field_hashes = $3::jsonb WHERE id = $1::bigint',
+    [backfillId, hash, JSON.stringify(fieldHashes)]);
+}
+
+const SELECT_FROZEN = `SELECT id AS "backfillId", pipeline, state, catalog_hash AS hash, catalog_field_hashes AS "fieldHashes"
+  FROM backfill.backfills WHERE catalog_hash IS NOT NULL`;
+
+/** What the backfill froze when it was started; undefined when it froze nothing (started before migration 0021). */
+export async function findFrozenCatalog(db: Queryable, backfillId: number): Promise<FrozenCatalog | undefined> {
+  const { rows } = await db.query<FrozenCatalog>(`${SELECT_FROZEN} AND id = $1::bigint`, [backfillId]);
+  return rows[0];
+}
+
+/** Every backfill in one of `states` that froze its catalog fields, by id. */
+export async function listFrozenCatalogs(db: Queryable, states: readonly string[]): Promise<FrozenCatalog[]> {
+  const { rows } = await db.query<FrozenCatalog>(`${SELECT_FROZEN} AND state = ANY($1::text[]) ORDER BY id`, [states]);
+  return rows;
+}

@@ -1,0 +1,214 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseDocument, stringify } from 'yaml';
+import { runUntilSettled } from '../../src/cli/runner.js';
+import { applyCatalog } from '../../src/core/catalog/apply.js';
+import type { Catalog } from '../../src/core/catalog/schema.js';
+import { executeStep } from '../../src/core/engine/steps.js';
+import { loadBackfillReport } from '../../src/core/file/status.js';
+import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
+import { readCatalogRows } from '../../src/db/catalog.js';
+import { listEvents } from '../../src/db/events.js';
+import { readDemoCatalog } from '../../src/demo/seed.js';
+import { ErrorCode, isBackfillError } from '../../src/errors.js';
+import { renderStatus } from '../../src/views/text.js';
+import { runCli } from '../support/cli.js';
+import { approvedNight15, countRows, createTestEngine, type TestEngine } from '../support/engine.js';
+
+// A backfill runs what was previewed and acknowledged: the step, the shard rule and its readers' re-triggers
+// as they were when it was started, whatever the catalog says later (src/core/catalog/frozen.ts).
+
+const OPERATOR = 'U07ONCALL';
+const HOURS = ['05', '06', '07', '08', '09', '10'].map((h) => `2026-11-15T${h}:00Z`);
+const DAY_TOTAL = `SELECT sum(amount_base)::text AS t FROM warehouse.orders WHERE partition_hour >= '2026-11-15' AND partition_hour < '2026-11-16'`;
+const BEFORE_TOTAL = '1284310.55';
+// The step's currency as the demo's fixed step writes it, and the edit that lower-cases it.
+const UPPER = `r.merchant_id, upper(btrim(r.currency_raw, ' "'))`;
+const LOWER = `r.merchant_id, lower(btrim(r.currency_raw, ' "'))`;
+
+let engine: TestEngine | undefined;
+afterEach(async () => {
+  await engine?.close();
+  engine = undefined;
+});
+
+async function demoDocument(): Promise<Catalog> {
+  const { text } = await readDemoCatalog();
+  return parseDocument(text).toJS() as Catalog;
+}
+
+function orders(document: Catalog): Catalog['pipelines'][number] {
+  const pipeline = document.pipelines.find((candidate) => candidate.name === 'orders');
+  if (!pipeline) throw new Error('no pipeline orders in the document');
+  return pipeline;
+}
+
+function consumerOf(document: Catalog, name: string): Catalog['consumers'][number] {
+  const consumer = document.consumers.find((candidate) => candidate.name === name);
+  if (!consumer) throw new Error(`no consumer ${name} in the document`);
+  return consumer;
+}
+
+async function catalogFile(document: Catalog): Promise<string> {
+  const file = path.join(await mkdtemp(path.join(tmpdir(), 'frozen-')), 'catalog.yml');
+  await writeFile(file, stringify(document));
+  return file;
+}
+
+/** Everything the catalog tables hold, and the catalog events: what "nothing changed" is checked against. */
+async function catalogSnapshot(e: TestEngine) {
+  return {
+    rows: await readCatalogRows(e.ctx.pool),
+    events: await countRows(e.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'catalog_applied'`),
+  };
+}
+
+const pausedSentence = (id: number, what: string) =>
+  `The catalog of orders changed since backfill #${id} was announced (${what}): nothing more is published; stop it, or roll it back, and start a new one.`;
+
+async function publishedHours(e: TestEngine, id: number): Promise<number> {
+  return countRows(e.ctx, `SELECT 1 FROM backfill.backfill_targets WHERE backfill_id = $1 AND status = 'published'`, [id]);
+}
+
+describe('catalog apply while a backfill is in flight', () => {
+  it('refuses a change to its step, shard rule or a reader\'s re-trigger, naming the backfill, and changes nothing', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: HOURS[0] as string })).toBe('done');
+    expect((await loadBackfillReport(e.ctx.pool, id)).backfill.state).toBe('running');
+
+    const lowered = await demoDocument();
+    expect(orders(lowered).step_sql).toContain(UPPER);
+    orders(lowered).step_sql = orders(lowered).step_sql.replace(UPPER, LOWER);
+    // Alongside an owner change, which alone would apply: the file is one transaction.
+    consumerOf(lowered, 'marketing_weekly').owner = 'U07GROWTH';
+    const shards = await demoDocument();
+    orders(shards).shards_expected = 4;
+    const replay = await demoDocument();
+    const payouts = consumerOf(replay, 'payout_export').retrigger;
+    if (payouts.kind !== 'sql') throw new Error('the demo re-triggers payout_export by SQL');
+    consumerOf(replay, 'payout_export').retrigger = { kind: 'sql', statements: [...payouts.statements, 'SELECT 1'] };
+
+    const before = await catalogSnapshot(e);
+    for (const [document, what] of [[lowered, 'step query'], [shards, 'shard rule'], [replay, 're-trigger of payout_export']] as const) {
+      const applied = await runCli(e, {}, 'catalog', 'apply', await catalogFile(document));
+      expect(applied.code, applied.out).toBe(1);
+      expect(applied.out).toContain('was not applied (nothing changed)');
+      expect(applied.out).toContain(`backfill #${id} of orders is running and runs what it announced, so its ${what} cannot change now: ` +
+        `wait until it is done, or stop it (\`stop ${id} <reason>\`), then apply; a backfill started after that runs the new definition`);
+    }
+    expect(await catalogSnapshot(e)).toEqual(before);
+
+    // It runs what it announced, to the announced result; once it is done, the same file applies.
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(report.backfill.state).toBe('done');
+    expect(report.backfill.diff).toBe('-12408.45');
+    const applied = await applyCatalog(e.ctx.pool, { text: stringify(lowered), source: 'catalog.yml' }, OPERATOR);
+    expect(applied.changes.map((change) => `${change.action} ${change.entity} ${change.name}`)).toEqual(['change pipeline orders', 'change consumer marketing_weekly']);
+  });
+
+  it('applies other changes meanwhile: a reader\'s owner, the re-trigger of a consumer it does not replay', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: HOURS[0] as string })).toBe('done');
+    const readers = (await e.ctx.pool.query('SELECT consumer FROM backfill.backfill_consumers WHERE backfill_id = $1 ORDER BY consumer', [id])).rows;
+    expect(readers).toEqual([{ consumer: 'demand_forecast' }, { consumer: 'payout_export' }, { consumer: 'settlement_report' }]);
+
+    const document = await demoDocument();
+    consumerOf(document, 'payout_export').owner = 'U07NEWPAY';
+    consumerOf(document, 'marketing_weekly').retrigger = { kind: 'sql', statements: ['SELECT 1 FROM warehouse.orders WHERE partition_hour = ANY($1::timestamptz[])'] };
+    const applied = await applyCatalog(e.ctx.pool, { text: stringify(document), source: 'catalog.yml' }, OPERATOR);
+    expect(applied.changes.map((change) => `${change.action} ${change.entity} ${change.name}`)).toEqual(['change consumer marketing_weekly', 'change consumer payout_export']);
+    expect(await countRows(e.ctx, `SELECT 1 FROM backfill.consumers WHERE name = 'payout_export' AND owner = 'U07NEWPAY'`)).toBe(1);
+
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(report.backfill.state).toBe('done');
+    expect(report.backfill.diff).toBe('-12408.45');
+  });
+});
+
+describe('a catalog changed behind the bot\'s back while a backfill runs', () => {
+  it('a changed step pauses it before the next publish, with the sentence in the timeline and the status; nothing more is published and continue is refused', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    for (const key of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key })).toBe('done');
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: HOURS[0] as string })).toBe('done');
+    await e.ctx.pool.query('UPDATE backfill.pipelines SET step_sql = replace(step_sql, $1, $2) WHERE name = $3', [UPPER, LOWER, 'orders']);
+
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    const sentence = pausedSentence(id, 'step query');
+    expect(report.backfill.state).toBe('paused');
+    expect(report.backfill.pausedReason).toBe(sentence);
+    expect(renderStatus(report)).toContain(sentence);
+    const paused = (await listEvents(e.ctx.pool, id)).filter((event) => event.kind === 'paused');
+    expect(paused.map((event) => event.detail.reason)).toEqual([sentence]);
+    expect(paused[0]?.detail.catalogChanged).toEqual(['step query']);
+    // Only the canary, published before the change, is live, as announced: no lower-case code reached it.
+    expect(await publishedHours(e, id)).toBe(1);
+    expect(await countRows(e.ctx, `SELECT 1 FROM warehouse.orders WHERE partition_hour = $1 AND currency <> upper(currency)`, [HOURS[0]])).toBe(0);
+    expect(await countRows(e.ctx, `SELECT 1 FROM backfill.events WHERE backfill_id = $1 AND kind = 'recomputed'`, [id])).toBe(1);
+    expect(e.notifier.reconciliations).toEqual([id]);
+
+    await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'go on' }))
+      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === sentence);
+    const still = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(still.backfill.state).toBe('paused');
+    expect(await publishedHours(e, id)).toBe(1);
+
+    // Rolled back, the canary's prior rows are live again.
+    await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the step was changed mid-run' });
+    expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('rolled_back');
+    expect((await e.ctx.pool.query(DAY_TOTAL)).rows[0]?.t).toBe(BEFORE_TOTAL);
+  });
+
+  it('a changed shards_expected pauses it before the first stage, instead of leaving every hour unavailable and ending done', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    await e.ctx.pool.query(`UPDATE backfill.pipelines SET shards_expected = shards_expected + 1 WHERE name = 'orders'`);
+
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    const sentence = pausedSentence(id, 'shard rule');
+    expect(report.backfill.state).toBe('paused');
+    expect(report.backfill.pausedReason).toBe(sentence);
+    expect(renderStatus(report)).toContain(sentence);
+    const kinds = (await listEvents(e.ctx.pool, id)).map((event) => event.kind);
+    expect(kinds).toContain('paused');
+    expect(kinds).not.toContain('unavailable');
+    expect(kinds).not.toContain('staged');
+    expect(report.targets.map((target) => target.status)).toEqual(HOURS.map(() => 'pending'));
+    expect((await e.ctx.pool.query(DAY_TOTAL)).rows[0]?.t).toBe(BEFORE_TOTAL);
+
+    await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'go on' }))
+      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === sentence);
+    expect((await stopBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'catalog changed' })).state).toBe('stopped');
+  });
+
+  it('refuses to continue past a difference while the catalog differs, and continues once it is what was announced again', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    // After the announcement, three orders of the canary hour vanish from the source: the canary pauses it.
+    await e.ctx.pool.query(`DELETE FROM warehouse.orders_raw WHERE order_id IN (SELECT order_id FROM warehouse.orders_raw WHERE event_hour = '2026-11-15T05:00Z' ORDER BY order_id LIMIT 3)`);
+    const paused = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    const breach = '2026-11-15 05:00: 3 key(s) would be lost, which the plan did not predict';
+    expect(paused.backfill.pausedReason).toBe(breach);
+
+    await e.ctx.pool.query('UPDATE backfill.pipelines SET step_sql = replace(step_sql, $1, $2) WHERE name = $3', [UPPER, LOWER, 'orders']);
+    await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the three orders were cancelled upstream' }))
+      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === pausedSentence(id, 'step query'));
+    const still = await loadBackfillReport(e.ctx.pool, id);
+    expect(still.backfill.state).toBe('paused');
+    expect(still.backfill.pausedReason).toBe(breach);
+    expect(still.targets.filter((target) => target.acceptedBy !== null)).toEqual([]);
+
+    await e.ctx.pool.query('UPDATE backfill.pipelines SET step_sql = replace(step_sql, $1, $2) WHERE name = $3', [LOWER, UPPER, 'orders']);
+    await continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the three orders were cancelled upstream' });
+    expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('done');
+  });
+});
