@@ -17,7 +17,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Queue } from 'bullmq';
@@ -28,6 +27,7 @@ import { loadConfig } from '../src/config.js';
 import { overrideGate } from '../src/core/announce/gate.js';
 import { startBackfill } from '../src/core/announce/start.js';
 import type { EngineContext } from '../src/core/context.js';
+import { freePort } from '../src/db/embeddedPostgres.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool, dropDatabase, quoteIdent, recreateDatabase, type Pool } from '../src/db/pool.js';
 import { DEMO_PIPELINE } from '../src/demo/constants.js';
@@ -120,17 +120,6 @@ interface OwnRedis {
   /** Stops the server (SIGTERM; nothing is persisted, so it comes back empty) and starts it again on its port. */
   restart(): Promise<void>;
   close(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 function redisServerBinary(): string | undefined {
