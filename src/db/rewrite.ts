@@ -42,6 +42,16 @@ export async function insertRunRowsIntoTarget(tx: Queryable, store: RowStore, ta
   return inserted.rowCount;
 }
 
+/**
+ * Late rows, as `p`: saved by the publish's delete, absent from the baseline (the live keys when the partition was
+ * staged) and not produced by the step either. The publish carries them into the target; a rollback compares them.
+ */
+function carriedLateRows(store: RowStore): RowSource {
+  return `${runSource(store, store.saved, 'p')}
+    AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
+    AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})`;
+}
+
 /** What a publish by rewrite wrote, from the statement that wrote it: its rows, the late ones among them, their checksum. */
 export interface RowsWritten {
   rows: number;
@@ -64,9 +74,7 @@ export async function writeRunRows(tx: Queryable, store: RowStore, run: [number,
        INSERT INTO ${store.target} (${columns}) SELECT ${columns} FROM ${runRows(store, store.staged)} RETURNING *
      ), late_rows AS (
        INSERT INTO ${store.target} (${columns})
-       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${runSource(store, store.saved, 'p')}
-         AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
-         AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})
+       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${carriedLateRows(store)}
        RETURNING *
      )
      SELECT count(*)::int AS rows, (SELECT count(*)::int FROM late_rows) AS "lateRows", ${checksum} AS checksum
@@ -110,9 +118,7 @@ export async function changedSincePublish(tx: Queryable, store: RowStore, run: [
      expected AS (
        SELECT ${pick('s')}, ${rowText(store, 's')} AS r, false AS from_saved FROM ${runSource(store, store.staged, 's')}
        UNION ALL
-       SELECT ${pick('p')}, ${rowText(store, 'p')}, true FROM ${runSource(store, store.saved, 'p')}
-         AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})
-         AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
+       SELECT ${pick('p')}, ${rowText(store, 'p')}, true FROM ${carriedLateRows(store)}
      ),
      live AS (SELECT ${pick('t')}, ${rowText(store, 't')} AS r FROM ${writtenByPublish(store)}),
      compared AS (

@@ -1,11 +1,9 @@
 import type { BackfillRow } from '../../db/backfills.js';
-import { countPauses, recordEvent } from '../../db/events.js';
 import type { PoolClient } from '../../db/pool.js';
 import { catalogChangeOf, catalogChangedSentence } from '../catalog/frozen.js';
 import { formatHour } from '../time.js';
-import { checkClaim, moveSteps } from './stepClaims.js';
-import { BLOCKED_BY_PAUSE, type StepRef } from './stepGraph.js';
-import { transition } from './stateMachine.js';
+import { pauseCaughtSteps } from './pause.js';
+import type { StepRef } from './stepGraph.js';
 
 // Defence in depth for a catalog changed behind the bot's back (SQL straight into backfill.pipelines or
 // backfill.consumers: `catalog apply` already refuses it while a backfill is in flight). Before a stage or a
@@ -13,8 +11,6 @@ import { transition } from './stateMachine.js';
 // (src/core/catalog/frozen.ts), the pipeline's row read FOR SHARE so that what it compared is what it runs.
 // On a difference nothing is written: the backfill pauses, as a breach pauses it, and a continue is refused
 // while the difference stands (src/core/recovery/recovery.ts).
-
-const ENGINE = 'backfill-bot';
 
 /**
  * In the step's transaction, before its writes: 0 when the catalog still holds what the backfill announced;
@@ -24,13 +20,5 @@ const ENGINE = 'backfill-bot';
 export async function pauseIfCatalogChanged(tx: PoolClient, ref: StepRef, token: string, backfill: BackfillRow): Promise<number> {
   const change = await catalogChangeOf(tx, backfill.id, { lock: true });
   if (!change) return 0;
-  const reason = catalogChangedSentence(change);
-  await checkClaim(tx, ref, token);
-  await transition(tx, { backfillId: ref.backfillId, to: 'paused', actor: ENGINE, set: { paused_reason: reason } });
-  const blocked = await moveSteps(tx, ref.backfillId, 'blocked', { kinds: BLOCKED_BY_PAUSE, from: ['running'] });
-  await recordEvent(tx, {
-    backfillId: ref.backfillId, actor: ENGINE, kind: 'paused',
-    detail: { reason, catalogChanged: change.changed, step: ref.kind, partition: formatHour(new Date(ref.key)), blocked },
-  });
-  return (await countPauses(tx, ref.backfillId)) ?? 1;
+  return pauseCaughtSteps(tx, ref, token, catalogChangedSentence(change), { catalogChanged: change.changed, step: ref.kind, partition: formatHour(new Date(ref.key)) });
 }

@@ -1,5 +1,5 @@
 import type { BackfillRow } from '../../db/backfills.js';
-import { countPauses, recordEvent } from '../../db/events.js';
+import { recordEvent } from '../../db/events.js';
 import { insertNextGeneration, insertPreservedPartition } from '../../db/lineage.js';
 import { markPartitionBackfilled } from '../../db/partitionLog.js';
 import { lockPartition, rowsChecksum, snapshotPartition, type PartitionSnapshot } from '../../db/partitions.js';
@@ -14,10 +14,9 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 import { toCents } from '../money.js';
 import { sourceShards } from './partitionStep.js';
 import { rowStoreOf } from './rowStore.js';
-import { checkClaim, moveSteps } from '../engine/stepClaims.js';
-import { BLOCKED_BY_PAUSE, type StepRef } from '../engine/stepGraph.js';
-import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, stageIntoTable, type LockWait, type SwapHooks } from './swap.js';
-import { transition } from '../engine/stateMachine.js';
+import { pauseCaughtSteps } from '../engine/pause.js';
+import type { StepRef } from '../engine/stepGraph.js';
+import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type SwapHooks } from './swap.js';
 import { formatHour } from '../time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
@@ -153,7 +152,7 @@ export interface SwapCost {
 }
 
 const tenths = (ms: number) => Math.round(ms * 10) / 10;
-const swapCost = (swapMs: number, lockWait: LockWait): SwapCost => ({ swapMs: tenths(swapMs), lockWaitMs: tenths(lockWait.lockWaitMs), lockTries: lockWait.lockTries });
+const swapCost = (swapMs: number, lockWait: LockWait): SwapCost => ({ swapMs: tenths(swapMs), ...reportedLockWait(lockWait) });
 
 interface Written {
   published: Reconciliation;
@@ -202,18 +201,13 @@ async function recordGeneration(tx: PoolClient, pipeline: string, hour: Date, ba
 }
 
 /**
- * The publish of `ref` found its partition outside the envelope: in the caller's transaction, after the claim
- * check, the partition's breach is recorded, the backfill pauses, and every step the pause catches running
- * (this one too) is blocked: their writes do not commit, and a continue re-runs them.
+ * The publish of `ref` found its partition outside the envelope: in the caller's transaction the backfill
+ * pauses (pauseCaughtSteps, which checks the claim first) and the partition's breach is recorded.
  */
 export async function pauseForBreach(tx: PoolClient, ref: StepRef, token: string, reason: string): Promise<number> {
-  await checkClaim(tx, ref, token);
+  const pause = await pauseCaughtSteps(tx, ref, token, reason, { partition: formatHour(new Date(ref.key)) });
   await setTargetBreach(tx, ref.backfillId, new Date(ref.key), reason);
-  await transition(tx, { backfillId: ref.backfillId, to: 'paused', actor: ENGINE, set: { paused_reason: reason } });
-  const blocked = await moveSteps(tx, ref.backfillId, 'blocked', { kinds: BLOCKED_BY_PAUSE, from: ['running'] });
-  await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'paused', detail: { reason, partition: formatHour(new Date(ref.key)), blocked } });
-  // The how-manieth pause of this backfill: names the reconciliation message it sends, once.
-  return (await countPauses(tx, ref.backfillId)) ?? 1;
+  return pause;
 }
 
 function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: PublishTargetRow, plan: AgainstPlan, previewedBy: 'estimate' | 'step'): string | undefined {

@@ -192,6 +192,11 @@ export interface LockWait {
   lockTries: number;
 }
 
+/** A lock wait as the timeline reports it (a publish's recomputed event, a rollback's rolled_back): milliseconds to 0.1. */
+export function reportedLockWait(wait: LockWait): LockWait {
+  return { lockWaitMs: Math.round(wait.lockWaitMs * 10) / 10, lockTries: wait.lockTries };
+}
+
 /** The tries of one swap's locks: one budget (the session's lock_timeout, LOCK_TIMEOUT_MS), one count, one wait. */
 interface LockTries {
   /**

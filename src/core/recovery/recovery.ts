@@ -15,7 +15,7 @@ import { rowStoreOf } from '../recompute/rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { moveSteps } from '../engine/stepClaims.js';
 import { keysChangedSinceSwap, writtenBySwap } from '../../db/swap.js';
-import { lockForRestore, restoreBySwap, swappedPartition, type LockWait, type SwapBack, type SwappedPartition } from '../recompute/swap.js';
+import { lockForRestore, reportedLockWait, restoreBySwap, swappedPartition, type LockWait, type SwapBack, type SwappedPartition } from '../recompute/swap.js';
 import { ROLLBACK_SUFFIX } from '../engine/stepGraph.js';
 import { transition, wrongState } from '../engine/stateMachine.js';
 import { refuseIfCatalogChanged } from '../catalog/frozen.js';
@@ -171,7 +171,7 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
       detail: {
         partitions: published.map((t) => formatHour(t.partitionHour)), generations: published.map((t) => t.publishedGeneration), reason: input.reason?.trim() || null,
         // A rollback by swap's real wait for its locks, as a publish's recomputed event reports it.
-        ...(lockWait ? { lockWaitMs: Math.round(lockWait.lockWaitMs * 10) / 10, lockTries: lockWait.lockTries } : {}),
+        ...(lockWait ? reportedLockWait(lockWait) : {}),
       },
     });
     return { backfill: await requireBackfill(tx, backfill.id), restored: published.map((t) => t.partitionHour) };
