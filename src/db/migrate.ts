@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
@@ -20,6 +21,8 @@ interface MigrationFile {
   version: number;
   name: string;
   sql: string;
+  /** sha256 of the file's bytes, hex: what the ledger keeps to tell an applied file that was edited afterwards. */
+  sha256: string;
 }
 
 export async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFile[]> {
@@ -32,7 +35,8 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<MigrationFil
     if (version !== files.length + 1) {
       throw new BackfillError(ErrorCode.Migration, `migration ${name} breaks the numbering: expected ${String(files.length + 1).padStart(4, '0')}_…`);
     }
-    files.push({ version, name, sql: await readFile(new URL(name, `file://${dir}/`), 'utf8') });
+    const bytes = await readFile(new URL(name, `file://${dir}/`));
+    files.push({ version, name, sql: bytes.toString('utf8'), sha256: createHash('sha256').update(bytes).digest('hex') });
   }
   return files;
 }
@@ -53,8 +57,24 @@ async function missingGrant(client: pg.PoolClient, file?: MigrationFile): Promis
 }
 
 /**
- * Applies the migrations not yet recorded, each in its own transaction together with its ledger row,
- * under a session advisory lock. Refuses a database that is newer than this code.
+ * The applied files whose text is no longer what was applied. A database migrated before the ledger kept hashes
+ * has none for its files: the text here at the first start that knows hashes is taken as what was applied and
+ * recorded then (by the caller), not refused. Nothing else could be known of it, and it is also the rule for the
+ * files edited after they had landed (0006 and 0008, from before the ledger kept hashes): their current text is
+ * the one that counts.
+ */
+function changedSinceApplied(files: readonly MigrationFile[], applied: ReadonlyMap<number, string | null>): MigrationFile[] {
+  return files.filter((file) => {
+    const recorded = applied.get(file.version);
+    return recorded !== undefined && recorded !== null && recorded !== file.sha256;
+  });
+}
+
+/**
+ * Applies the migrations not yet recorded, each in its own transaction together with its ledger row (and the
+ * file's hash), under a session advisory lock. Refuses a database that is newer than this code, and one whose
+ * applied files were edited since: a database migrated with the earlier text would silently differ from one
+ * migrated with the new.
  */
 export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<number[]> {
   const files = await readMigrations(dir);
@@ -63,18 +83,36 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<numb
     try {
       try {
         await client.query(`CREATE TABLE IF NOT EXISTS public.backfill_bot_migrations (
-          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+          version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), sha256 text)`);
+        // A ledger from before it kept hashes gains the column once; looked up first, so that every other start
+        // takes no lock on the ledger beyond the advisory one.
+        const { rowCount } = await client.query(`SELECT 1 FROM pg_attribute
+          WHERE attrelid = 'public.backfill_bot_migrations'::regclass AND attname = 'sha256' AND NOT attisdropped`);
+        if (rowCount === 0) await client.query('ALTER TABLE public.backfill_bot_migrations ADD COLUMN sha256 text');
       } catch (error) {
         // PostgreSQL 15 and newer let only the database's owner create in its public schema.
         if ((error as { code?: unknown }).code !== INSUFFICIENT_PRIVILEGE) throw error;
         throw new BackfillError(ErrorCode.Migration, `the migrations' ledger could not be created: ${(error as Error).message}. ${await missingGrant(client)}`, { cause: error });
       }
-      const { rows } = await client.query<{ version: number }>('SELECT version FROM public.backfill_bot_migrations ORDER BY version');
-      const applied = new Set(rows.map((row) => row.version));
+      const { rows } = await client.query<{ version: number; sha256: string | null }>('SELECT version, sha256 FROM public.backfill_bot_migrations ORDER BY version');
+      const applied = new Map(rows.map((row) => [row.version, row.sha256]));
       const newest = rows.at(-1)?.version ?? 0;
       if (newest > files.length) {
         throw new BackfillError(ErrorCode.Migration,
           `the database is at migration ${newest} but this code only knows ${files.length}: run a newer backfill-bot against it`);
+      }
+      const changed = changedSinceApplied(files, applied);
+      if (changed.length > 0) {
+        const names = changed.map((file) => file.name).join(', ');
+        throw new BackfillError(ErrorCode.Migration,
+          `${changed.length === 1 ? `migration ${names} has` : `migrations ${names} have`} changed since ${changed.length === 1 ? 'it was' : 'they were'} applied to this database: ` +
+          `put the applied text back and make the change in a new migration (${String(files.length + 1).padStart(4, '0')}_…) instead of editing an applied one`);
+      }
+      const unhashed = files.filter((file) => applied.get(file.version) === null);
+      if (unhashed.length > 0) {
+        await client.query(`UPDATE public.backfill_bot_migrations AS m SET sha256 = f.sha256
+          FROM unnest($1::int[], $2::text[]) AS f(version, sha256) WHERE m.version = f.version AND m.sha256 IS NULL`,
+        [unhashed.map((file) => file.version), unhashed.map((file) => file.sha256)]);
       }
       const done: number[] = [];
       for (const file of files) {
@@ -82,7 +120,7 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<numb
         await client.query('BEGIN');
         try {
           await client.query(file.sql);
-          await client.query('INSERT INTO public.backfill_bot_migrations (version, name) VALUES ($1, $2)', [file.version, file.name]);
+          await client.query('INSERT INTO public.backfill_bot_migrations (version, name, sha256) VALUES ($1, $2, $3)', [file.version, file.name, file.sha256]);
           await client.query('COMMIT');
         } catch (error) {
           await client.query('ROLLBACK');
