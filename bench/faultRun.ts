@@ -13,10 +13,15 @@
 //   held      the steps running at the fault (for a worker fault: the ones the victim held) are all done again
 //   pending   the first step that was pending at the fault is done (work lost with the queue is back)
 // The recovery is the later of the two; the backfill must then end `done` with night 15's exact figures.
+//
+// The PostgreSQL restarts run on an embedded PostgreSQL of the script's own (src/db/embeddedPostgres.ts, a data
+// folder made for the script and removed after), the only server it ever restarts: the configured one, or the
+// project's shared embedded one, serve other processes too, and there the PostgreSQL fault ends the run's
+// database's sessions instead (postgres-connections-killed).
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Queue } from 'bullmq';
@@ -27,7 +32,7 @@ import { loadConfig } from '../src/config.js';
 import { overrideGate } from '../src/core/announce/gate.js';
 import { startBackfill } from '../src/core/announce/start.js';
 import type { EngineContext } from '../src/core/context.js';
-import { freePort } from '../src/db/embeddedPostgres.js';
+import { freePort, openEmbeddedPostgres, type EmbeddedPostgres, type RestartMode } from '../src/db/embeddedPostgres.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool, dropDatabase, quoteIdent, recreateDatabase, type Pool } from '../src/db/pool.js';
 import { DEMO_PIPELINE } from '../src/demo/constants.js';
@@ -36,7 +41,10 @@ import { createStepQueue, dispatch } from '../src/queue/stepQueue.js';
 import { median } from './stats.js';
 import { startWorkerProcesses, stopWorkerProcesses, type WorkerProcess } from './workerProcesses.js';
 
-export const FAULTS = ['redis-emptied', 'redis-restarted', 'postgres-restarted', 'worker-frozen', 'worker-killed'] as const;
+export const FAULTS = [
+  'redis-emptied', 'redis-restarted', 'postgres-connections-killed', 'postgres-restarted-fast', 'postgres-restarted-immediate', 'worker-frozen',
+  'worker-killed',
+] as const;
 export type Fault = (typeof FAULTS)[number];
 
 /** The dispatcher sweep's interval (src/worker.ts SWEEP_MS). */
@@ -92,7 +100,7 @@ export interface RunMeasure {
 export interface FaultSummary {
   fault: Fault;
   skipped?: string;
-  /** What the fault is where it was injected (a restart, or connections killed where the script controls no server). */
+  /** What the fault is where it was injected (the server or queue it hit, the queue backend, the workers). */
   how: string;
   boundMs: number;
   runs: RunMeasure[];
@@ -193,6 +201,43 @@ async function deletePrefix(url: string, prefix: string): Promise<number> {
   }
 }
 
+// ---- a PostgreSQL of the script's own, for the faults of a restart ---------------------------------------------
+
+interface OwnPostgres {
+  server: EmbeddedPostgres;
+  /** Its "postgres" database's URL, as the bot's role: the runs make their databases from it. */
+  serverUrl: string;
+  /** The month-end demo seeded on it, for the runs to clone. */
+  template: string;
+  /** Stops the server and removes its data folder (the template with it). */
+  close(): Promise<void>;
+}
+
+async function startOwnPostgres(log: (line: string) => void): Promise<OwnPostgres> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'backfill-faults-pg-'));
+  // mkdtemp makes it 0700; as root the server runs as "postgres", which must pass through it.
+  chmodSync(dir, 0o755);
+  let server: EmbeddedPostgres | undefined;
+  const close = async () => {
+    await server?.release();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    server = await openEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), log: (line) => log(`own PostgreSQL: ${line}`) });
+    const serverUrl = server.url('postgres');
+    log(`a PostgreSQL of its own for the PostgreSQL restarts: 127.0.0.1:${server.port}; seeding the month-end demo there too`);
+    return { server, serverUrl, template: await seedTemplate(serverUrl), close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+/** The pg_ctl shutdown mode of a restart fault; undefined for every other fault. */
+function restartMode(fault: Fault): RestartMode | undefined {
+  return fault === 'postgres-restarted-fast' ? 'fast' : fault === 'postgres-restarted-immediate' ? 'immediate' : undefined;
+}
+
 // ---- one run --------------------------------------------------------------------------------------------------
 
 interface StepRow {
@@ -222,10 +267,13 @@ async function holderOf(pool: Pool, backfillId: number, kind: string, key: strin
 interface RunPlan {
   fault: Fault;
   run: number;
+  /** The server the run's database is made on (the script's own PostgreSQL for a restart), and its template there. */
+  serverUrl: string;
   template: string;
   /** Where this run's queues are: a Redis URL, or undefined for BullMQ's PostgreSQL backend. */
   redisUrl: string | undefined;
   ownRedis: OwnRedis | undefined;
+  ownPostgres: OwnPostgres | undefined;
 }
 
 /** A run's own database, queue prefix, configuration and worker processes. */
@@ -245,7 +293,7 @@ async function openRig(options: FaultOptions, plan: RunPlan): Promise<Rig> {
   const tag = randomBytes(5).toString('hex');
   const database = `backfill_bot_faults_${tag}`;
   const prefix = `faults-${tag}`;
-  const url = urlWithDatabase(options.serverUrl, database);
+  const url = urlWithDatabase(plan.serverUrl, database);
   const env: Record<string, string | undefined> = {
     ...process.env, DATABASE_URL: url, REDIS_URL: plan.redisUrl, QUEUE_PREFIX: prefix, STEP_LEASE_MS: String(options.leaseMs),
     WORKER_CONCURRENCY: String(options.workerConcurrency),
@@ -254,7 +302,7 @@ async function openRig(options: FaultOptions, plan: RunPlan): Promise<Rig> {
   delete env.IDLE_IN_TRANSACTION_TIMEOUT_MS;
   const loaded = loadConfig(Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined)));
   const config: RunConfig = { ...loaded, DATABASE_URL: url };
-  await withAdmin(options.serverUrl, (admin) => admin.query(`CREATE DATABASE ${quoteIdent(database)} TEMPLATE ${quoteIdent(plan.template)}`));
+  await withAdmin(plan.serverUrl, (admin) => admin.query(`CREATE DATABASE ${quoteIdent(database)} TEMPLATE ${quoteIdent(plan.template)}`));
   const pool = createPool(url, 'backfill-bot-faults');
   return { database, prefix, url, env, ctx: { pool, config }, queue: undefined, workers: [], blocker: undefined, frozen: [] };
 }
@@ -313,7 +361,7 @@ async function watch(rig: Rig, options: FaultOptions, id: number, faultAt: numbe
   const deadline = faultAt + options.timeoutMs;
   while (performance.now() < deadline) {
     const now = performance.now() - faultAt;
-    // Queries fail while the fault lasts (connections killed): the next poll tries again.
+    // Queries fail while the fault lasts (connections killed, the server restarting): the next poll tries again.
     const rows = await stepRows(rig.ctx.pool, id).catch(() => undefined);
     const { rows: [b] } = await rig.ctx.pool.query<{ state: string; diff: string | null }>(
       'SELECT state, diff::text AS diff FROM backfill.backfills WHERE id = $1::bigint', [id]).catch(() => ({ rows: [] }));
@@ -423,12 +471,20 @@ async function inject(plan: RunPlan, c: InjectContext): Promise<string> {
       await plan.ownRedis.restart();
       return 'redis-server stopped (SIGTERM) and started again, empty';
     }
-    case 'postgres-restarted': {
-      // The script controls no PostgreSQL server of its own (the configured one, or the project's shared embedded
-      // one, serve other processes too): every session of the run's database is ended instead.
+    case 'postgres-connections-killed': {
+      // On the configured server, or the project's shared embedded one, which serve other processes too: every
+      // session of the run's database is ended, never the server restarted.
       const { rows } = await c.pool.query<{ n: number }>(
         `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = $1::text AND pid <> pg_backend_pid()`, [c.database]);
       return `connections killed: pg_terminate_backend of all ${rows[0]?.n ?? 0} other sessions of the run's database`;
+    }
+    case 'postgres-restarted-fast':
+    case 'postgres-restarted-immediate': {
+      const mode = restartMode(plan.fault);
+      if (!plan.ownPostgres || !mode) throw new Error(`${plan.fault} needs a PostgreSQL of its own`);
+      const before = performance.now();
+      await plan.ownPostgres.server.restart(mode);
+      return `pg_ctl restart -m ${mode} of the script's own PostgreSQL (back on its port after ${fmt(performance.now() - before)})`;
     }
     case 'worker-frozen':
       c.victim.child.kill('SIGSTOP');
@@ -442,10 +498,10 @@ async function inject(plan: RunPlan, c: InjectContext): Promise<string> {
 
 // ---- all faults -------------------------------------------------------------------------------------------------
 
-/** Seeds the month-end demo once into a template database; each run clones it. */
-async function seedTemplate(options: FaultOptions): Promise<string> {
+/** Seeds the month-end demo once into a template database on the server; each run clones it. */
+async function seedTemplate(serverUrl: string): Promise<string> {
   const template = `backfill_bot_faults_tpl_${randomBytes(5).toString('hex')}`;
-  const url = urlWithDatabase(options.serverUrl, template);
+  const url = urlWithDatabase(serverUrl, template);
   await recreateDatabase(url);
   const pool = createPool(url, 'backfill-bot-faults-seed');
   try {
@@ -461,16 +517,18 @@ export async function runFaults(options: FaultOptions): Promise<FaultSummary[]> 
   const { log } = options;
   const bound = boundMs(options);
   log(`seeding the month-end demo into a template database`);
-  const template = await seedTemplate(options);
+  const template = await seedTemplate(options.serverUrl);
   const redisBinary = redisServerBinary();
   const wantsOwnRedis = options.faults.includes('redis-restarted') || (options.faults.includes('redis-emptied') && !options.redisUrl);
   let ownRedis: OwnRedis | undefined;
+  let ownPostgres: OwnPostgres | undefined;
   const summaries: FaultSummary[] = [];
   try {
     if (wantsOwnRedis && redisBinary) {
       ownRedis = await startOwnRedis(redisBinary);
       log(`a Redis of its own for the Redis faults: ${ownRedis.url}`);
     }
+    if (options.faults.some((fault) => restartMode(fault))) ownPostgres = await startOwnPostgres(log);
     for (const fault of options.faults) {
       const redisUrl = fault === 'redis-restarted' ? ownRedis?.url : fault === 'redis-emptied' ? (options.redisUrl ?? ownRedis?.url) : options.redisUrl;
       const how = describeFault(fault, redisUrl, options);
@@ -484,7 +542,11 @@ export async function runFaults(options: FaultOptions): Promise<FaultSummary[]> 
       const runs: RunMeasure[] = [];
       for (let run = 1; run <= options.runs; run += 1) {
         try {
-          runs.push(await runOnce(options, { fault, run, template, redisUrl, ownRedis: fault === 'redis-restarted' ? ownRedis : undefined }));
+          const own = restartMode(fault) ? ownPostgres : undefined;
+          runs.push(await runOnce(options, {
+            fault, run, serverUrl: own?.serverUrl ?? options.serverUrl, template: own?.template ?? template, redisUrl,
+            ownRedis: fault === 'redis-restarted' ? ownRedis : undefined, ownPostgres: own,
+          }));
         } catch (error) {
           const message = (error as Error).message;
           log(`${fault} ${run}: the run failed: ${message}`);
@@ -492,20 +554,26 @@ export async function runFaults(options: FaultOptions): Promise<FaultSummary[]> 
             takeovers: 0, state: 'error', diff: null, recomputed: 0, withinBound: false, exact: false, error: message });
         }
       }
-      const times = runs.map((r) => r.recoveryMs);
-      const finite = times.filter((ms) => Number.isFinite(ms));
-      summaries.push({
-        fault, how, boundMs: bound, runs,
-        maxMs: finite.length === times.length && times.length > 0 ? Math.max(...times) : null,
-        medianMs: finite.length > 0 ? median(finite) : null,
-        ok: runs.every((r) => r.withinBound && r.exact),
-      });
+      summaries.push(summarise(fault, how, bound, runs));
     }
   } finally {
     await ownRedis?.close();
+    // The server goes with its data folder, the template in it.
+    await ownPostgres?.close().catch((error: unknown) => log(`could not stop the script's own PostgreSQL: ${(error as Error).message}`));
     await dropDatabase(urlWithDatabase(options.serverUrl, template)).catch((error: unknown) => log(`could not drop ${template}: ${(error as Error).message}`));
   }
   return summaries;
+}
+
+function summarise(fault: Fault, how: string, bound: number, runs: RunMeasure[]): FaultSummary {
+  const times = runs.map((r) => r.recoveryMs);
+  const finite = times.filter((ms) => Number.isFinite(ms));
+  return {
+    fault, how, boundMs: bound, runs,
+    maxMs: finite.length === times.length && times.length > 0 ? Math.max(...times) : null,
+    medianMs: finite.length > 0 ? median(finite) : null,
+    ok: runs.every((r) => r.withinBound && r.exact),
+  };
 }
 
 function describeFault(fault: Fault, redisUrl: string | undefined, options: FaultOptions): string {
@@ -513,7 +581,11 @@ function describeFault(fault: Fault, redisUrl: string | undefined, options: Faul
   switch (fault) {
     case 'redis-emptied': return `the run's queue keys deleted (<prefix>:*); ${queues}`;
     case 'redis-restarted': return `the script's own redis-server restarted empty; ${queues}`;
-    case 'postgres-restarted': return `connections killed (pg_terminate_backend of every session of the run's database; the server is not the script's to restart); ${queues}`;
+    case 'postgres-connections-killed': return `connections killed (pg_terminate_backend of every session of the run's database; the server is not the script's to restart); ${queues}`;
+    case 'postgres-restarted-fast':
+    case 'postgres-restarted-immediate':
+      return `the script's own embedded PostgreSQL, the run's database on it, restarted (pg_ctl restart -m ${restartMode(fault) ?? '?'}: ` +
+        `${fault === 'postgres-restarted-fast' ? 'sessions ended, a shutdown checkpoint' : 'no shutdown checkpoint, crash recovery on start'}); ${queues}`;
     case 'worker-frozen': return `SIGSTOP of the worker holding a publish, SIGCONT after; ${WORKERS} workers × concurrency ${options.workerConcurrency}; ${queues}`;
     case 'worker-killed': return `SIGKILL of the worker holding a publish; ${WORKERS} workers × concurrency ${options.workerConcurrency}; ${queues}`;
   }

@@ -6,7 +6,9 @@
 //
 // DATABASE_URL's server (or, unset, the project's embedded PostgreSQL) holds the runs' databases, each made anew
 // and dropped after; REDIS_URL's Redis (unset: BullMQ's PostgreSQL backend) carries the queues, each run under a
-// prefix of its own. A Redis restart needs a redis-server binary: the script starts a Redis of its own for it.
+// prefix of its own. A Redis restart needs a redis-server binary: the script starts a Redis of its own for it. A
+// PostgreSQL restart runs on an embedded PostgreSQL the script starts for it in a data folder of its own (the one
+// server it restarts); on the shared server the PostgreSQL fault ends the run's sessions instead.
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

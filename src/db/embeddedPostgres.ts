@@ -71,7 +71,16 @@ export interface EmbeddedPostgres {
   url(database: string): string;
   /** Leaves the server; the last process to leave stops it. Call after every connection to it is closed. */
   release(): Promise<void>;
+  /**
+   * Restarts the server on its port and settings (`pg_ctl restart`): every session ends; after an immediate stop
+   * the server recovers from its WAL as after a crash. Refused while another process uses the server (a restart
+   * would end that process's sessions too) and after release().
+   */
+  restart(mode: RestartMode): Promise<void>;
 }
+
+/** pg_ctl's shutdown modes a restart may use: fast (sessions ended, a clean checkpoint) or immediate (no checkpoint: crash recovery). */
+export type RestartMode = 'fast' | 'immediate';
 
 /** The unprivileged account the server runs as when this process is root (PostgreSQL refuses to run as root). */
 interface RunAs {
@@ -338,7 +347,31 @@ class Server {
         process.removeListener('exit', onExit);
         await this.leave(this.adminUrl(port, 'postgres'));
       },
+      restart: (mode) => this.restart(mode, port),
     };
+  }
+
+  private async restart(mode: RestartMode, port: number): Promise<void> {
+    if (this.released) refuse(`The embedded PostgreSQL in ${this.dataDir} was released by this process: it is no longer this process's to restart.`);
+    // Under the lock: a process that joins while the server is down would find no server and start one of its own.
+    await withLock(this.lockDir, async () => {
+      const others = otherLiveUsers(this.usersDir, this.self);
+      if (others.length > 0) {
+        refuse(`The embedded PostgreSQL in ${this.dataDir} is not restarted: ${others.length} other user(s) of it are running ` +
+          `(${others.map((entry) => `pid ${entry.split('.')[0] ?? entry}`).join(', ')}), and a restart would end their sessions too.`);
+      }
+      const before = readPostmaster(this.dataDir);
+      this.log(`restarting the embedded PostgreSQL (${mode})`);
+      // No -o: pg_ctl restarts with the options the server was started with (postmaster.opts), its port among them.
+      const result = await run(this.binaries.pgCtl, ['restart', '-D', this.dataDir, '-m', mode, '-l', this.logFile, '-w', '-t', String(START_TIMEOUT_S)], {
+        runAs: this.runAs, detached: true, env: SERVER_ENV,
+      });
+      const after = readPostmaster(this.dataDir);
+      if (result.code !== 0 || !after || after.pid === before?.pid || after.port !== port) {
+        const log = await readFile(this.logFile, 'utf8').catch(() => '');
+        refuse(`The embedded PostgreSQL did not restart on port ${port} (pg_ctl exited ${result.code}): ${lastLines(log || result.output)} (log: ${this.logFile}).`);
+      }
+    });
   }
 
   /** The superuser's URL: for setting the server up and stopping it, never handed to the bot. */
