@@ -33,6 +33,8 @@ export interface BackfillRow {
   stoppedBy: string | null;
   stopReason: string | null;
   pausedReason: string | null;
+  /** While paused: a partition outside its envelope, or its catalog changed since it was announced (migration 0022). */
+  pausedFor: PauseCause | null;
   rolledBackBy: string | null;
   rolledBackAt: Date | null;
   needsSecondApproval: boolean;
@@ -42,6 +44,9 @@ export interface BackfillRow {
   previewedBy: 'estimate' | 'step';
 }
 
+/** What paused a backfill: what a continue does depends on it. */
+export type PauseCause = 'breach' | 'catalog';
+
 const SELECT_BACKFILL = `
   SELECT id, pipeline, reason, requested_by AS "requestedBy", first_hour AS "firstHour", last_hour AS "lastHour",
          partition_count AS "partitionCount", watermark_before AS "watermarkBefore",
@@ -49,7 +54,7 @@ const SELECT_BACKFILL = `
          diff::text AS diff, announced_at AS "announcedAt", ran_at AS "ranAt", ran_by AS "ranBy",
          finished_at AS "finishedAt", state, failure, limit_override AS "limitOverride",
          incident_channel AS "incidentChannel", status_ts AS "statusTs", generation,
-         stopped_by AS "stoppedBy", stop_reason AS "stopReason", paused_reason AS "pausedReason", rolled_back_by AS "rolledBackBy",
+         stopped_by AS "stoppedBy", stop_reason AS "stopReason", paused_reason AS "pausedReason", paused_for AS "pausedFor", rolled_back_by AS "rolledBackBy",
          rolled_back_at AS "rolledBackAt", needs_second_approval AS "needsSecondApproval",
          published_any AS "publishedAny", previewed_by AS "previewedBy"
   FROM backfill.backfills`;

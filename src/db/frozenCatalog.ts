@@ -1,15 +1,23 @@
 import type { Queryable } from './pool.js';
 
 // The catalog fields a backfill runs, live (backfill.pipelines and backfill.consumers) and as they were frozen
-// when it was started (backfill.backfills.catalog_hash, catalog_field_hashes; migrations/0021). What is
+// when it was started (backfill.backfills.catalog_hash, catalog_field_hashes; migrations/0021: the field hashes
+// are jsonb, so a field frozen later, as the target's columns were, needs no column of its own). What is
 // compared, and what a difference means, is src/core/catalog/frozen.ts's.
 
-/** The fields a backfill runs: its pipeline's step and shard rule, and the re-trigger of each consumer it replays. */
+/**
+ * The fields a backfill runs: its pipeline's step, shard rule and target (table, partition, key and measure
+ * columns), and the re-trigger of each consumer it replays.
+ */
 export interface RunCatalog {
   /** Null when the pipeline is gone from the catalog. */
   stepSql: string | null;
   sourceShardsSql: string | null;
   shardsExpected: number | null;
+  targetTable: string | null;
+  partitionColumn: string | null;
+  keyColumns: string[] | null;
+  measureColumn: string | null;
   /** By consumer, in name order; null when the consumer is gone from the catalog. */
   retriggers: { consumer: string; retrigger: unknown }[];
 }
@@ -19,13 +27,18 @@ export interface RunCatalog {
  * transaction then runs exactly the step and shard rule it compared, since nothing may change them before it ends.
  */
 export async function readRunCatalog(db: Queryable, backfillId: number, pipeline: string, options: { lock?: boolean } = {}): Promise<RunCatalog> {
-  const { rows: [row] } = await db.query<{ stepSql: string; sourceShardsSql: string; shardsExpected: number }>(
-    `SELECT step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected"
+  const { rows: [row] } = await db.query<Omit<RunCatalog, 'retriggers'>>(
+    `SELECT step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected", target_table AS "targetTable",
+            partition_column AS "partitionColumn", key_columns AS "keyColumns", measure_column AS "measureColumn"
      FROM backfill.pipelines WHERE name = $1::text${options.lock ? ' FOR SHARE' : ''}`, [pipeline]);
   const { rows: retriggers } = await db.query<{ consumer: string; retrigger: unknown }>(
     `SELECT bc.consumer, c.retrigger FROM backfill.backfill_consumers bc LEFT JOIN backfill.consumers c ON c.name = bc.consumer
      WHERE bc.backfill_id = $1::bigint ORDER BY bc.consumer COLLATE "C"`, [backfillId]);
-  return { stepSql: row?.stepSql ?? null, sourceShardsSql: row?.sourceShardsSql ?? null, shardsExpected: row?.shardsExpected ?? null, retriggers };
+  return {
+    stepSql: row?.stepSql ?? null, sourceShardsSql: row?.sourceShardsSql ?? null, shardsExpected: row?.shardsExpected ?? null,
+    targetTable: row?.targetTable ?? null, partitionColumn: row?.partitionColumn ?? null, keyColumns: row?.keyColumns ?? null, measureColumn: row?.measureColumn ?? null,
+    retriggers,
+  };
 }
 
 export interface FrozenCatalog {
@@ -33,7 +46,10 @@ export interface FrozenCatalog {
   pipeline: string;
   state: string;
   hash: string;
-  /** By field (step, sourceShards, shardsExpected, retrigger:<consumer>), each its own hash. */
+  /**
+   * By field (step, sourceShards, shardsExpected, targetTable, partitionColumn, keyColumns, measureColumn,
+   * retrigger:<consumer>), each its own hash; a backfill started before the target's columns were frozen has none for them.
+   */
   fieldHashes: Record<string, string>;
 }
 

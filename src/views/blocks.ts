@@ -8,6 +8,7 @@ import { subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/identify/plan.js';
 import { describeSecondApproval, describeSize } from '../core/identify/sizing.js';
 import { describeState } from '../core/engine/stateMachine.js';
+import { isCatalogPause } from '../core/catalog/catalogPause.js';
 import type { BackfillReport } from '../core/file/status.js';
 import { waitingOn } from './waiting.js';
 import { backfillProgress, slackProgress } from './progress.js';
@@ -322,8 +323,12 @@ export function reconciliationMessage(backfill: BackfillRow, rows: Reconciliatio
     ? `${formatHour(r.partitionHour)}  unavailable: the source is missing, the partition was left as it was`
     : `${formatHour(r.partitionHour)}  ${r.phase.padEnd(9)} missing ${r.keysMissing}  added ${r.keysAdded}  duplicated ${r.keysDuplicated}  changed ${r.keysChanged}` +
       `${r.lateRows ? `  late rows kept ${r.lateRows}` : ''}  total ${money(r.totalBefore)} → ${money(r.totalAfter)}`);
+  // Sent as a catalog pause begins, while the catalog differs: a continue is refused until it is put back, and has no difference to accept.
+  const onward = isCatalogPause(backfill)
+    ? `Once the catalog is back as announced, \`/backfill continue ${backfill.id} &lt;reason&gt;\` runs it on`
+    : `\`/backfill continue ${backfill.id} &lt;reason&gt;\` accepts the difference`;
   const lead = backfill.state === 'paused'
-    ? `:octagonal_sign: *The expansion stopped:* ${outside(fit(backfill.pausedReason ?? '', WHY_SHOWN))}\nBoth generations are kept. \`/backfill continue ${backfill.id} &lt;reason&gt;\` accepts the difference; \`/backfill rollback ${backfill.id}\` restores the prior rows.`
+    ? `:octagonal_sign: *${isCatalogPause(backfill) ? 'Paused' : 'The expansion stopped'}:* ${outside(fit(backfill.pausedReason ?? '', WHY_SHOWN))}\nBoth generations are kept. ${onward}; \`/backfill rollback ${backfill.id}\` restores the prior rows.`
     : `Reconciliation by key of backfill #${backfill.id} (generation ${backfill.generation}).`;
   // Split across blocks, every fence closed; what does not fit in one message says where the whole is.
   const table = codeSections('*By partition*', '', lines.length ? lines : ['nothing staged'], LIMITS.messageBlocks - 2, DIFF_TABLE_CHARS);

@@ -51,7 +51,9 @@ export function stoppedLine(backfillId: number, removed: number | Error): string
     : `Backfill #${backfillId} stopped and fenced; ${removed} queued job(s) removed.`;
 }
 
+/** Nothing accepted: the backfill was paused for a change to its catalog, put back since (see continuedNotice). */
 export function continuedLine(backfillId: number, accepted: readonly Date[]): string {
+  if (accepted.length === 0) return `Backfill #${backfillId} continues, its catalog as announced again; nothing was accepted.`;
   return `Backfill #${backfillId} continues; accepted: ${accepted.map(formatHour).join(', ')}.`;
 }
 

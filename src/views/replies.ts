@@ -35,7 +35,12 @@ export function stoppedNotice(actor: string, backfillId: number, reason: string,
     `It is fenced: no write of it commits any more; ${removed} queued job(s) removed. The prior rows of what was published are kept.`;
 }
 
+/** Nothing accepted: the backfill was paused for a change to its catalog, put back since (a breach's continue accepts at least one partition). */
 export function continuedNotice(actor: string, backfillId: number, accepted: readonly Date[], reason: string): string {
+  if (accepted.length === 0) {
+    return `:arrow_forward: ${slackPerson(actor)} continued backfill #${backfillId}, its catalog as announced again: ${outside(reason)}. ` +
+      'A partition outside its envelope, or another change to what it announced, pauses it again.';
+  }
   return `:arrow_forward: ${slackPerson(actor)} accepted the difference of ${accepted.map(formatHour).join(', ')} and continued backfill #${backfillId}: ${outside(reason)}. ` +
     'Any other partition outside its envelope pauses it again.';
 }

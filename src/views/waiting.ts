@@ -1,3 +1,4 @@
+import { isCatalogPause } from '../core/catalog/catalogPause.js';
 import type { BackfillReport } from '../core/file/status.js';
 import type { NamePerson, Outside, Quote } from './notices.js';
 
@@ -35,6 +36,15 @@ export function waitingOn(report: BackfillReport, name: NamePerson, quote: Quote
     case 'approved':
       return open('announce') ? `Approved; waiting for ${open('announce')} announcement(s) to go out before it runs${rateLimited(report)}.` : 'Approved; the workers start it now.';
     case 'paused': {
+      // A continue is refused while the catalog differs from what was announced, whatever paused it: it is not offered then.
+      if (report.catalogChanged?.length) {
+        return `Waiting on an operator: the catalog still differs from what was announced (${report.catalogChanged.map(outside).join(', ')}): ` +
+          `put it back as announced, then ${quote(`continue ${backfill.id} <reason>`)}; or ${quote('stop')} / ${quote('rollback')}.`;
+      }
+      // Paused for a catalog put back since: nothing to accept, a continue runs it on.
+      if (isCatalogPause(backfill)) {
+        return `Waiting on an operator: the catalog is as announced again, so ${quote(`continue ${backfill.id} <reason>`)} runs it on; or ${quote('stop')} / ${quote('rollback')}.`;
+      }
       const breached = targets.filter((t) => t.breach).map((t) => outside(t.breach ?? '')).join('; ');
       return `Waiting on an operator: ${quote(`continue ${backfill.id} [hours] <reason>`)} accepts the partitions outside their envelope (${breached || 'see the reconciliation'}), or ${quote('stop')} / ${quote('rollback')}.`;
     }

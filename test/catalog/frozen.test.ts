@@ -5,14 +5,20 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parseDocument, stringify } from 'yaml';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { applyCatalog } from '../../src/core/catalog/apply.js';
+import { catalogChangeOf, catalogHashOf } from '../../src/core/catalog/frozen.js';
 import type { Catalog } from '../../src/core/catalog/schema.js';
+import { findRunnableSteps } from '../../src/core/engine/dispatch.js';
 import { executeStep } from '../../src/core/engine/steps.js';
 import { loadBackfillReport } from '../../src/core/file/status.js';
 import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
 import { readCatalogRows } from '../../src/db/catalog.js';
 import { listEvents } from '../../src/db/events.js';
+import { loadReconciliation } from '../../src/db/reconciliations.js';
 import { readDemoCatalog } from '../../src/demo/seed.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
+import { reconciliationMessage } from '../../src/views/blocks.js';
+import { continuedLine } from '../../src/views/cliReplies.js';
+import { continuedNotice } from '../../src/views/replies.js';
 import { renderStatus } from '../../src/views/text.js';
 import { runCli } from '../support/cli.js';
 import { approvedNight15, countRows, createTestEngine, type TestEngine } from '../support/engine.js';
@@ -65,8 +71,15 @@ async function catalogSnapshot(e: TestEngine) {
   };
 }
 
-const pausedSentence = (id: number, what: string) =>
-  `The catalog of orders changed since backfill #${id} was announced (${what}): nothing more is published; stop it, or roll it back, and start a new one.`;
+/** What the paused reason and the timeline say: what changed, what was held back, and what to do. */
+const catalogSentence = (id: number, what: string, halted: string) =>
+  `The catalog of orders changed since backfill #${id} was announced (${what}): ${halted}. ` +
+  `Put it back as announced (apply the catalog file it was started with), then \`continue ${id} <reason>\`; or stop it, or roll it back, and start a new one.`;
+const refusedContinue = (id: number, what: string) => catalogSentence(id, what, `backfill #${id} cannot continue while it differs`);
+/** Where the status says it stands: waiting for the catalog to be put back, or for a continue. */
+const stillDiffers = (id: number, what: string) =>
+  `Waiting on an operator: the catalog still differs from what was announced (${what}): put it back as announced, then continue ${id} <reason>; or stop / rollback.`;
+const backAsAnnounced = (id: number) => `Waiting on an operator: the catalog is as announced again, so continue ${id} <reason> runs it on; or stop / rollback.`;
 
 async function publishedHours(e: TestEngine, id: number): Promise<number> {
   return countRows(e.ctx, `SELECT 1 FROM backfill.backfill_targets WHERE backfill_id = $1 AND status = 'published'`, [id]);
@@ -141,7 +154,7 @@ describe('a catalog changed behind the bot\'s back while a backfill runs', () =>
     await e.ctx.pool.query('UPDATE backfill.pipelines SET step_sql = replace(step_sql, $1, $2) WHERE name = $3', [UPPER, LOWER, 'orders']);
 
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
-    const sentence = pausedSentence(id, 'step query');
+    const sentence = catalogSentence(id, 'step query', 'nothing more is published');
     expect(report.backfill.state).toBe('paused');
     expect(report.backfill.pausedReason).toBe(sentence);
     expect(renderStatus(report)).toContain(sentence);
@@ -155,7 +168,7 @@ describe('a catalog changed behind the bot\'s back while a backfill runs', () =>
     expect(e.notifier.reconciliations).toEqual([id]);
 
     await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'go on' }))
-      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === sentence);
+      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === refusedContinue(id, 'step query'));
     const still = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(still.backfill.state).toBe('paused');
     expect(await publishedHours(e, id)).toBe(1);
@@ -173,7 +186,7 @@ describe('a catalog changed behind the bot\'s back while a backfill runs', () =>
     await e.ctx.pool.query(`UPDATE backfill.pipelines SET shards_expected = shards_expected + 1 WHERE name = 'orders'`);
 
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
-    const sentence = pausedSentence(id, 'shard rule');
+    const sentence = catalogSentence(id, 'shard rule', 'nothing more is published');
     expect(report.backfill.state).toBe('paused');
     expect(report.backfill.pausedReason).toBe(sentence);
     expect(renderStatus(report)).toContain(sentence);
@@ -185,7 +198,7 @@ describe('a catalog changed behind the bot\'s back while a backfill runs', () =>
     expect((await e.ctx.pool.query(DAY_TOTAL)).rows[0]?.t).toBe(BEFORE_TOTAL);
 
     await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'go on' }))
-      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === sentence);
+      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === refusedContinue(id, 'shard rule'));
     expect((await stopBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'catalog changed' })).state).toBe('stopped');
   });
 
@@ -200,8 +213,10 @@ describe('a catalog changed behind the bot\'s back while a backfill runs', () =>
     expect(paused.backfill.pausedReason).toBe(breach);
 
     await e.ctx.pool.query('UPDATE backfill.pipelines SET step_sql = replace(step_sql, $1, $2) WHERE name = $3', [UPPER, LOWER, 'orders']);
+    // A breach's pause too: no continue is offered while the catalog differs.
+    expect(renderStatus(await loadBackfillReport(e.ctx.pool, id))).toContain(stillDiffers(id, 'step query'));
     await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the three orders were cancelled upstream' }))
-      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === pausedSentence(id, 'step query'));
+      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === refusedContinue(id, 'step query'));
     const still = await loadBackfillReport(e.ctx.pool, id);
     expect(still.backfill.state).toBe('paused');
     expect(still.backfill.pausedReason).toBe(breach);
@@ -210,5 +225,136 @@ describe('a catalog changed behind the bot\'s back while a backfill runs', () =>
     await e.ctx.pool.query('UPDATE backfill.pipelines SET step_sql = replace(step_sql, $1, $2) WHERE name = $3', [LOWER, UPPER, 'orders']);
     await continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the three orders were cancelled upstream' });
     expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('done');
+  });
+});
+
+/** Runs every stage, publish and the watermark move of the backfill in this process: it is then replaying. */
+async function publishAll(e: TestEngine, id: number): Promise<void> {
+  for (;;) {
+    const runnable = (await findRunnableSteps(e.ctx.pool, id)).filter((step) => ['stage', 'publish', 'watermark'].includes(step.kind));
+    if (runnable.length === 0) return;
+    for (const step of runnable) await executeStep(e.ctx, step);
+  }
+}
+
+const replayedConsumers = async (e: TestEngine, id: number) =>
+  (await listEvents(e.ctx.pool, id)).filter((event) => event.kind === 'replayed').map((event) => event.detail.consumer);
+
+describe('a re-trigger changed behind the bot\'s back after the publish', () => {
+  it('pauses the backfill before that consumer\'s replay, which never runs the changed definition; put back, continue re-triggers it as announced', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    await publishAll(e, id);
+    expect((await loadBackfillReport(e.ctx.pool, id)).backfill.state).toBe('replaying');
+    const { rows: [announced] } = await e.ctx.pool.query<{ retrigger: unknown }>(`SELECT retrigger FROM backfill.consumers WHERE name = 'payout_export'`);
+    // The changed definition would leave a row no announced re-trigger writes.
+    const changed = { kind: 'sql', statements: [`INSERT INTO warehouse.payout_export (report_date, total) SELECT DATE '1999-12-31', cardinality($1::timestamptz[])`] };
+    await e.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1::jsonb WHERE name = 'payout_export'`, [JSON.stringify(changed)]);
+
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    const sentence = catalogSentence(id, 're-trigger of payout_export', 'payout_export is not re-triggered');
+    expect(report.backfill.state).toBe('paused');
+    expect(report.backfill.pausedReason).toBe(sentence);
+    expect(renderStatus(report)).toContain(sentence);
+    expect(renderStatus(report)).toContain(stillDiffers(id, 're-trigger of payout_export'));
+    const paused = (await listEvents(e.ctx.pool, id)).filter((event) => event.kind === 'paused');
+    expect(paused.map((event) => event.detail.reason)).toEqual([sentence]);
+    expect(paused[0]?.detail.catalogChanged).toEqual(['re-trigger of payout_export']);
+    expect(paused[0]?.detail.consumer).toBe('payout_export');
+    // Its own step waits for the operator; the report it is built from was re-triggered first, as announced.
+    expect(report.steps.filter((step) => step.kind === 'replay' && step.key === 'payout_export').map((step) => step.status)).toEqual(['blocked']);
+    expect(await replayedConsumers(e, id)).toContain('settlement_report');
+    expect(await replayedConsumers(e, id)).not.toContain('payout_export');
+    expect(await countRows(e.ctx, `SELECT 1 FROM warehouse.payout_export WHERE report_date = '1999-12-31'`)).toBe(0);
+    expect(e.notifier.reconciliations).toEqual([id]);
+
+    await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'go on' }))
+      .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === refusedContinue(id, 're-trigger of payout_export'));
+    expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('paused');
+
+    await e.ctx.pool.query(`UPDATE backfill.consumers SET retrigger = $1::jsonb WHERE name = 'payout_export'`, [JSON.stringify(announced?.retrigger)]);
+    expect(renderStatus(await loadBackfillReport(e.ctx.pool, id))).toContain(backAsAnnounced(id));
+    const continued = await continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the re-trigger is back as announced' });
+    expect(continued.accepted).toEqual([]);
+    const done = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(done.backfill.state).toBe('done');
+    expect(done.backfill.diff).toBe('-12408.45');
+    expect((await replayedConsumers(e, id)).filter((consumer) => consumer === 'payout_export')).toEqual(['payout_export']);
+    expect(await countRows(e.ctx, `SELECT 1 FROM warehouse.payout_export WHERE report_date = '1999-12-31'`)).toBe(0);
+  });
+});
+
+describe('the target\'s table, partition, key and measure columns', () => {
+  it('are frozen: apply refuses to change them while a backfill is in flight, naming each as people call it', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: HOURS[0] as string })).toBe('done');
+    const edits: [(pipeline: Catalog['pipelines'][number]) => void, string][] = [
+      [(pipeline) => { pipeline.key_columns = ['order_id', 'shard']; }, 'key columns'],
+      [(pipeline) => { pipeline.measure_column = 'amount_local'; }, 'measure column'],
+      [(pipeline) => { pipeline.partition_column = 'event_hour'; }, 'partition column'],
+      [(pipeline) => { pipeline.target_table = 'warehouse.orders_v2'; }, 'target table'],
+    ];
+    const before = await catalogSnapshot(e);
+    for (const [edit, what] of edits) {
+      const document = await demoDocument();
+      edit(orders(document));
+      const applied = await runCli(e, {}, 'catalog', 'apply', await catalogFile(document));
+      expect(applied.code, applied.out).toBe(1);
+      expect(applied.out).toContain(`backfill #${id} of orders is running and runs what it announced, so its ${what} cannot change now`);
+    }
+    expect(await catalogSnapshot(e)).toEqual(before);
+  });
+
+  it('changed behind the bot\'s back, pause it before the next stage; a backfill that froze none of them is held to what it froze', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    await e.ctx.pool.query(`UPDATE backfill.pipelines SET key_columns = ARRAY['order_id', 'shard'], measure_column = 'amount_local' WHERE name = 'orders'`);
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(report.backfill.state).toBe('paused');
+    expect(report.backfill.pausedReason).toBe(catalogSentence(id, 'key columns, measure column', 'nothing more is published'));
+    expect(await countRows(e.ctx, `SELECT 1 FROM backfill.events WHERE backfill_id = $1 AND kind = 'staged'`, [id])).toBe(0);
+
+    // As a backfill started before these columns were frozen recorded its fields: without them.
+    const { rows: [row] } = await e.ctx.pool.query<{ hashes: Record<string, string> }>('SELECT catalog_field_hashes AS hashes FROM backfill.backfills WHERE id = $1', [id]);
+    const older = Object.fromEntries(Object.entries(row?.hashes ?? {}).filter(([field]) => !['targetTable', 'partitionColumn', 'keyColumns', 'measureColumn'].includes(field)));
+    expect(Object.keys(older).length).toBe(Object.keys(row?.hashes ?? {}).length - 4);
+    await e.ctx.pool.query('UPDATE backfill.backfills SET catalog_field_hashes = $2::jsonb, catalog_hash = $3 WHERE id = $1', [id, JSON.stringify(older), catalogHashOf(older)]);
+    expect(await catalogChangeOf(e.ctx.pool, id)).toBeUndefined();
+    await e.ctx.pool.query('UPDATE backfill.pipelines SET step_sql = replace(step_sql, $1, $2) WHERE name = $3', [UPPER, LOWER, 'orders']);
+    expect((await catalogChangeOf(e.ctx.pool, id))?.changed).toEqual(['step query']);
+  });
+});
+
+describe('a catalog pause, once the catalog is what was announced again', () => {
+  it('says to put the catalog back while it differs, then continues on without accepting anything, and ends done', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'frozen catalog test');
+    await e.ctx.pool.query(`UPDATE backfill.pipelines SET shards_expected = shards_expected + 1 WHERE name = 'orders'`);
+    const paused = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(paused.backfill.state).toBe('paused');
+    // While it differs, neither the status nor the reconciliation offers a continue that would be refused.
+    const status = renderStatus(paused);
+    expect(status).toContain(stillDiffers(id, 'shard rule'));
+    expect(status).not.toContain('accepts the partitions outside their envelope');
+    const lead = JSON.stringify(reconciliationMessage(paused.backfill, await loadReconciliation(e.ctx.pool, id)).blocks[0]);
+    expect(lead).not.toContain('accepts the difference');
+    expect(lead).toContain(`Once the catalog is back as announced, \`/backfill continue ${id} &lt;reason&gt;\` runs it on`);
+
+    await e.ctx.pool.query(`UPDATE backfill.pipelines SET shards_expected = shards_expected - 1 WHERE name = 'orders'`);
+    expect(renderStatus(await loadBackfillReport(e.ctx.pool, id))).toContain(backAsAnnounced(id));
+    const continued = await continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the shard count is back as announced' });
+    expect(continued.accepted).toEqual([]);
+    expect(continuedLine(id, continued.accepted)).toBe(`Backfill #${id} continues, its catalog as announced again; nothing was accepted.`);
+    expect(continuedNotice(OPERATOR, id, continued.accepted, 'the shard count is back as announced')).toBe(
+      `:arrow_forward: <@${OPERATOR}> continued backfill #${id}, its catalog as announced again: the shard count is back as announced. ` +
+      'A partition outside its envelope, or another change to what it announced, pauses it again.');
+    const done = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(done.backfill.state).toBe('done');
+    expect(done.backfill.diff).toBe('-12408.45');
   });
 });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalogConsumerSchema } from '../../src/core/catalog/schema.js';
 import { BackfillState } from '../../src/core/engine/stateMachine.js';
 import { STEP_KINDS, StepStatus } from '../../src/core/engine/stepGraph.js';
-import type { BackfillRow, BackfillTargetRow } from '../../src/db/backfills.js';
+import type { BackfillRow, BackfillTargetRow, PauseCause } from '../../src/db/backfills.js';
 import type { EmittedEventType, LineageEventType, ProposalState, recordSeenOutcome } from '../../src/db/lineageEvents.js';
 import type { ConsumerPlacement } from '../../src/db/readLog.js';
 import type { ReconciliationRow } from '../../src/db/reconciliations.js';
@@ -27,6 +27,7 @@ function membersOf<T extends string>() {
 const CODE: Record<string, readonly string[]> = {
   'backfill.backfills.state': Object.values(BackfillState),
   'backfill.backfills.previewed_by': membersOf<BackfillRow['previewedBy']>()(['step', 'estimate']),
+  'backfill.backfills.paused_for': membersOf<PauseCause>()(['breach', 'catalog']),
   'backfill.backfill_steps.status': Object.values(StepStatus),
   'backfill.backfill_steps.kind': STEP_KINDS,
   'backfill.backfill_targets.status': membersOf<BackfillTargetRow['status']>()(['pending', 'staged', 'published', 'unavailable', 'restored']),

@@ -22,8 +22,8 @@ import { parseCatalogText, type Catalog } from './schema.js';
 //   - a consumer or pipeline the record refers to (reads, signatures, finished backfills, the partition log):
 //     the history keeps its names. Refused, naming the table; keep it in the file.
 // A change is applied even while a backfill runs (a new owner, a delegate, another pipeline), except to what a
-// backfill in flight froze when it was started: its pipeline's step query and shard rule and its consumers'
-// re-triggers (frozen.ts). It runs what was previewed and acknowledged; a change to those is refused, naming
+// backfill in flight froze when it was started: its pipeline's step query, shard rule, target table and its
+// partition, key and measure columns, and its consumers' re-triggers (frozen.ts). It runs what was previewed and acknowledged; a change to those is refused, naming
 // the backfill, until it is done or stopped, and a backfill started after the apply runs the new definition.
 
 export interface CatalogInput {

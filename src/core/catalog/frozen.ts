@@ -3,14 +3,19 @@ import { findFrozenCatalog, listFrozenCatalogs, readRunCatalog, recordFrozenCata
 import type { Queryable } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { Plan } from '../identify/plan.js';
+import { catalogChangedSentence } from './catalogPause.js';
+
+export { catalogChangedSentence, isCatalogPause } from './catalogPause.js';
 
 // A backfill runs what was previewed and acknowledged, not the catalog of the moment. The engine reads its
-// pipeline's step query and shard rule at every stage, and each consumer's re-trigger at its replay, so a
-// catalog changed mid-run would publish a step nobody announced, or leave every hour "unavailable" and end the
-// backfill done with nothing corrected. So `start` freezes exactly those fields with the backfill (a hash per
-// field: enough to name what changed, without a second copy of SQL or of a re-trigger's URL), `catalog apply`
-// refuses to change them while it is in flight (apply.ts), and before a stage or publish writes, the engine
-// compares them with the live catalog and pauses on a difference (src/core/engine/catalogGuard.ts).
+// pipeline's step query, shard rule and target (the table, its partition, key and measure columns) at every
+// stage and publish, and each consumer's re-trigger at its replay, so a catalog changed mid-run would publish a
+// step nobody announced, reconcile and replace rows by another key, sum another column than the announced
+// figures, leave every hour "unavailable" and end the backfill done with nothing corrected, or call a consumer
+// in a way its owner never saw. So `start` freezes exactly those fields with the backfill (a hash per field:
+// enough to name what changed, without a second copy of SQL or of a re-trigger's URL), `catalog apply` refuses
+// to change them while it is in flight (apply.ts), and before a stage, publish or replay, the engine compares
+// them with the live catalog and pauses on a difference (src/core/engine/catalogGuard.ts).
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -23,12 +28,20 @@ function canonical(value: unknown): string {
 
 const RETRIGGER = 'retrigger:';
 
-/** Each frozen field's hash, by field: step, sourceShards, shardsExpected, retrigger:<consumer>. */
+/** A re-trigger's hash as its field holds it: what a replay compares the definition it is about to call with. */
+const retriggerHash = (retrigger: unknown) => sha256(canonical(retrigger));
+
+/**
+ * Each frozen field's hash, by field: step, sourceShards, shardsExpected, targetTable, partitionColumn,
+ * keyColumns, measureColumn, retrigger:<consumer>.
+ */
 export function fieldHashesOf(fields: RunCatalog): Record<string, string> {
   const hashes: Record<string, string> = {
     step: sha256(canonical(fields.stepSql)), sourceShards: sha256(canonical(fields.sourceShardsSql)), shardsExpected: sha256(canonical(fields.shardsExpected)),
+    targetTable: sha256(canonical(fields.targetTable)), partitionColumn: sha256(canonical(fields.partitionColumn)),
+    keyColumns: sha256(canonical(fields.keyColumns)), measureColumn: sha256(canonical(fields.measureColumn)),
   };
-  for (const { consumer, retrigger } of fields.retriggers) hashes[`${RETRIGGER}${consumer}`] = sha256(canonical(retrigger));
+  for (const { consumer, retrigger } of fields.retriggers) hashes[`${RETRIGGER}${consumer}`] = retriggerHash(retrigger);
   return hashes;
 }
 
@@ -36,7 +49,13 @@ export function catalogHashOf(fieldHashes: Record<string, string>): string {
   return sha256(canonical(fieldHashes));
 }
 
-/** The fields that differ, as people call them: step query, shard rule, re-trigger of <consumer>. */
+/** The target's fields, by their key and as the catalog file's reader calls them. */
+const TARGET_FIELDS = [['targetTable', 'target table'], ['partitionColumn', 'partition column'], ['keyColumns', 'key columns'], ['measureColumn', 'measure column']] as const;
+
+/**
+ * The fields that differ, as people call them: step query, shard rule, target table, partition column, key
+ * columns, measure column, re-trigger of <consumer>.
+ */
 export function changedFields(frozen: Record<string, string>, live: Record<string, string>): string[] {
   const differs = (key: string) => frozen[key] !== live[key];
   const retriggers = [...new Set([...Object.keys(frozen), ...Object.keys(live)])]
@@ -44,6 +63,7 @@ export function changedFields(frozen: Record<string, string>, live: Record<strin
   return [
     ...(differs('step') ? ['step query'] : []),
     ...(differs('sourceShards') || differs('shardsExpected') ? ['shard rule'] : []),
+    ...TARGET_FIELDS.filter(([key]) => differs(key)).map(([, name]) => name),
     ...retriggers,
   ];
 }
@@ -57,6 +77,7 @@ export async function freezeCatalog(tx: Queryable, backfillId: number, plan: Pic
   const { pipeline } = plan;
   const announced = fieldHashesOf({
     stepSql: pipeline.stepSql, sourceShardsSql: pipeline.sourceShardsSql, shardsExpected: pipeline.shardsExpected,
+    targetTable: pipeline.targetTable, partitionColumn: pipeline.partitionColumn, keyColumns: pipeline.keyColumns, measureColumn: pipeline.measureColumn,
     retriggers: plan.readers.map((reader) => ({ consumer: reader.consumer, retrigger: reader.retrigger })),
   });
   const changed = changedFields(announced, fieldHashesOf(await readRunCatalog(tx, backfillId, pipeline.name)));
@@ -68,9 +89,14 @@ export async function freezeCatalog(tx: Queryable, backfillId: number, plan: Pic
   await recordFrozenCatalog(tx, backfillId, catalogHashOf(announced), announced);
 }
 
-/** The frozen fields that the live catalog no longer holds; none when they are all the same. */
+/**
+ * The frozen fields that the live catalog no longer holds; none when they are all the same. Only the fields the
+ * backfill froze are compared: one started before a field was frozen (the target's columns came after the step,
+ * shard rule and re-triggers) is held to what it announced then, not paused for a field it never recorded.
+ */
 async function changesSince(db: Queryable, frozen: FrozenCatalog, options: { lock?: boolean } = {}): Promise<string[]> {
-  const live = fieldHashesOf(await readRunCatalog(db, frozen.backfillId, frozen.pipeline, options));
+  const live = Object.fromEntries(Object.entries(fieldHashesOf(await readRunCatalog(db, frozen.backfillId, frozen.pipeline, options)))
+    .filter(([field]) => field in frozen.fieldHashes));
   if (catalogHashOf(live) === frozen.hash) return [];
   const changed = changedFields(frozen.fieldHashes, live);
   return changed.length > 0 ? changed : ['its frozen fields'];
@@ -103,14 +129,31 @@ export async function catalogChangesUnder(db: Queryable, states: readonly string
   return changes;
 }
 
-/** What the timeline, the status and a refused continue say of a backfill whose catalog changed under it. */
-export function catalogChangedSentence(change: FrozenCatalogChange): string {
-  return `The catalog of ${change.frozen.pipeline} changed since backfill #${change.frozen.backfillId} was announced (${change.changed.join(', ')}): ` +
-    'nothing more is published; stop it, or roll it back, and start a new one.';
+/**
+ * How the live catalog differs from what the backfill froze, when the re-trigger `definition` (as just read, to
+ * be called) is not the one frozen for `consumer`; undefined when it is, or when the backfill froze none for it.
+ * The definition itself is compared, not a second read of the catalog, so that what was compared is what is
+ * called. What changed names this re-trigger even if the catalog changed again since it was read.
+ */
+export async function retriggerChangeOf(db: Queryable, backfillId: number, consumer: string, definition: unknown): Promise<FrozenCatalogChange | undefined> {
+  const frozen = await findFrozenCatalog(db, backfillId);
+  const announced = frozen?.fieldHashes[`${RETRIGGER}${consumer}`];
+  if (!frozen || announced === undefined || announced === retriggerHash(definition)) return undefined;
+  const named = `re-trigger of ${consumer}`;
+  const changed = (await changesSince(db, frozen)).filter((field) => field !== 'its frozen fields');
+  return { frozen, changed: changed.includes(named) ? changed : [...changed, named] };
+}
+
+/** The facts the sentences of catalogPause.ts are made of. */
+export function changeFacts(change: FrozenCatalogChange): { backfillId: number; pipeline: string; changed: string[] } {
+  return { backfillId: change.frozen.backfillId, pipeline: change.frozen.pipeline, changed: change.changed };
 }
 
 /** Refuses (WrongState, the sentence) while the live catalog differs from what the backfill froze. */
 export async function refuseIfCatalogChanged(db: Queryable, backfillId: number): Promise<void> {
   const change = await catalogChangeOf(db, backfillId);
-  if (change) throw new BackfillError(ErrorCode.WrongState, catalogChangedSentence(change), { details: { changed: change.changed } });
+  if (change) {
+    throw new BackfillError(ErrorCode.WrongState, catalogChangedSentence(changeFacts(change), `backfill #${backfillId} cannot continue while it differs`),
+      { details: { changed: change.changed } });
+  }
 }

@@ -8,9 +8,10 @@ import { BackfillError, ErrorCode } from '../../errors.js';
  * The life of a backfill.
  *
  *   announced ──ack/override──▶ approved ──dispatcher──▶ running ──stage, publish, watermark──▶ replaying
- *      ▲  │                                                                                 │
- *      │  └─hold──▶ held                                              replays done ────────▶ comparing ──▶ done
- *      └──release──┘
+ *      ▲  │                                               │  ▲                                   │    │
+ *      │  └─hold──▶ held                            pause │  │ continue                    pause │    │ replays done
+ *      └──release──┘                                      ▼  │                                   │    ▼
+ *                                                        paused ◀────────────────────────────────┘  comparing ──▶ done
  *
  * announced: the log row exists with total_before and announced_at; announcements generated; nothing deleted.
  * held: an owner asked to wait. Nothing is enqueued while held; the holder's acknowledgement releases it.
@@ -20,7 +21,11 @@ import { BackfillError, ErrorCode } from '../../errors.js';
  * comparing: signed figures compared with what the rebuilt reports show; the log row is completed.
  * failed: a step ran out of attempts; the failure names it. cancelled: stopped before it ran.
  * paused: a canary or wave showed a difference the plan did not predict (or duplicate keys): the expansion
- *   stopped with both generations kept; an operator continues (accepting it) or rolls back.
+ *   stopped with both generations kept; an operator continues (accepting it) or rolls back. Also, from
+ *   running or replaying, a catalog changed behind the bot's back since the announcement (a stage, publish or
+ *   replay found it: src/core/engine/catalogGuard.ts): continued once it is put back. A continue moves to
+ *   running, and a backfill whose partitions are all published moves straight on to replaying (the phase exit),
+ *   so a replay's pause resumes where it was without a move of its own.
  * stopped: an operator fenced it: queued jobs removed, no write of it commits any more (each step's commit
  *   reads this state under the row lock the stop took).
  * rolling_back → rolled_back: the preserved rows were restored in one transaction; consumers replay again.
@@ -54,7 +59,7 @@ const ALLOWED: Record<BackfillState, readonly BackfillState[]> = {
   approved: ['running', 'cancelled', 'stopped', 'failed'],
   running: ['replaying', 'paused', 'failed', 'stopped'],
   paused: ['running', 'stopped', 'rolling_back'],
-  replaying: ['comparing', 'failed', 'stopped'],
+  replaying: ['comparing', 'paused', 'failed', 'stopped'],
   comparing: ['done', 'failed', 'stopped'],
   done: ['rolling_back'],
   failed: ['rolling_back'],
@@ -95,7 +100,7 @@ export interface Transition {
   to: BackfillState;
   actor: string;
   /** Extra column assignments done by the same UPDATE (e.g. ran_at). Keys are fixed in code, never user input. */
-  set?: Partial<Record<'ran_at' | 'ran_by' | 'finished_at' | 'failure' | 'paused_reason' | 'stopped_by' | 'stop_reason' | 'rolled_back_by' | 'rolled_back_at', string | Date | null>>;
+  set?: Partial<Record<'ran_at' | 'ran_by' | 'finished_at' | 'failure' | 'paused_reason' | 'paused_for' | 'stopped_by' | 'stop_reason' | 'rolled_back_by' | 'rolled_back_at', string | Date | null>>;
   detail?: Record<string, unknown>;
 }
 

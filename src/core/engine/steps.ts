@@ -19,7 +19,7 @@ import { parseRetrigger, runRemoteRetrigger, runSqlRetrigger, type ReplayJobs } 
 import { claimStep, failClaimedStep, finishStep, keepClaim, releaseClaim, runClaimed, type ClaimOutcome } from './stepClaims.js';
 import { consumerOf, phaseOf, type StepRef } from './stepGraph.js';
 import { pauseForBreach, publishPartition, stagePartition, type PublishHooks } from '../recompute/stagePublish.js';
-import { pauseIfCatalogChanged } from './catalogGuard.js';
+import { checkRetrigger, pauseIfCatalogChanged } from './catalogGuard.js';
 import { transition } from './stateMachine.js';
 import { emitRunEvents } from '../lineage/emit.js';
 import { distinctDays, formatHour } from '../time.js';
@@ -178,12 +178,20 @@ async function moveWatermark(ctx: StepContext, ref: StepRef, token: string): Pro
 async function replay(ctx: StepContext, ref: StepRef, token: string): Promise<StepOutcome> {
   const consumer = consumerOf(ref);
   const rollback = phaseOf(ref) === 'rollback';
-  const retrigger = parseRetrigger(consumer, await findRetrigger(ctx.pool, consumer));
+  const definition = await findRetrigger(ctx.pool, consumer);
+  // What it calls is what its owner was told of: a re-trigger changed since pauses the backfill instead (catalogGuard.ts).
+  const verdict = await checkRetrigger(ctx.pool, ref, token, definition);
+  if (verdict.paused > 0) {
+    await tellIncident(ctx, ref, () => ctx.messenger.reportReconciliation(ref.backfillId, intentKey(ref.backfillId, 'paused', String(verdict.paused))));
+    return 'blocked';
+  }
+  const noted = verdict.changed ? { catalogChanged: verdict.changed } : {};
+  const retrigger = parseRetrigger(consumer, definition);
   const hours = await targetHours(ctx, ref.backfillId);
   if (retrigger.kind === 'sql') {
     await withTransaction(ctx.pool, async (tx) => {
       const result = await runSqlRetrigger(tx, retrigger, hours);
-      await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, via: 'sql', rollback, ...result } });
+      await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, via: 'sql', rollback, ...result, ...noted } });
       await finishStep(tx, ref, token, { via: 'sql', ...result });
     });
     return 'done';
@@ -192,7 +200,7 @@ async function replay(ctx: StepContext, ref: StepRef, token: string): Promise<St
   // under the replay's own key, so a retry after a lost commit is recognised by the receiver.
   const result = await runRemoteRetrigger(retrigger, { backfillId: ref.backfillId, consumer, partitions: hours, rollback }, { config: ctx.config, replayJobs: ctx.replayJobs });
   await withTransaction(ctx.pool, async (tx) => {
-    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, ...result, rollback } });
+    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'replayed', detail: { consumer, ...result, rollback, ...noted } });
     await finishStep(tx, ref, token, result);
   });
   return 'done';

@@ -4,6 +4,7 @@ import {
 } from '../../db/backfills.js';
 import type { Queryable } from '../../db/pool.js';
 import { listSteps, type StepRow } from '../../db/steps.js';
+import { catalogChangeOf } from '../catalog/frozen.js';
 
 /** Everything known about one backfill, read in one place for the CLI, the demo and (later) Slack views. */
 export interface BackfillReport {
@@ -12,6 +13,11 @@ export interface BackfillReport {
   targets: BackfillTargetRow[];
   signed: BackfillSignoffRow[];
   steps: StepRow[];
+  /**
+   * While it is paused: the fields it froze that the live catalog no longer holds (empty: the catalog is as
+   * announced), so that where it stands says whether a continue would be refused. Unset in any other state.
+   */
+  catalogChanged?: string[];
 }
 
 export async function loadBackfillReport(db: Queryable, backfillId: number): Promise<BackfillReport> {
@@ -23,5 +29,6 @@ export async function loadBackfillReport(db: Queryable, backfillId: number): Pro
     targets: await listTargets(db, backfillId),
     signed: await listBackfillSignoffs(db, backfillId),
     steps,
+    ...(backfill.state === 'paused' ? { catalogChanged: (await catalogChangeOf(db, backfillId))?.changed ?? [] } : {}),
   };
 }

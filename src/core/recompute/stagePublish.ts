@@ -205,7 +205,7 @@ async function recordGeneration(tx: PoolClient, pipeline: string, hour: Date, ba
  * pauses (pauseCaughtSteps, which checks the claim first) and the partition's breach is recorded.
  */
 export async function pauseForBreach(tx: PoolClient, ref: StepRef, token: string, reason: string): Promise<number> {
-  const pause = await pauseCaughtSteps(tx, ref, token, reason, { partition: formatHour(new Date(ref.key)) });
+  const pause = await pauseCaughtSteps(tx, ref, token, 'breach', reason, { partition: formatHour(new Date(ref.key)) });
   await setTargetBreach(tx, ref.backfillId, new Date(ref.key), reason);
   return pause;
 }

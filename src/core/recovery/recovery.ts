@@ -13,12 +13,12 @@ import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsInto
 import { preferHashJoins, type RowStore } from '../../db/rowStore.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
-import { moveSteps } from '../engine/stepClaims.js';
+import { advanceBackfill, moveSteps } from '../engine/stepClaims.js';
 import { keysChangedSinceSwap, writtenBySwap } from '../../db/swap.js';
 import { lockForRestore, reportedLockWait, restoreBySwap, swappedPartition, type LockWait, type SwapBack, type SwappedPartition } from '../recompute/swap.js';
 import { ROLLBACK_SUFFIX } from '../engine/stepGraph.js';
 import { transition, wrongState } from '../engine/stateMachine.js';
-import { refuseIfCatalogChanged } from '../catalog/frozen.js';
+import { isCatalogPause, refuseIfCatalogChanged } from '../catalog/frozen.js';
 import { formatHour, formatHourRange } from '../time.js';
 
 /**
@@ -63,6 +63,11 @@ export interface ContinueInput {
  * named (or of every partition now in breach, said out loud in the timeline): those are marked accepted, with
  * who and why, and nothing else is. The steps the pause blocked run again. A later partition outside its own
  * envelope pauses the backfill again. Duplicate keys are never accepted: that data is wrong, whatever anyone says.
+ *
+ * A backfill paused because its catalog changed has no difference to accept: once the catalog is what was
+ * announced again, a continue with no partitions named accepts nothing (a partition still outside its envelope
+ * pauses it again at its publish) and runs it on from where it paused; a replay's pause moves straight on to
+ * replaying, its partitions all published.
  */
 export async function continueBackfill(ctx: EngineContext, input: ContinueInput): Promise<BackfillRow & { accepted: Date[] }> {
   const reason = input.reason.trim();
@@ -72,13 +77,15 @@ export async function continueBackfill(ctx: EngineContext, input: ContinueInput)
     if (backfill.state !== 'paused') throw wrongState(backfill.id, backfill.state, 'only a paused backfill can be continued');
     // Never past a catalog changed since it was announced: what would run is not what was acknowledged.
     await refuseIfCatalogChanged(tx, backfill.id);
-    const accepted = await partitionsToAccept(tx, backfill, input.partitions);
+    const catalogPause = isCatalogPause(backfill);
+    const accepted = catalogPause && !input.partitions?.length ? [] : await partitionsToAccept(tx, backfill, input.partitions);
     await acceptTargets(tx, backfill.id, accepted.map((t) => t.partitionHour), input.actor, reason);
     const resumed = await moveSteps(tx, backfill.id, 'pending', { from: ['blocked'] });
-    await transition(tx, { backfillId: backfill.id, to: 'running', actor: input.actor, set: { paused_reason: null } });
+    await transition(tx, { backfillId: backfill.id, to: 'running', actor: input.actor, set: { paused_reason: null, paused_for: null } });
+    await advanceBackfill(tx, backfill.id);
     await recordEvent(tx, {
       backfillId: backfill.id, actor: input.actor, kind: 'continued',
-      detail: { reason, accepted: accepted.map((t) => formatHour(t.partitionHour)), differences: accepted.map((t) => t.breach), resumed },
+      detail: { reason, accepted: accepted.map((t) => formatHour(t.partitionHour)), differences: accepted.map((t) => t.breach), resumed, ...(catalogPause ? { catalogAsAnnounced: true } : {}) },
     });
     return { ...(await requireBackfill(tx, backfill.id)), accepted: accepted.map((t) => t.partitionHour) };
   });
