@@ -78,17 +78,20 @@ describe('migrations', () => {
       const edited = join(dir, '0006_typed_row_store.sql');
       const original = await readFile(edited);
       await appendFile(edited, '\n-- a late edit\n');
-      await writeFile(join(dir, '0022_after_the_edit.sql'), 'CREATE TABLE backfill.after_the_edit (id integer);\n');
+      // The next free number, whatever the project's migrations come to.
+      const next = versions.length + 1;
+      const numbered = (n: number) => String(n).padStart(4, '0');
+      await writeFile(join(dir, `${numbered(next)}_after_the_edit.sql`), 'CREATE TABLE backfill.after_the_edit (id integer);\n');
       const refused = await migrate(pool, dir).catch((e: unknown) => e);
       expect((refused as Error).message).toBe('migration 0006_typed_row_store.sql has changed since it was applied to this database: ' +
-        'put the applied text back and make the change in a new migration (0023_…) instead of editing an applied one');
+        `put the applied text back and make the change in a new migration (${numbered(next + 1)}_…) instead of editing an applied one`);
       expect(isBackfillError(refused, ErrorCode.Migration)).toBe(true);
       expect((await ledger(pool)).map((row) => row.version)).toEqual(versions);
       expect((await pool.query("SELECT to_regclass('backfill.after_the_edit') AS t")).rows).toEqual([{ t: null }]);
 
       // Put back, the file is no obstacle: the new migration is what applies.
       await writeFile(edited, original);
-      expect(await migrate(pool, dir)).toEqual([22]);
+      expect(await migrate(pool, dir)).toEqual([next]);
     } finally {
       await fresh.drop();
       await rm(dir, { recursive: true, force: true });
