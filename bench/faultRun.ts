@@ -1,8 +1,8 @@
 // The core of `npm run faults`: night 15 of the month-end demo run by two worker processes (bench/worker.ts, the
 // real step worker and dispatcher sweep), a fault injected while a partition is being published, and the time
-// until the backfill makes progress again, held to the bound the README promises: STEP_LEASE_MS (a claim nobody
-// renews runs out) plus one dispatcher sweep (src/worker.ts, every 5 s: it rebuilds lost jobs from the database
-// and takes over expired claims) plus a margin for the step itself to run.
+// until the backfill makes progress again, held to the bound docs/operating.md promises ("Recovery bound"):
+// STEP_LEASE_MS (a claim nobody renews runs out) plus one dispatcher sweep (src/worker.ts, every 5 s: it rebuilds
+// lost jobs from the database and takes over expired claims) plus a margin for the step itself to run.
 //
 // Every run works in a database of its own, cloned from a template seeded once, and under a queue prefix of its
 // own; only those are ever emptied, killed or dropped. The fault is injected at a known point: the script holds

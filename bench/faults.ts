@@ -1,8 +1,8 @@
 // npm run faults [-- --faults redis-emptied,worker-killed --runs N --lease-ms MS --margin-ms MS]: how long an
-// in-flight backfill takes to make progress again after each fault, against the bound the README states
-// (STEP_LEASE_MS + the 5 s dispatcher sweep + a margin for the step itself). bench/faultRun.ts runs them; this
-// prints the table, writes bench/faults-results.json and exits 1 when a recovery missed its bound or a backfill
-// did not end done with night 15's exact figures.
+// in-flight backfill takes to make progress again after each fault, against the bound docs/operating.md states
+// ("Recovery bound": STEP_LEASE_MS + the 5 s dispatcher sweep + a margin for the step itself). bench/faultRun.ts
+// runs them; this prints the table, writes bench/faults-results.json and exits 1 when a recovery missed its bound
+// or a backfill did not end done with night 15's exact figures.
 //
 // DATABASE_URL's server (or, unset, the project's embedded PostgreSQL) holds the runs' databases, each made anew
 // and dropped after; REDIS_URL's Redis (unset: BullMQ's PostgreSQL backend) carries the queues, each run under a

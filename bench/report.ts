@@ -172,10 +172,10 @@ export function explainReport(statements: StatementSummary[]): string {
 }
 
 /**
- * bench/results.json holds the latest run of each kind (rows per partition × partitions, target, queue
- * backends, embedded server or not), so one file keeps the figures the README's tables quote; a run replaces
- * only its own kind's entry. Entries keyed without queue backends are from before the bench compared them:
- * their queues were on Redis.
+ * bench/results.json holds the latest run of each kind (rows per partition × partitions, target, queue backends,
+ * embedded server or not), so one file keeps the figures docs/benchmark.md's tables quote; a run replaces only its
+ * own kind's entry. Entries keyed without queue backends are from before the bench compared them: their queues
+ * were on Redis.
  */
 export function writeResults(path: string, key: string, run: RunResult): void {
   let runs: Record<string, RunResult> = {};

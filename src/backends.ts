@@ -12,7 +12,8 @@ import { logger, type Logger } from './log.js';
 //   REDIS_URL set       -> BullMQ on that Redis, which must answer
 //   REDIS_URL unset     -> BullMQ's PostgreSQL backend, in a schema of the bot's own database
 // Either way the role the bot connects as is checked here, once per start: a superuser, or one that may read or
-// write the server's files or run programs there, is warned about in one sentence (README, "The database role").
+// write the server's files or run programs there, is warned about in one sentence
+// (docs/operating.md, "The database role").
 
 /** The configuration once the database is known: what the engine, the queue and the workers run on. */
 export type RunConfig = Config & { DATABASE_URL: string };
@@ -92,7 +93,7 @@ export function rolePowersWarning(powers: RolePowers, where: string): string | u
   const what = powers.superuser ? 'is a superuser' : powers.serverAccess.length > 0 ? `holds ${powers.serverAccess.join(', ')}` : undefined;
   if (!what) return undefined;
   return `The database role "${powers.role}" (${where}) ${what}, so any SQL the bot runs (a catalog's re-trigger statement, a pipeline's step) ` +
-    'could read the server\'s files or run programs as its OS user: give the bot a role that owns its database and nothing more (README, "The database role").';
+    'could read the server\'s files or run programs as its OS user: give the bot a role that owns its database and nothing more (docs/operating.md, "The database role").';
 }
 
 export async function openBackends(config: Config, options: OpenOptions = {}): Promise<Backends> {

@@ -14,7 +14,7 @@ import { redact } from './redaction.js';
 // acknowledgements outstanding, which the database knows whichever process did the work, and the queue's
 // depth. Counted where they happen, in this process: step durations, rows published, Slack API errors and 429s.
 
-/** The series' names, as the dashboard (ops/grafana/backfill-bot.json) and the README list them. */
+/** The series' names, as the dashboard (ops/grafana/backfill-bot.json) and docs/operating.md list them. */
 export const METRIC_NAMES = {
   backfills: 'backfill_backfills',
   stepDuration: 'backfill_step_duration_seconds',

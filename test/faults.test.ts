@@ -1,9 +1,10 @@
-// `npm run faults` measures how soon an in-flight backfill goes on after a fault, against the bound the README
-// promises (STEP_LEASE_MS + the 5 s dispatcher sweep + a margin for the step itself). Its core runs here for one
-// fault, once, so the script keeps working: a worker process is killed (SIGKILL) while it publishes a partition,
-// the other one must take that step over within the bound, and night 15 must end done with its exact figures. It
-// is the fault that needs no Redis of its own and whose bound is all lease and sweep. And a restart of the
-// PostgreSQL the script starts for it, in immediate mode: the server recovers as after a crash.
+// `npm run faults` measures how soon an in-flight backfill goes on after a fault, against the bound
+// docs/operating.md ("Recovery bound") promises (STEP_LEASE_MS + the 5 s dispatcher sweep + a margin for the step
+// itself). Its core runs here for one fault, once, so the script keeps working: a worker process is killed
+// (SIGKILL) while it publishes a partition, the other one must take that step over within the bound, and night 15
+// must end done with its exact figures. It is the fault that needs no Redis of its own and whose bound is all
+// lease and sweep. And a restart of the PostgreSQL the script starts for it, in immediate mode: the server
+// recovers as after a crash.
 
 import { describe, expect, it } from 'vitest';
 import { boundMs, NIGHT_15_DIFF, runFaults } from '../bench/faultRun.js';

@@ -1,8 +1,8 @@
 import pg from 'pg';
 
 // What the database role the bot connects as may do beyond owning its own databases and schemas. The bot needs
-// nothing more (README, "The database role"); a role that can read or write the server's files or run programs
-// as its OS user turns any SQL the bot runs (a catalog's re-trigger statement, a pipeline's step) into that.
+// nothing more (docs/operating.md, "The database role"); a role that can read or write the server's files or run
+// programs as its OS user turns any SQL the bot runs (a catalog's re-trigger statement, a pipeline's step) into that.
 
 /** The predefined roles that reach outside the database: the server's files, and programs run as its OS user. */
 export const SERVER_ACCESS_ROLES = ['pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'] as const;

@@ -5,16 +5,17 @@ import type pg from 'pg';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { quoteIdent, withClient } from './pool.js';
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+// The project's migrations/, from src/db/ when run from source and from dist/src/db/ once built (npm run build).
+export const MIGRATIONS_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.js') ? '../../../migrations/' : '../../migrations/', import.meta.url));
 
 // One lock key for every process that migrates this database: concurrent starts apply each file once.
 const MIGRATION_LOCK_KEY = 'backfill-bot:migrate';
 
-// What the migrations need of the role that runs them: to own the database (README, "The database role"), and
-// nothing more. 0001's CREATE EXTENSION btree_gist is of a trusted extension (PostgreSQL 13 and newer), which
-// whoever may CREATE in the database installs, and the owner may. A migration that needs more than that (an
-// untrusted extension, a role, a setting of the server's) says so in a `-- needs: <the grant>` line, which the
-// runner's sentence quotes when the server refuses it.
+// What the migrations need of the role that runs them: to own the database
+// (docs/operating.md, "The database role"), and nothing more. 0001's CREATE EXTENSION btree_gist is of a trusted
+// extension (PostgreSQL 13 and newer), which whoever may CREATE in the database installs, and the owner may. A
+// migration that needs more than that (an untrusted extension, a role, a setting of the server's) says so in a
+// `-- needs: <the grant>` line, which the runner's sentence quotes when the server refuses it.
 const INSUFFICIENT_PRIVILEGE = '42501';
 
 interface MigrationFile {
@@ -53,7 +54,7 @@ async function missingGrant(client: pg.PoolClient, file?: MigrationFile): Promis
   const ownerFix = `have an administrator run \`ALTER DATABASE ${database} OWNER TO ${role}\``;
   return extension
     ? `It creates the extension ${extension}, which needs CREATE on the database (the owner has it) and, for an extension PostgreSQL does not mark trusted, a superuser: ${ownerFix} (or \`GRANT CREATE ON DATABASE ${database} TO ${role}\`), then start again.`
-    : `The role ${role} must own the database and its schemas: ${ownerFix} (README, "The database role"), then start again.`;
+    : `The role ${role} must own the database and its schemas: ${ownerFix} (docs/operating.md, "The database role"), then start again.`;
 }
 
 /**

@@ -161,7 +161,7 @@ describe('the embedded PostgreSQL: a minimal environment and a role that is not 
     await configured.close();
     expect(asSuperuser.warnings()).toEqual([
       'The database role "postgres" (DATABASE_URL) is a superuser, so any SQL the bot runs (a catalog\'s re-trigger statement, a pipeline\'s step) ' +
-      'could read the server\'s files or run programs as its OS user: give the bot a role that owns its database and nothing more (README, "The database role").',
+      'could read the server\'s files or run programs as its OS user: give the bot a role that owns its database and nothing more (docs/operating.md, "The database role").',
     ]);
 
     await query(superuserUrl(dir, backends, 'postgres'),
@@ -197,7 +197,7 @@ describe('the embedded PostgreSQL: a minimal environment and a role that is not 
       const ledger = await migrate(pool).catch((e: unknown) => e);
       expect(isBackfillError(ledger, ErrorCode.Migration)).toBe(true);
       expect((ledger as Error).message).toBe('the migrations\' ledger could not be created: permission denied for schema public. ' +
-        `The role "backfill_bot" must own the database and its schemas: ${ownerFix} (README, "The database role"), then start again.`);
+        `The role "backfill_bot" must own the database and its schemas: ${ownerFix} (docs/operating.md, "The database role"), then start again.`);
 
       // Allowed to create in public, it gets as far as the first statement that needs more.
       await query(superuserUrl(dir, backends, 'not_the_bots'), `GRANT CREATE ON SCHEMA public TO ${BOT_ROLE}`);

@@ -16,7 +16,7 @@ import { parseCatalogText, type Catalog } from './schema.js';
 // makes a second apply wait and diff against the first one's result. Plan runs exactly apply's statements in a
 // transaction it always rolls back, so whatever plan says apply would refuse is what apply refuses.
 //
-// What is never removed (the decision, also in README "Catalog as code"):
+// What is never removed (the decision, also in docs/catalog.md):
 //   - a consumer an unfinished backfill reads, or a pipeline with an unfinished backfill: its replay, its
 //     owner's acknowledgement and its rollback need the row. Refused, naming the backfills.
 //   - a consumer or pipeline the record refers to (reads, signatures, finished backfills, the partition log):

@@ -8,7 +8,7 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 
 /** The custom dataset facet naming the partition hours a job read (inbound) or a backfill wrote (outbound). */
 export const PARTITIONS_FACET = 'backfillPartitions';
-/** Its schema, referenced as every facet's _schemaURL must be: README.md, section Lineage, describes it. */
+/** Its schema, referenced as every facet's _schemaURL must be: docs/lineage.md describes it. */
 export const PARTITIONS_FACET_SCHEMA_URL = 'urn:backfill-bot:facets:BackfillPartitionsDatasetFacet:1';
 /**
  * The most hours the facet may list (a month), checked while parsing so a body cannot make a huge array; the
