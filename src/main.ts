@@ -1,6 +1,6 @@
 import { serveMetrics } from './http/metrics.js';
 import { listenOn, runSlackService } from './processLifecycle.js';
-import { createSlackApp } from './slack/app.js';
+import { createSlackApp } from './app.js';
 
 // npm start: the Slack app (HTTP on PORT, or Socket Mode with SLACK_APP_TOKEN) with the workers in-process.
 

@@ -4,8 +4,8 @@ import { logger } from './log.js';
 import { Metrics } from './metrics.js';
 import { listenOn, runSlackService } from './processLifecycle.js';
 import { boltLogger } from './slack/boltLogger.js';
-import { postingClientFor, SlackMessenger } from './slack/messenger.js';
-import { redactingFetch } from './slack/outgoing.js';
+import { postingClientFor, SlackMessenger } from './slack/delivery/messenger.js';
+import { redactingFetch } from './slack/delivery/outgoing.js';
 import { startWorkers } from './worker.js';
 
 // npm run worker: step workers alone, delivering through Slack. Run as many as you like against one Redis

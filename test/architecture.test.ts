@@ -74,6 +74,16 @@ describe('the direction of imports', () => {
     expect(sourceFiles('src').filter((file) => importsOf(file).some((i) => under(i.target, 'jobs')))).toEqual(['src/worker.ts']);
   });
 
+  it('the front ends parse, call the use cases and render: neither the Slack listeners nor the CLI reach the database or the queue', () => {
+    // src/commands holds the use cases (run.ts, questions.ts); src/app.ts composes the processes; src/slack/delivery
+    // holds the Slack side of the core's Messenger (intent rows, uploads), which records what it sends.
+    const frontEnds = ['src/cli', 'handlers', ...sourceFiles('src/slack').filter((file) => !file.startsWith('src/slack/delivery/'))];
+    const files = frontEnds.flatMap((entry) => (entry.endsWith('.ts') ? [entry] : sourceFiles(entry)));
+    expect(files).toContain('src/slack/commands.ts');
+    expect(files.flatMap(importsOf).filter((i) => ['pg', 'bullmq', 'ioredis'].includes(i.target) || under(i.target, 'src/db', 'src/queue'))
+      .map((i) => `${i.file} imports ${i.target}`)).toEqual([]);
+  });
+
   it('the HTTP edge (POST /lineage) reaches only the core: no SQL, no Slack, no queue', () => {
     expect(sourceFiles('src/http').length).toBeGreaterThan(0);
     expect(violations(['src/http'], (target, typeOnly) => !typeOnly && (['pg', 'bullmq', 'ioredis'].includes(target) ||

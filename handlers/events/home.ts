@@ -1,11 +1,11 @@
 import type { AllMiddlewareArgs, SlackEventMiddlewareArgs } from '@slack/bolt';
 import type { SlackDeps } from '../../src/slack/deps.js';
-import { homeWithLatestDiffChart } from '../../src/slack/diffChart.js';
+import { homeTab } from '../../src/slack/questions.js';
 
 /** Publishes the Home tab for the person who opened it, with the latest diff chart. */
 export function homeOpened(deps: SlackDeps) {
   return async ({ event, client }: AllMiddlewareArgs & SlackEventMiddlewareArgs<'app_home_opened'>): Promise<void> => {
     if (event.tab !== 'home') return;
-    await client.views.publish({ user_id: event.user, view: await homeWithLatestDiffChart(deps.ctx.pool) });
+    await client.views.publish({ user_id: event.user, view: await homeTab(deps.ctx) });
   };
 }

@@ -1,49 +1,36 @@
-import { readFile, writeFile } from 'node:fs/promises';
-import { applyCatalog, planCatalog } from '../core/catalog/apply.js';
-import { renderCatalogApplied, renderCatalogPlan } from '../views/catalogPlan.js';
+import { writeFile } from 'node:fs/promises';
 import { hostname, userInfo } from 'node:os';
-import { buildIncidentPackage } from '../core/file/incidentPackage.js';
-import { summarizeCosts } from '../core/file/costs.js';
-import { decideProposal, listProposals } from '../core/lineage/proposals.js';
-import { lineageDecisionReply, lineageProposalsReply } from '../views/lineage.js';
-import { renderCosts } from '../views/costs.js';
-import {
-  acknowledgedLines, approvedLine, continuedLine, delegateChangedLine, delegatesLines, heldLine, overrideLine, planFrozenLine, rolledBackLine,
-  notASignerLine, signedLine, signersLines, signersOfLine, startedLines, stoppedLine,
-} from '../views/cliReplies.js';
-import { incidentPackageJson, incidentPackageMarkdown } from '../views/incidentPackage.js';
-import { answerPaidAgainst } from '../core/finance/paidAgainst.js';
-import { addDelegate, addSigner, removeDelegate, removeSigner, signReport } from '../core/finance/signing.js';
 import { parseArgs } from 'node:util';
-import { checkQueue, openBackends, queueBackendOf, type RunConfig } from '../backends.js';
+import { explainCancellation, openCommandSession } from '../app.js';
+import { openBackends, type RunConfig } from '../backends.js';
 import { checkFlags, parseCommand, type Command } from '../commands/arguments.js';
-import { cliUsage, findCommand } from '../commands/table.js';
-import { findPlan } from '../db/plans.js';
+import { backfillOf, runCommand, type CommandFacts, type CommandOptions } from '../commands/run.js';
+import { cliUsage, findCommand, type CommandSpec } from '../commands/table.js';
 import { authorize, principalOf, runActing, type Acting } from '../core/authorization.js';
-import { loadConfig } from '../config.js';
-import { runOn } from '../processLifecycle.js';
 import type { EngineContext } from '../core/context.js';
-import { acknowledge, approveCapacity, cancelBackfill, hold, overrideGate } from '../core/announce/gate.js';
-import { continueBackfill, rollbackBackfill, stopBackfill } from '../core/recovery/recovery.js';
-import { createStepQueue, removeQueuedJobs } from '../queue/stepQueue.js';
-import { planBackfill } from '../core/identify/plan.js';
+import type { BackfillReport } from '../core/file/status.js';
 import { recordingRefusals } from '../core/refusals.js';
-import { listRetention, pruneStoredRows } from '../core/recovery/retention.js';
-import { startBackfill } from '../core/announce/start.js';
-import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';
-import { tick } from '../core/engine/tick.js';
 import { parseHour } from '../core/time.js';
-import { listRecentBackfills } from '../db/backfills.js';
-import { listDelegates } from '../db/delegates.js';
-import { listEvents } from '../db/events.js';
-import { loadPeople } from '../db/people.js';
-import { migrate } from '../db/migrate.js';
-import { createPool, explainCancellation, poolBounds } from '../db/pool.js';
-import { listReportSigners, listSigners } from '../db/signers.js';
+import { loadConfig } from '../config.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
-import { fromSlackMarkup, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick, renderTimeline, type TextStyle } from '../views/text.js';
-import { PrintingMessenger, runUntilSettled, TerminalProgress } from './runner.js';
+import { runOn } from '../processLifecycle.js';
 import { isSlackUserId } from '../slackUser.js';
+import { renderCatalogApplied, renderCatalogPlan } from '../views/catalogPlan.js';
+import {
+  acknowledgedLines, approvedLine, continuedLine, delegateChangedLine, delegatesLines, heldLine, notASignerLine, overrideLine, planFrozenLine,
+  rolledBackLine, signedLine, signersLines, signersOfLine, startedLines, stoppedLine,
+} from '../views/cliReplies.js';
+import { renderCosts } from '../views/costs.js';
+import { incidentPackageJson, incidentPackageMarkdown } from '../views/incidentPackage.js';
+import { lineageDecisionReply, lineageProposalsReply } from '../views/lineage.js';
+import {
+  fromSlackMarkup, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick,
+  renderTimeline, type TextStyle,
+} from '../views/text.js';
+import { PrintingMessenger, runUntilSettled, TerminalProgress } from './runner.js';
+
+// npx backfill <command>: parse the words and flags, check the person against the command table's rule, run
+// the use case (src/commands/run.ts) in a command session (src/app.ts), and print its facts for a terminal.
 
 const USAGE = cliUsage();
 
@@ -84,27 +71,37 @@ async function main(argv: string[]): Promise<number> {
   const backends = await openBackends(loadConfig(), { create: command === 'migrate' && values.create, checkQueue: false, log: (line) => console.error(line) });
   // On stderr, so that what a command prints (an export, say) stays the whole of stdout.
   console.error(backends.summary);
-  return runOn(backends, async (config) => {
-    const pool = createPool(config.DATABASE_URL, 'backfill-cli', poolBounds(config));
-    const ctx: EngineContext = { pool, config };
-    const acting = cliActing(config, values.as, values.reason);
-    // Whose rights it uses (--as, else the CLI user as cliActing maps them); events name the CLI user (runActing).
-    const actor = principalOf(acting);
-    let style: TextStyle = PLAIN;
+  return runOn(backends, (config) => runInSession(config, parsed, spec, { ...values, args }));
+}
+
+/** One command in a command session: authorized with the rights of whom it acts for, run, and printed. */
+async function runInSession(config: RunConfig, parsed: Exclude<Command, { kind: 'help' }>, spec: CommandSpec, values: Flags & { args: string[] }): Promise<number> {
+  const acting = cliActing(config, values.as, values.reason);
+  // Whose rights it uses (--as, else the CLI user as cliActing maps them); events name the CLI user (runActing).
+  const actor = principalOf(acting);
+  let style: TextStyle = PLAIN;
+  try {
+    const session = await openCommandSession(config);
+    const { ctx } = session;
     try {
-      await migrate(pool);
-      style = { people: await loadPeople(pool), colour: process.stdout.isTTY === true && !config.NO_COLOR };
-      await recordingRefusals(ctx, { actor: acting.actor, action: spec.name, input: { args, as: values.as ?? null } }, async () => {
+      style = { people: session.people, colour: process.stdout.isTTY === true && !config.NO_COLOR };
+      if (parsed.kind === 'worker') {
+        authorize(acting, spec.rule, spec.action);
+        return await runWorkers(ctx, style);
+      }
+      const refusal = { actor: acting.actor, action: actionOf(parsed, spec.name), backfillId: backfillOf(parsed), input: { args: values.args, as: values.as ?? null } };
+      const facts = await runActing(acting, () => recordingRefusals(ctx, refusal, () => {
         authorize(acting, spec.rule, spec.action);
         if (parsed.kind === 'retention' && values.prune) authorize(acting, 'operator', 'prune stored rows');
-      });
-      return await runActing(acting, () => run(ctx, parsed, { ...values, actor, style }));
-    } catch (error) {
-      throw forTerminal(error, parsed, style);
+        return runCommand(ctx, session.effects, parsed, actor, commandOptions(values));
+      }));
+      return await runActing(acting, () => print(facts, ctx, { ...values, actor, style }));
     } finally {
-      await pool.end();
+      await session.close();
     }
-  });
+  } catch (error) {
+    throw forTerminal(error, parsed, style);
+  }
 }
 
 /**
@@ -125,245 +122,130 @@ function cliActing(config: RunConfig, onBehalfOf: string | undefined, reason: st
   };
 }
 
-interface Options {
-  actor: string;
-  /** How text shows people (their names) and whether it colours (a terminal, without NO_COLOR). */
-  style: TextStyle;
+/** The CLI's flags, as parseArgs reads them. */
+interface Flags {
+  as?: string | undefined;
+  reason?: string | undefined;
   consumer?: string | undefined;
   'override-limit'?: string | undefined;
   plan?: string | undefined;
   until?: string | undefined;
-  wait?: boolean | undefined;
   prune?: boolean | undefined;
+  wait?: boolean | undefined;
   format?: string | undefined;
   out?: string | undefined;
 }
 
-/** The commands the CLI offers, as src/commands/arguments.ts parses them. */
-type CliCommand = Exclude<Command, { kind: 'help' }>;
-type Handler<K extends CliCommand['kind']> = (ctx: EngineContext, command: Extract<CliCommand, { kind: K }>, options: Options) => Promise<number>;
-
-/** What each CLI command does; src/commands/table.ts says who may run it and how it is written. */
-const HANDLERS: { [K in CliCommand['kind']]: Handler<K> } = {
-  migrate: async () => {
-    console.log('Migrations applied.');
-    return 0;
-  },
-  plan: async (ctx, { pipeline, target, reason }, options) => {
-    const { actor } = options;
-    const request = { pipeline, target, reason, actor, limitOverride: options['override-limit'] };
-    const plan = await recordingRefusals(ctx, { actor, action: 'plan', input: { pipeline, target } }, () => planBackfill(ctx, request));
-    console.log(renderPlan(plan, options.style));
-    console.log(planFrozenLine(plan));
-    return 0;
-  },
-  start: async (ctx, { pipeline, target, reason }, options) => {
-    const { actor } = options;
-    const planId = options.plan === undefined ? undefined : backfillId(options.plan);
-    const request = { pipeline, target, reason, actor, limitOverride: options['override-limit'], planId };
-    const result = await recordingRefusals(ctx, { actor, action: 'start', input: { pipeline, target, planId } }, () => startBackfill(ctx, request));
-    for (const line of startedLines(result.backfill, result.announcements, options.style)) console.log(line);
-    return settle(ctx, result.backfill.id, options);
-  },
-  'start-plan': async (ctx, { planId, reason }, options) => {
-    const frozen = await findPlan(ctx.pool, planId);
-    if (!frozen) throw new BackfillError(ErrorCode.BadInput, `There is no plan #${planId}. \`backfill plan\` makes one and shows its id.`);
-    return HANDLERS.start(ctx, { kind: 'start', pipeline: frozen.pipeline, target: frozen.target, reason }, { ...options, plan: String(planId) });
-  },
-  ack: async (ctx, { backfillId: id }, options) => {
-    const { actor } = options;
-    const result = await recordingRefusals(ctx, { actor, action: 'acknowledge', backfillId: id },
-      () => acknowledge(ctx, { backfillId: id, actor, consumer: options.consumer }));
-    for (const line of acknowledgedLines(actor, result, options.style)) console.log(line);
-    return settle(ctx, id, options);
-  },
-  hold: async (ctx, { backfillId: id, reason }, options) => {
-    const { actor } = options;
-    await recordingRefusals(ctx, { actor, action: 'hold', backfillId: id },
-      () => hold(ctx, { backfillId: id, actor, consumer: options.consumer, reason }));
-    console.log(heldLine(id, actor, options.style));
-    return 0;
-  },
-  override: async (ctx, { backfillId: id, reason }, options) => {
-    const { actor } = options;
-    const result = await recordingRefusals(ctx, { actor, action: 'override', backfillId: id },
-      () => overrideGate(ctx, { backfillId: id, actor, reason }));
-    console.log(overrideLine(actor, result.approved, options.style));
-    return settle(ctx, id, options);
-  },
-  cancel: async (ctx, { backfillId: id, reason }, options) => {
-    const { actor } = options;
-    await recordingRefusals(ctx, { actor, action: 'cancel', backfillId: id },
-      () => cancelBackfill(ctx, { backfillId: id, actor, reason }));
-    console.log(`Backfill #${id} cancelled.`);
-    return 0;
-  },
-  approve: async (ctx, { backfillId: id }, options) => {
-    const { actor } = options;
-    const result = await recordingRefusals(ctx, { actor, action: 'approve', backfillId: id }, () => approveCapacity(ctx, { backfillId: id, actor }));
-    console.log(approvedLine(result));
-    return settle(ctx, id, options);
-  },
-  stop: async (ctx, { backfillId: id, reason }, options) => {
-    const { actor } = options;
-    await recordingRefusals(ctx, { actor, action: 'stop', backfillId: id }, () => stopBackfill(ctx, { backfillId: id, actor, reason }));
-    // The stop is in the database already; queued jobs would find it stopped and do nothing, so a Redis that
-    // does not answer only means they are not removed now.
-    const unreachable = await checkQueue(queueBackendOf(ctx.config)).then(() => undefined, (error: unknown) => error as Error);
-    if (unreachable) {
-      console.log(stoppedLine(id, unreachable));
-      return 0;
-    }
-    const queue = createStepQueue(ctx.config);
-    try {
-      console.log(stoppedLine(id, await removeQueuedJobs(queue, id)));
-    } finally {
-      await queue.close();
-    }
-    return 0;
-  },
-  continue: async (ctx, { backfillId: id, reason, partitions }, options) => {
-    const { actor } = options;
-    const { accepted } = await recordingRefusals(ctx, { actor, action: 'continue', backfillId: id },
-      () => continueBackfill(ctx, { backfillId: id, actor, reason, partitions }));
-    console.log(continuedLine(id, accepted));
-    return settle(ctx, id, options);
-  },
-  rollback: async (ctx, { backfillId: id, reason }, options) => {
-    const { actor } = options;
-    const { restored } = await recordingRefusals(ctx, { actor, action: 'rollback', backfillId: id },
-      () => rollbackBackfill(ctx, { backfillId: id, actor, reason }));
-    console.log(rolledBackLine(id, restored.length));
-    return settle(ctx, id, options);
-  },
-  status: async (ctx, { backfillId: id }, options) => {
-    if (id === undefined) {
-      console.log(renderBackfillList(await listRecentBackfills(ctx.pool), options.style));
-      return 0;
-    }
-    console.log(renderStatus(await loadBackfillReport(ctx.pool, id), options.style));
-    return 0;
-  },
-  log: async (ctx, { backfillId: id }, options) => {
-    if (id === undefined) {
-      console.log(renderBackfillList(await listRecentBackfills(ctx.pool, 100), options.style));
-      return 0;
-    }
-    console.log(renderDiff(await loadBackfillReport(ctx.pool, id), options.style));
-    console.log(`\nTimeline:\n${renderTimeline(await listEvents(ctx.pool, id), options.style)}`);
-    return 0;
-  },
-  tick: async (ctx, { pipeline }, options) => {
-    const { actor } = options;
-    const until = options.until ? parseHour(options.until) : undefined;
-    console.log(renderTick(await tick(ctx, { pipeline, actor, until }), options.style));
-    return 0;
-  },
-  'paid-against': async (ctx, { report, date }, options) => {
-    const answer = await answerPaidAgainst(ctx.pool, { report, date });
-    console.log(renderPaidAgainst(answer, options.style));
-    return 0;
-  },
-  sign: async (ctx, { report, date: period }, options) => {
-    const { actor } = options;
-    const signed = await recordingRefusals(ctx, { actor, action: 'sign', input: { report, period } }, () => signReport(ctx, { report, period, actor }));
-    console.log(signedLine(signed, options.style));
-    return 0;
-  },
-  lineage: async (ctx, command, options) => {
-    const { actor } = options;
-    const reply = command.action === 'list' ? lineageProposalsReply(await listProposals(ctx))
-      : lineageDecisionReply(await recordingRefusals(ctx, { actor, action: `lineage ${command.action}`, input: { proposal: command.proposalId } }, () => decideProposal(ctx, actor, command)));
-    console.log(fromSlackMarkup(reply, options.style));
-    return 0;
-  },
-  'signer-list': async (ctx, { report }, options) => {
-    const rows = await listReportSigners(ctx.pool, report ?? null);
-    console.log(signersLines(rows, options.style));
-    return 0;
-  },
-  signer: async (ctx, { change, report, user }, options) => {
-    const { actor } = options;
-    if (change === 'add') await addSigner(ctx, { report, signer: user, actor });
-    else if (!(await removeSigner(ctx, { report, signer: user, actor }))) console.log(notASignerLine(report, user, options.style));
-    console.log(signersOfLine(report, await listSigners(ctx.pool, report), options.style));
-    return 0;
-  },
-  'delegate-list': async (ctx, _command, options) => {
-    const rows = await listDelegates(ctx.pool);
-    console.log(delegatesLines(rows, options.style));
-    return 0;
-  },
-  delegate: async (ctx, { change, owner, user }, options) => {
-    const { actor } = options;
-    if (change === 'add') await addDelegate(ctx, { owner, delegate: user, actor });
-    else await removeDelegate(ctx, { owner, delegate: user, actor });
-    console.log(delegateChangedLine(change, owner, user, options.style));
-    return 0;
-  },
-  export: async (ctx, { backfillId: id }, options) => {
-    if (options.format !== 'md' && options.format !== 'json') throw new BackfillError(ErrorCode.BadInput, `--format is md or json, not "${options.format ?? ''}".`);
-    const pkg = await buildIncidentPackage(ctx.pool, id);
-    const text = options.format === 'json' ? incidentPackageJson(pkg) : incidentPackageMarkdown(pkg);
-    if (options.out) {
-      await writeFile(options.out, text);
-      console.log(`Wrote ${options.out}.`);
-    } else {
-      console.log(text);
-    }
-    return 0;
-  },
-  costs: async (ctx, { since }) => {
-    console.log(renderCosts(await summarizeCosts(ctx.pool, since)));
-    return 0;
-  },
-  retention: async (ctx, { backfillId: id }, options) => {
-    const { actor } = options;
-    if (!options.prune) {
-      console.log(renderRetention(await listRetention(ctx, { backfillId: id })));
-      return 0;
-    }
-    console.log(renderPruned(await pruneStoredRows(ctx, { actor, includeRollbackRows: true, backfillId: id })));
-    return 0;
-  },
-  'catalog-plan': async (ctx, { file }, options) => {
-    const { actor } = options;
-    const plan = await recordingRefusals(ctx, { actor, action: 'catalog plan', input: { file } }, async () => planCatalog(ctx.pool, await readCatalogFile(file), actor, ctx.config));
-    console.log(renderCatalogPlan(plan));
-    return plan.refusals.length > 0 ? 1 : 0;
-  },
-  'catalog-apply': async (ctx, { file }, options) => {
-    const { actor } = options;
-    const plan = await recordingRefusals(ctx, { actor, action: 'catalog apply', input: { file } }, async () => applyCatalog(ctx.pool, await readCatalogFile(file), actor, ctx.config));
-    console.log(renderCatalogApplied(plan));
-    return 0;
-  },
-  worker: async (ctx, _command, options) => {
-    const { startWorkers } = await import('../worker.js');
-    const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line), options.style) });
-    console.log('Workers running; Ctrl-C stops them.');
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
-    await workers.close();
-    return 0;
-  },
-};
-
-function run<K extends CliCommand['kind']>(ctx: EngineContext, command: Extract<CliCommand, { kind: K }>, options: Options): Promise<number> {
-  const handler: Handler<K> = HANDLERS[command.kind];
-  return handler(ctx, command, options);
+/** How the CLI prints: its flags that shape the output, and how text shows people. */
+interface PrintOptions {
+  /** Whose rights the command used: the person its lines name. */
+  actor: string;
+  style: TextStyle;
+  wait?: boolean | undefined;
+  format?: string | undefined;
+  out?: string | undefined;
 }
 
-async function settle(ctx: EngineContext, id: number, options: Options): Promise<number> {
+/** How a refusal names what was asked in the timeline: the command, with its action where it has several. */
+function actionOf(command: Command, name: string): string {
+  if (command.kind === 'catalog-plan' || command.kind === 'catalog-apply') return command.kind.replace('-', ' ');
+  if (command.kind === 'lineage') return `lineage ${command.action}`;
+  return name;
+}
+
+/** The flags that tell a use case more (which consumer, a limit override, the plan, up to when, prune). */
+function commandOptions(values: Flags): CommandOptions {
+  return {
+    consumer: values.consumer,
+    limitOverride: values['override-limit'],
+    planId: values.plan === undefined ? undefined : backfillId(values.plan),
+    until: values.until ? parseHour(values.until) : undefined,
+    prune: values.prune,
+  };
+}
+
+/** Prints what the command did; the exit code says whether it did what was asked. */
+async function print(facts: CommandFacts, ctx: EngineContext, options: PrintOptions): Promise<number> {
+  const { style } = options;
+  const line = (text: string) => console.log(text);
+  switch (facts.kind) {
+    case 'help': line(USAGE); return 0;
+    case 'migrate': line('Migrations applied.'); return 0;
+    case 'plan': line(renderPlan(facts.plan, style)); line(planFrozenLine(facts.plan)); return 0;
+    case 'start':
+      startedLines(facts.started.backfill, facts.started.announcements, style).forEach(line);
+      return settle(ctx, facts.started.backfill.id, options);
+    case 'ack': acknowledgedLines(options.actor, facts.result, style).forEach(line); return settle(ctx, facts.backfillId, options);
+    case 'hold': line(heldLine(facts.backfillId, options.actor, style)); return 0;
+    case 'override': line(overrideLine(options.actor, facts.approved, style)); return settle(ctx, facts.backfillId, options);
+    case 'cancel': line(`Backfill #${facts.backfillId} cancelled.`); return 0;
+    case 'approve': line(approvedLine(facts.result)); return settle(ctx, facts.backfillId, options);
+    case 'stop': line(stoppedLine(facts.backfillId, facts.removed)); return 0;
+    case 'continue': line(continuedLine(facts.backfillId, facts.accepted)); return settle(ctx, facts.backfillId, options);
+    case 'rollback': line(rolledBackLine(facts.backfillId, facts.restored)); return settle(ctx, facts.backfillId, options);
+    case 'status': line(renderStatus(facts.report, style)); return 0;
+    case 'recent': line(renderBackfillList(facts.backfills, style)); return 0;
+    case 'log': line(renderDiff(facts.report, style)); line(`\nTimeline:\n${renderTimeline(facts.events, style)}`); return 0;
+    case 'shared': return 0;
+    case 'tick': line(renderTick(facts.result, style)); return 0;
+    case 'paid-against': line(renderPaidAgainst(facts.answer, style)); return 0;
+    case 'sign': line(signedLine(facts.signed, style)); return 0;
+    case 'lineage-list': line(fromSlackMarkup(lineageProposalsReply(facts.proposals), style)); return 0;
+    case 'lineage-decided': line(fromSlackMarkup(lineageDecisionReply(facts.decision), style)); return 0;
+    case 'signer-list': line(signersLines(facts.signers, style)); return 0;
+    case 'signer':
+      if (facts.change === 'remove' && !facts.wasSigner) line(notASignerLine(facts.report, facts.user, style));
+      line(signersOfLine(facts.report, facts.signers, style));
+      return 0;
+    case 'delegate-list': line(delegatesLines(facts.delegates, style)); return 0;
+    case 'delegate': line(delegateChangedLine(facts.change, facts.owner, facts.user, style)); return 0;
+    case 'export': return writeExport(facts.pkg, options);
+    case 'costs': line(renderCosts(facts.summary)); return 0;
+    case 'retention': line(renderRetention(facts.report)); return 0;
+    case 'pruned': line(renderPruned(facts.pruned)); return 0;
+    case 'catalog-plan': line(renderCatalogPlan(facts.plan)); return facts.plan.refusals.length > 0 ? 1 : 0;
+    case 'catalog-apply': line(renderCatalogApplied(facts.plan)); return 0;
+    default: {
+      const unreachable: never = facts;
+      return unreachable;
+    }
+  }
+}
+
+async function writeExport(pkg: Extract<CommandFacts, { kind: 'export' }>['pkg'], options: PrintOptions): Promise<number> {
+  if (options.format !== 'md' && options.format !== 'json') throw new BackfillError(ErrorCode.BadInput, `--format is md or json, not "${options.format ?? ''}".`);
+  const text = options.format === 'json' ? incidentPackageJson(pkg) : incidentPackageMarkdown(pkg);
+  if (!options.out) {
+    console.log(text);
+    return 0;
+  }
+  await writeFile(options.out, text);
+  console.log(`Wrote ${options.out}.`);
+  return 0;
+}
+
+/** `backfill worker`: the step workers in this process, printing what they would send, until Ctrl-C. */
+async function runWorkers(ctx: EngineContext, style: TextStyle): Promise<number> {
+  const { startWorkers } = await import('../worker.js');
+  const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line), style) });
+  console.log('Workers running; Ctrl-C stops them.');
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await workers.close();
+  return 0;
+}
+
+/** --wait: the workers run here until the backfill settles; the diff is printed and the exit code says how it ended. */
+async function settle(ctx: EngineContext, id: number, options: PrintOptions): Promise<number> {
   if (!options.wait) return 0;
   // A bar redrawn in place on a terminal, plain lines in a pipe; the run's own lines print above it.
   const progress = new TerminalProgress(process.stdout, id);
-  const print = (line: string) => progress.print(line);
+  const line = (text: string) => progress.print(text);
   let report: BackfillReport;
   try {
-    report = await runUntilSettled(ctx, id, print, new PrintingMessenger(print, options.style), (reading) => progress.update(reading));
+    report = await runUntilSettled(ctx, id, line, new PrintingMessenger(line, options.style), (reading) => progress.update(reading));
   } finally {
     progress.end();
   }
@@ -374,14 +256,6 @@ async function settle(ctx: EngineContext, id: number, options: Options): Promise
 /** The command's words: costs takes its date as --since, and the command table's schema checks it like any other argument. */
 function commandWords(positionals: string[], since: string | undefined): string[] {
   return positionals[0] === 'costs' && since !== undefined ? [...positionals, since] : positionals;
-}
-
-async function readCatalogFile(file: string): Promise<{ text: string; source: string }> {
-  try {
-    return { text: await readFile(file, 'utf8'), source: file };
-  } catch (error) {
-    throw new BackfillError(ErrorCode.BadInput, `Cannot read the catalog file ${file}: ${(error as Error).message}. Give the path of a YAML file, e.g. src/demo/catalog.yml.`, { cause: error });
-  }
 }
 
 function backfillId(text: string | undefined): number {

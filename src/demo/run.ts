@@ -17,7 +17,7 @@ import { createPool, poolBounds, recreateDatabase, type Pool } from '../db/pool.
 import { isBackfillError } from '../errors.js';
 import { createQueue } from '../queue/connection.js';
 import { runOn } from '../processLifecycle.js';
-import { createSlackApp } from '../slack/app.js';
+import { createSlackApp } from '../app.js';
 import { ActionId, encodeButtonValue } from '../views/blocks.js';
 import { renderDiff } from '../views/text.js';
 import { loadPeople } from '../db/people.js';

@@ -1,14 +1,9 @@
-import { rememberPeople } from '../db/people.js';
 import { z } from 'zod';
-import { acknowledge, hold, type GateResult } from '../core/announce/gate.js';
-import { storedAnnouncement } from '../core/notices.js';
+import { rememberName, runCommand } from '../commands/run.js';
 import { recordingRefusals } from '../core/refusals.js';
-import { formatTime } from '../core/time.js';
-import { listBackfillConsumers } from '../db/backfills.js';
 import { BackfillError, ErrorCode } from '../errors.js';
-import { answeredAnnouncementMessage, type ButtonReference } from '../views/blocks.js';
-import type { SlackDeps } from './deps.js';
-import { heldNotice } from '../views/replies.js';
+import type { ButtonReference } from '../views/blocks.js';
+import { slackEffects, type SlackDeps } from './deps.js';
 
 const buttonValueSchema = z.string().transform((value, issue) => {
   try {
@@ -32,26 +27,13 @@ export type ButtonAction = 'acknowledge' | 'hold';
 /** An owner pressed Acknowledge or Hold. Returns the ephemeral text for the presser when there is one. */
 export async function pressButton(deps: SlackDeps, action: ButtonAction, user: string, value: string | undefined, userName?: string): Promise<string | undefined> {
   const reference = parseButtonValue(value);
-  const { ctx, messenger } = deps;
-  if (userName) await rememberPeople(ctx.pool, [{ slackId: user, name: userName }]);
-  const request = { actor: user, action, backfillId: reference.backfillId, input: { consumer: reference.consumer } };
-  const result: GateResult = await recordingRefusals(ctx, request, () => action === 'acknowledge'
-    ? acknowledge(ctx, { backfillId: reference.backfillId, actor: user, consumer: reference.consumer })
-    : hold(ctx, { backfillId: reference.backfillId, actor: user, consumer: reference.consumer }));
-  if (!result.changed) return action === 'acknowledge' ? 'Already acknowledged: nothing changed.' : 'Already held: nothing changed.';
-  await updateAnnouncement(deps, reference, action === 'acknowledge' ? `:white_check_mark: Acknowledged by <@${user}> at ${formatTime(new Date())}.`
-    : `:double_vertical_bar: Held by <@${user}> at ${formatTime(new Date())}. Nothing runs until you acknowledge.`);
-  if (action === 'hold') {
-    await messenger.postToIncident(reference.backfillId, heldNotice(user, reference.backfillId, reference.consumer));
-  }
-  if (result.approved) await deps.kick(reference.backfillId);
-  await messenger.changed(reference.backfillId);
+  const { ctx } = deps;
+  if (userName) await rememberName(ctx, user, userName);
+  const { backfillId, consumer } = reference;
+  const request = { actor: user, action, backfillId, input: { consumer } };
+  const command = action === 'acknowledge' ? { kind: 'ack' as const, backfillId } : { kind: 'hold' as const, backfillId, reason: undefined };
+  const facts = await recordingRefusals(ctx, request, () => runCommand(ctx, slackEffects(deps), command, user, { consumer }));
+  const changed = (facts.kind === 'ack' || facts.kind === 'hold') && facts.result.changed;
+  if (!changed) return action === 'acknowledge' ? 'Already acknowledged: nothing changed.' : 'Already held: nothing changed.';
   return undefined;
-}
-
-async function updateAnnouncement(deps: SlackDeps, reference: ButtonReference, answer: string): Promise<void> {
-  const consumers = await listBackfillConsumers(deps.ctx.pool, reference.backfillId);
-  const row = consumers.find((c) => c.consumer === reference.consumer);
-  if (!row?.messageChannel || !row.messageTs) return;
-  await deps.messenger.updateMessage(row.messageChannel, row.messageTs, answeredAnnouncementMessage(reference, storedAnnouncement(row), answer));
 }

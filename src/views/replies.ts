@@ -1,6 +1,7 @@
 import type { BackfillRow } from '../db/backfills.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, slackPerson } from './format.js';
 import { slackText } from '../markup.js';
+import type { Decision, SharedPackage } from '../commands/run.js';
 
 // What the slash command answers (ephemeral, to the person who typed it) and what it posts in the incident
 // channel, in Slack's markup. Pure: the facts the core returned in, text out. Text from outside (a reason, a
@@ -30,9 +31,11 @@ export function approvedReply(backfillId: number, result: { approved: boolean; w
     : `Approved. Still waiting for: ${result.waitingFor.map((w) => `${outside(w.consumer)} (${slackPerson(w.owner)})`).join(', ')}.`;
 }
 
-export function stoppedNotice(actor: string, backfillId: number, reason: string, removed: number): string {
+export function stoppedNotice(actor: string, backfillId: number, reason: string, removed: number | Error): string {
+  const jobs = typeof removed === 'number' ? `${removed} queued job(s) removed`
+    : 'its queued jobs could not be taken off the queue now, and each finds it stopped and does nothing';
   return `:stop_sign: ${slackPerson(actor)} stopped backfill #${backfillId}: ${outside(reason)}. ` +
-    `It is fenced: no write of it commits any more; ${removed} queued job(s) removed. The prior rows of what was published are kept.`;
+    `It is fenced: no write of it commits any more; ${jobs}. The prior rows of what was published are kept.`;
 }
 
 /** Nothing accepted: the backfill was paused for a change to its catalog, put back since (a breach's continue accepts at least one partition). */
@@ -71,12 +74,8 @@ export function signedReply(signed: { report: string; period: string; total: str
     `${signed.signatureNumber > 1 ? ` (signature ${signed.signatureNumber}; the earlier ones are kept)` : ''}.`;
 }
 
-/** Where `/backfill log <id>` put the package (src/slack/incidentPackageUpload.ts's PackageUpload). */
-export type PackageWhere =
-  | { how: 'uploaded'; channel: string; fileId: string }
-  | { how: 'unchanged'; channel: string; fileId: string; uploadedAt: Date }
-  | { how: 'uploading'; channel: string }
-  | { how: 'no_channel' };
+/** Where `/backfill log <id>` put the package (src/slack/delivery/incidentPackageUpload.ts). */
+export type PackageWhere = SharedPackage;
 
 export function incidentPackageReply(backfillId: number, where: PackageWhere): string {
   switch (where.how) {
@@ -93,7 +92,30 @@ export function incidentPackageReply(backfillId: number, where: PackageWhere): s
   }
 }
 
+/** What an answered announcement shows where its buttons were. */
+export function answeredLine(answer: { action: 'acknowledge' | 'hold'; actor: string; at: Date }): string {
+  return answer.action === 'acknowledge' ? `:white_check_mark: Acknowledged by ${slackPerson(answer.actor)} at ${formatTime(answer.at)}.`
+    : `:double_vertical_bar: Held by ${slackPerson(answer.actor)} at ${formatTime(answer.at)}. Nothing runs until you acknowledge.`;
+}
+
 /** An owner held a backfill: said in the incident channel. The consumer came with the button, so it is escaped too. */
 export function heldNotice(user: string, backfillId: number, consumer: string): string {
   return `:double_vertical_bar: ${slackPerson(user)} held backfill #${backfillId} (${outside(consumer)}). Nothing runs until they acknowledge.`;
+}
+
+/** What the incident channel is told of a person's decision (src/commands/run.ts). */
+export function decisionNotice(decision: Decision): string {
+  switch (decision.kind) {
+    case 'approved': return approvedNotice(decision.actor, decision.backfillId);
+    case 'stopped': return stoppedNotice(decision.actor, decision.backfillId, decision.reason, decision.removed);
+    case 'continued': return continuedNotice(decision.actor, decision.backfillId, decision.accepted, decision.reason);
+    case 'rolled_back': return rolledBackNotice(decision.actor, decision.backfillId, decision.restored);
+    case 'overridden': return overriddenNotice(decision.actor, decision.backfillId, decision.reason);
+    case 'cancelled': return cancelledNotice(decision.actor, decision.backfillId, decision.reason);
+    case 'held': return heldNotice(decision.actor, decision.backfillId, decision.consumer);
+    default: {
+      const unreachable: never = decision;
+      return unreachable;
+    }
+  }
 }

@@ -241,7 +241,7 @@ describe('the catalog as code', () => {
     expect(refused.code).toBe(1);
     expect(refused.out).toContain('is not a backfill operator, so cannot change the catalog');
     expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.consumers WHERE owner = 'U07GROWTH'`)).toBe(0);
-    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'refused' AND detail->>'action' = 'catalog'`)).toBe(1);
+    expect(await countRows(engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'refused' AND detail->>'action' = 'catalog apply'`)).toBe(1);
     const applied = await cli({}, 'catalog', 'apply', file);
     expect(applied.code).toBe(0);
     expect(applied.out).toContain('Applied ' + file + ': 0 added, 1 changed, 0 removed.');

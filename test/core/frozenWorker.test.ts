@@ -18,7 +18,7 @@ import { claimHolderName } from '../../src/core/engine/stepClaims.js';
 import { executeStep, type StepContext, type StepRef } from '../../src/core/engine/steps.js';
 import { listEvents } from '../../src/db/events.js';
 import { OWNERS } from '../../src/demo/constants.js';
-import { SlackMessenger } from '../../src/slack/messenger.js';
+import { SlackMessenger } from '../../src/slack/delivery/messenger.js';
 import { createPool, poolBounds, terminateTransactionsNamed, type Pool } from '../../src/db/pool.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';

@@ -21,7 +21,7 @@ import { OWNERS } from '../../src/demo/constants.js';
 import { startSlackEmulator, type RecordedCall } from '../../src/emulator/slackEmulator.js';
 import { configureLogging } from '../../src/log.js';
 import { Metrics } from '../../src/metrics.js';
-import { redactingFetch } from '../../src/slack/outgoing.js';
+import { redactingFetch } from '../../src/slack/delivery/outgoing.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { incidentPackageJson, incidentPackageMarkdown } from '../../src/views/incidentPackage.js';
 import { renderStatus } from '../../src/views/text.js';
@@ -329,7 +329,7 @@ describe('Slack and metrics: the last doors out', () => {
       .flatMap((entry) => (entry.isDirectory() ? files(join(dir, entry.name)) : entry.name.endsWith('.ts') ? [join(dir, entry.name)] : []));
     const makers = ['src', 'handlers', 'jobs'].flatMap(files).filter((file) => !file.startsWith(join('src', 'emulator')))
       .filter((file) => /new (?:webApi\.)?WebClient\(|new App\(/.test(readFileSync(file, 'utf8')));
-    expect(makers.sort()).toEqual([join('src', 'slack', 'app.ts'), join('src', 'slack', 'messenger.ts'), join('src', 'workerMain.ts')]);
+    expect(makers.sort()).toEqual([join('src', 'app.ts'), join('src', 'slack', 'delivery', 'messenger.ts'), join('src', 'workerMain.ts')]);
     for (const file of makers) expect(readFileSync(file, 'utf8'), file).toContain('redactingFetch(');
   });
 });

@@ -1,7 +1,7 @@
 import { LogLevel, SocketModeReceiver } from '@slack/bolt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, requireSlack } from '../../src/config.js';
-import { createSlackApp } from '../../src/slack/app.js';
+import { createSlackApp } from '../../src/app.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { createSlackHarness, SIGNING_SECRET, type SlackHarness } from '../support/slackApp.js';
 import { signSlackBody } from '../../src/emulator/slackRequests.js';

@@ -11,7 +11,7 @@ import { loadBackfillReport } from '../../src/core/file/status.js';
 import { intentKey } from '../../src/core/messenger.js';
 import { findMessageIntent } from '../../src/db/messageIntents.js';
 import { postEvent } from '../../src/emulator/slackRequests.js';
-import { SlackMessenger } from '../../src/slack/messenger.js';
+import { SlackMessenger } from '../../src/slack/delivery/messenger.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { BAR_COLOURS, CHART_SCALE, CHART_WIDTH, diffChartData, diffChartLayout } from '../../src/views/diffChart.js';
 import { countRows } from '../support/engine.js';

@@ -9,7 +9,7 @@ import { intentKey, type OwnerMessage } from '../../src/core/messenger.js';
 import type { Notice } from '../../src/core/notices.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../../src/errors.js';
 import { findMessageIntent } from '../../src/db/messageIntents.js';
-import { MESSAGE_EVENT_TYPE, SlackMessenger } from '../../src/slack/messenger.js';
+import { MESSAGE_EVENT_TYPE, SlackMessenger } from '../../src/slack/delivery/messenger.js';
 import { createTestEngine, RecordingMessenger, type TestEngine } from '../support/engine.js';
 import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slackEmulator.js';
 
@@ -63,7 +63,7 @@ afterAll(async () => {
 beforeEach(async () => {
   slack.reset();
   await engine.ctx.pool.query('DELETE FROM backfill.message_intents');
-  // As src/slack/app.ts builds it: the Bolt client (retrying 5xx) and the posting client derived from it.
+  // As src/app.ts builds it: the Bolt client (retrying 5xx) and the posting client derived from it.
   const client = new WebClient('xoxb-test-token', {
     slackApiUrl: slack.url,
     retryConfig: { retries: 3, factor: 1, minTimeout: 10, maxTimeout: 20 },

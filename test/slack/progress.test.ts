@@ -9,7 +9,7 @@ import { TerminalProgress } from '../../src/cli/runner.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { loadBackfillReport, type BackfillReport } from '../../src/core/file/status.js';
 import type { RecordedCall } from '../../src/emulator/slackEmulator.js';
-import { SlackMessenger } from '../../src/slack/messenger.js';
+import { SlackMessenger } from '../../src/slack/delivery/messenger.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { backfillProgress, ETA_AFTER_PARTITION_STEPS, formatTimeLeft, progressBar } from '../../src/views/progress.js';
 import { createSlackHarness, INCIDENT_CHANNEL, type SlackHarness } from '../support/slackApp.js';

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { LogLevel } from '@slack/bolt';
-import { createSlackApp, type SlackApp } from '../../src/slack/app.js';
+import { createSlackApp, type SlackApp } from '../../src/app.js';
 import { createTestEngine, type TestEngine } from './engine.js';
 import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slackEmulator.js';
 import { postBlockAction, postSlashCommand } from '../../src/emulator/slackRequests.js';

@@ -1,5 +1,5 @@
 import type { webApi } from '@slack/bolt';
-import { redact, redactDeep } from '../redaction.js';
+import { redact, redactDeep } from '../../redaction.js';
 
 type FetchFunction = webApi.FetchFunction;
 type FetchRequestInit = NonNullable<Parameters<FetchFunction>[1]>;

@@ -1,5 +1,5 @@
 import { webApi } from '@slack/bolt';
-import { BackfillError, ErrorCode } from '../errors.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
 
 // Which Slack answers mean "this message will never be delivered", and how they become facts. Slack answers
 // these as ok:false (WebAPIPlatformError, error.data.error); the Web API client does not retry them, and

@@ -1,20 +1,18 @@
-import type { types, webApi } from '@slack/bolt';
-import { findLatestDiffChart, diffChartIntent } from '../db/diffCharts.js';
-import { recordEvent } from '../db/events.js';
-import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
-import type { Pool, Queryable } from '../db/pool.js';
-import type { BackfillReport } from '../core/file/status.js';
-import type { DeliveryOptions } from '../core/messenger.js';
-import { withLatestDiffChart } from '../views/blocks.js';
-import { diffChartPng } from '../views/diffChart.js';
+import type { webApi } from '@slack/bolt';
+import { diffChartIntent } from '../../db/diffCharts.js';
+import { recordEvent } from '../../db/events.js';
+import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../../db/messageIntents.js';
+import type { Pool } from '../../db/pool.js';
+import type { BackfillReport } from '../../core/file/status.js';
+import type { DeliveryOptions } from '../../core/messenger.js';
+import { diffChartPng } from '../../views/diffChart.js';
 import { answeredWithoutPosting, rateLimitedFor, slackPlatformError } from './deliveryErrors.js';
-import { buildHome } from './questions.js';
 import { findInConversation } from './conversationSearch.js';
 
 type WebClient = webApi.WebClient;
 
 // The diff chart goes to the incident thread with the diff message, once per intent, as the messages do
-// (src/slack/messenger.ts, deliverOnce): the intent is a row before the upload; the row gets the file id when
+// (src/slack/delivery/messenger.ts, deliverOnce): the intent is a row before the upload; the row gets the file id when
 // Slack has shared the file; a row without one sends a retry to the thread to look for the file by its name
 // before uploading again. Uploading is three calls (files.getUploadURLExternal, the POST of the bytes,
 // files.completeUploadExternal) and only the last one shares the file, so an attempt that died before it
@@ -92,7 +90,7 @@ export async function uploadDiffChartOnce(clients: ChartClients, report: Backfil
  */
 async function upload(poster: WebClient, args: webApi.FilesUploadV2Arguments, options: DeliveryOptions): Promise<string> {
   for (;;) {
-    // Before every try, as for a message (src/slack/messenger.ts postMessage): a step that lost its claim uploads nothing.
+    // Before every try, as for a message (src/slack/delivery/messenger.ts postMessage): a step that lost its claim uploads nothing.
     await options.confirmSending?.();
     try {
       const result = await poster.filesUploadV2(args);
@@ -111,9 +109,4 @@ async function upload(poster: WebClient, args: webApi.FilesUploadV2Arguments, op
 async function findSharedFile(client: WebClient, channel: string, threadTs: string | undefined, filename: string): Promise<string | undefined> {
   // Every page of a busy thread: the chart an earlier attempt shared may be its 250th reply.
   return findInConversation(client, { channel, threadTs }, (message) => message.files?.find((f) => f.name === filename)?.id || undefined);
-}
-
-/** The Home tab, with the latest diff chart under the backfill log. */
-export async function homeWithLatestDiffChart(db: Queryable): Promise<types.HomeView> {
-  return withLatestDiffChart(await buildHome(db), await findLatestDiffChart(db));
 }

@@ -1,15 +1,16 @@
 import { webApi } from '@slack/bolt';
-import { logger } from '../log.js';
-import { findIncidentChannel, keepStatusTs } from '../db/backfills.js';
-import type { Pool } from '../db/pool.js';
-import { recordEvent } from '../db/events.js';
-import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../db/messageIntents.js';
-import { loadReconciliation } from '../db/reconciliations.js';
-import type { DeliveryOptions, Landed, Messenger, OwnerMessage } from '../core/messenger.js';
-import type { Notice } from '../core/notices.js';
-import { slackNoticeText } from '../views/notices.js';
-import { loadBackfillReport } from '../core/file/status.js';
-import { announcementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../views/blocks.js';
+import { logger } from '../../log.js';
+import { findIncidentChannel, keepStatusTs, listBackfillConsumers } from '../../db/backfills.js';
+import type { Pool } from '../../db/pool.js';
+import { recordEvent } from '../../db/events.js';
+import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../../db/messageIntents.js';
+import { loadReconciliation } from '../../db/reconciliations.js';
+import type { DeliveryOptions, Landed, Messenger, OwnerMessage } from '../../core/messenger.js';
+import { storedAnnouncement, type Notice } from '../../core/notices.js';
+import { slackNoticeText } from '../../views/notices.js';
+import { loadBackfillReport } from '../../core/file/status.js';
+import { announcementMessage, answeredAnnouncementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../../views/blocks.js';
+import { answeredLine } from '../../views/replies.js';
 import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
 import { uploadDiffChartOnce } from './diffChart.js';
 import { uploadIncidentPackageOnce, type PackageUpload } from './incidentPackageUpload.js';
@@ -55,7 +56,7 @@ export function postingClientFor(client: WebClient, shared: Pick<webApi.WebClien
   return new webApi.WebClient(client.token, {
     slackApiUrl: client.slackApiUrl,
     // The app's fetch (it counts failures for GET /metrics) and logger, when given; redacting either way, so a
-    // posting client made without the app's fetch cannot send a secret (src/slack/outgoing.ts).
+    // posting client made without the app's fetch cannot send a secret (src/slack/delivery/outgoing.ts).
     ...shared,
     fetch: redactingFetch(shared.fetch ?? globalThis.fetch),
     retryConfig: { retries: 0 },
@@ -153,9 +154,17 @@ export class SlackMessenger implements Messenger {
     await this.client.chat.update({ channel, ts, ...message });
   }
 
+  /** An owner answered: their announcement keeps its facts and shows the answer where its buttons were. */
+  async markAnswered(answer: { backfillId: number; consumer: string; action: 'acknowledge' | 'hold'; actor: string; at: Date }): Promise<void> {
+    const row = (await listBackfillConsumers(this.pool, answer.backfillId)).find((c) => c.consumer === answer.consumer);
+    if (!row?.messageChannel || !row.messageTs) return;
+    const reference = { backfillId: answer.backfillId, consumer: answer.consumer };
+    await this.updateMessage(row.messageChannel, row.messageTs, answeredAnnouncementMessage(reference, storedAnnouncement(row), answeredLine(answer)));
+  }
+
   /**
    * Uploads the incident package (Markdown and JSON, the same facts) to the backfill's incident thread, once per
-   * change of what it says (src/slack/incidentPackageUpload.ts); a repeat says where the last upload is.
+   * change of what it says (src/slack/delivery/incidentPackageUpload.ts); a repeat says where the last upload is.
    */
   async uploadIncidentPackage(backfillId: number): Promise<PackageUpload> {
     return uploadIncidentPackageOnce({ pool: this.pool, client: this.client, poster: this.poster }, backfillId);

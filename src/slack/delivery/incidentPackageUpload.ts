@@ -1,13 +1,13 @@
 import type { webApi } from '@slack/bolt';
-import { buildIncidentPackage } from '../core/file/incidentPackage.js';
-import { findIncidentThread } from '../db/backfills.js';
-import { recordEvent } from '../db/events.js';
-import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered, type MessageIntent } from '../db/messageIntents.js';
-import { findPackageVersion, takeOverStaleUpload } from '../db/packageUploads.js';
-import type { Pool } from '../db/pool.js';
-import { BackfillError, ErrorCode } from '../errors.js';
-import { incidentPackageFiles } from '../views/incidentPackage.js';
-import type { PackageWhere } from '../views/replies.js';
+import { buildIncidentPackage } from '../../core/file/incidentPackage.js';
+import { findIncidentThread } from '../../db/backfills.js';
+import { recordEvent } from '../../db/events.js';
+import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered, type MessageIntent } from '../../db/messageIntents.js';
+import { findPackageVersion, takeOverStaleUpload } from '../../db/packageUploads.js';
+import type { Pool } from '../../db/pool.js';
+import { BackfillError, ErrorCode } from '../../errors.js';
+import { incidentPackageFiles } from '../../views/incidentPackage.js';
+import type { PackageWhere } from '../../views/replies.js';
 import { answeredWithoutPosting, rateLimitedFor } from './deliveryErrors.js';
 import { findInConversation } from './conversationSearch.js';
 
