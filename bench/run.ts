@@ -18,6 +18,8 @@
 // The backends take turns (ABBA) at each worker count and in each jobs-per-second pass, so drift falls on both.
 //
 // Every timed run starts from a vacuumed, analyzed table (autovacuum may be off): the VACUUM is never timed.
+//
+// npm run bench -- --cli [--runs N] measures the CLI's answer times instead (bench/cli.ts).
 
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
@@ -39,6 +41,7 @@ import { seedDemo } from '../src/demo/seed.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../src/errors.js';
 import { createStepQueue } from '../src/queue/stepQueue.js';
 import { parseBenchArgs, USAGE, type BenchArgs, type QueueKind } from './args.js';
+import { benchCli, CLI_USAGE } from './cli.js';
 import { autoExplainOptions, explainingPool, summarizePlans, type CapturedPlan, type StatementSummary } from './autoExplain.js';
 import { rollBackStopped, runBackfill, type BackfillRun, type Phases } from './backfill.js';
 import {
@@ -594,9 +597,12 @@ function fmtSeconds(seconds: number): string {
 }
 
 async function main(): Promise<void> {
-  const parsed = parseBenchArgs(process.argv.slice(2));
+  const argv = process.argv.slice(2);
+  // --cli measures how long the CLI takes to answer instead (bench/cli.ts), with options of its own.
+  if (argv.includes('--cli')) return benchCli(argv.filter((arg) => arg !== '--cli'), progress);
+  const parsed = parseBenchArgs(argv);
   if (parsed === 'help') {
-    console.log(USAGE);
+    console.log(`${USAGE}\n\n${CLI_USAGE}`);
     return;
   }
   const prefix = `bench-${randomBytes(6).toString('hex')}`;

@@ -1,8 +1,13 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI through tsx, so `npx backfill …` works from a checkout without a build step.
-import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+// `npx backfill …`: the compiled CLI (dist/, which `npm run build` makes and `npm install` runs), loaded into this
+// process rather than spawned, so a start costs one Node and a Ctrl-C or a SIGTERM reaches the CLI itself.
+import { existsSync } from 'node:fs';
 
-const main = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
-const result = spawnSync(process.execPath, ['--import', 'tsx', main, ...process.argv.slice(2)], { stdio: 'inherit' });
-process.exit(result.status ?? 1);
+const main = new URL('../dist/src/cli/main.js', import.meta.url);
+if (!existsSync(main)) {
+  console.error('The backfill CLI is not built yet (there is no dist/ in this checkout): run npm run build, then run the command again.');
+  process.exit(1);
+}
+// What `node --enable-source-maps` does, for the modules loaded from here on: a stack names src/*.ts lines, not dist's.
+process.setSourceMapsEnabled(true);
+await import(main.href);

@@ -74,8 +74,11 @@ const lineageTokenList = z.string().default('').transform((value, issue): Lineag
   return senders;
 });
 
-/** The project's own folder: the embedded PostgreSQL keeps its data under it by default. */
-const PROJECT_ROOT = fileURLToPath(new URL('..', import.meta.url));
+/**
+ * The project's own folder: the embedded PostgreSQL keeps its data under it by default. This module runs as
+ * src/config.ts from source and as dist/src/config.js once built (npm run build), one folder deeper.
+ */
+const PROJECT_ROOT = fileURLToPath(new URL(import.meta.url.endsWith('.js') ? '../..' : '..', import.meta.url));
 
 export const configSchema = z.object({
   // Unset: an embedded PostgreSQL of the project's own (src/backends.ts decides, src/db/embeddedPostgres.ts runs it).

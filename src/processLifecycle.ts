@@ -12,14 +12,19 @@ import { configureLogging, logger } from './log.js';
 export function runService(start: () => Promise<() => Promise<void>>): void {
   start().then((stop) => {
     let stopping = false;
-    const shutdown = () => {
+    const shutdown = (signal: NodeJS.Signals) => {
       if (stopping) return;
       stopping = true;
-      stop().then(() => process.exit(0), (error: unknown) => {
+      logger().info({ signal }, `${signal}: stopping (running steps finish, then the queues, the pool and the backends close)`);
+      stop().then(() => {
+        logger().info('stopped');
+        process.exit(0);
+      }, (error: unknown) => {
         logger().fatal({ err: error }, 'the service did not stop cleanly');
         process.exit(1);
       });
     };
+    // Once each: a second Ctrl-C while `stop` runs ends the process at once, for whoever will not wait for it.
     process.once('SIGINT', shutdown);
     process.once('SIGTERM', shutdown);
   }, (error: unknown) => {

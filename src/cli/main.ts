@@ -1,42 +1,64 @@
 import { writeFile } from 'node:fs/promises';
 import { hostname, userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
-import { explainCancellation, openCommandSession } from '../app.js';
-import { openBackends, type RunConfig } from '../backends.js';
+import type { RunConfig } from '../backends.js';
 import { checkFlags, parseCommand, type Command } from '../commands/arguments.js';
-import { backfillOf, runCommand, type CommandFacts, type CommandOptions } from '../commands/run.js';
+import type { CommandFacts, CommandOptions } from '../commands/run.js';
 import { cliUsage, findCommand, type CommandSpec } from '../commands/table.js';
-import { authorize, principalOf, runActing, type Acting } from '../core/authorization.js';
+import type { Acting } from '../core/authorization.js';
 import type { EngineContext } from '../core/context.js';
 import type { BackfillReport } from '../core/file/status.js';
-import { recordingRefusals } from '../core/refusals.js';
-import { parseHour } from '../core/time.js';
-import { loadConfig } from '../config.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
-import { runOn } from '../processLifecycle.js';
 import { isSlackUserId } from '../slackUser.js';
-import { renderCatalogApplied, renderCatalogPlan } from '../views/catalogPlan.js';
-import {
-  acknowledgedLines, approvedLine, continuedLine, delegateChangedLine, delegatesLines, heldLine, notASignerLine, overrideLine, planFrozenLine,
-  rolledBackLine, signedLine, signersLines, signersOfLine, startedLines, stoppedLine,
-} from '../views/cliReplies.js';
-import { renderCosts } from '../views/costs.js';
-import { incidentPackageJson, incidentPackageMarkdown } from '../views/incidentPackage.js';
-import { lineageDecisionReply, lineageProposalsReply } from '../views/lineage.js';
-import {
-  fromSlackMarkup, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick,
-  renderTimeline, type TextStyle,
-} from '../views/text.js';
-import { PrintingMessenger, runUntilSettled, TerminalProgress } from './runner.js';
+import type { TextStyle } from '../views/text.js';
 
 // npx backfill <command>: parse the words and flags, check the person against the command table's rule, run
-// the use case (src/commands/run.ts) in a command session (src/app.ts), and print its facts for a terminal.
+// the use case (src/commands/run.ts) in a command session (src/commandSession.ts), and print its facts for a
+// terminal.
 
 const USAGE = cliUsage();
+const argv = process.argv.slice(2);
 
-async function main(argv: string[]): Promise<number> {
+// PERF: only what reads the command line is imported above. A command line that asks for the usage (help, -h,
+// none, an unknown command) is answered by main() here, before the modules the commands use are loaded below:
+// they bring pg, pino, the Slack app and the engine, most of a start. On that path main() returns before it
+// touches any of them. The step workers (and BullMQ with them) are loaded only by `worker` and --wait.
+if (asksForUsage(argv)) process.exit(await main(argv));
+
+const { explainCancellation, openCommandSession } = await import('../commandSession.js');
+const { openBackends } = await import('../backends.js');
+const { backfillOf, runCommand } = await import('../commands/run.js');
+const { loadConfig } = await import('../config.js');
+const { authorize, principalOf, runActing } = await import('../core/authorization.js');
+const { recordingRefusals } = await import('../core/refusals.js');
+const { parseHour } = await import('../core/time.js');
+const { runOn } = await import('../processLifecycle.js');
+const { renderCatalogApplied, renderCatalogPlan } = await import('../views/catalogPlan.js');
+const {
+  acknowledgedLines, approvedLine, continuedLine, delegateChangedLine, delegatesLines, heldLine, notASignerLine, overrideLine, planFrozenLine,
+  rolledBackLine, signedLine, signersLines, signersOfLine, startedLines, stoppedLine,
+} = await import('../views/cliReplies.js');
+const { renderCosts } = await import('../views/costs.js');
+const { incidentPackageJson, incidentPackageMarkdown } = await import('../views/incidentPackage.js');
+const { lineageDecisionReply, lineageProposalsReply } = await import('../views/lineage.js');
+const {
+  fromSlackMarkup, PLAIN, renderBackfillList, renderDiff, renderPaidAgainst, renderPlan, renderPruned, renderRetention, renderStatus, renderTick,
+  renderTimeline,
+} = await import('../views/text.js');
+
+/** Whether the command line asks only for the usage. One that is refused does not: main() says why. */
+function asksForUsage(commandLine: string[]): boolean {
+  try {
+    return readCommandLine(commandLine).usage !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** The command line read: the usage's exit code when that is all it asks for, else the command and its flags. */
+function readCommandLine(commandLine: string[]) {
   const { values, positionals } = parseArgs({
-    args: argv,
+    args: commandLine,
     allowPositionals: true,
     options: {
       as: { type: 'string' },
@@ -60,10 +82,17 @@ async function main(argv: string[]): Promise<number> {
   // Checked before anything is opened: a mistyped command changes nothing and needs no database.
   const parsed = command === undefined || values.help ? ({ kind: 'help' } as const) : parseCommand('cli', commandWords(positionals, values.since));
   const spec = command === undefined ? undefined : findCommand(command, 'cli');
-  if (parsed.kind === 'help' || !spec) {
+  if (parsed.kind === 'help' || !spec) return { usage: command || values.help ? 0 : 2 };
+  return { usage: undefined, values, command, args, parsed, spec };
+}
+
+async function main(commandLine: string[]): Promise<number> {
+  const read = readCommandLine(commandLine);
+  if (read.usage !== undefined) {
     console.log(USAGE);
-    return command || values.help ? 0 : 2;
+    return read.usage;
   }
+  const { values, command, args, parsed, spec } = read;
   if (values.as !== undefined && !isSlackUserId(values.as)) {
     throw new BackfillError(ErrorCode.BadInput, `--as takes the Slack user id of the person acted for, such as U07SETTLE; "${values.as}" is not one.`);
   }
@@ -227,6 +256,7 @@ async function writeExport(pkg: Extract<CommandFacts, { kind: 'export' }>['pkg']
 /** `backfill worker`: the step workers in this process, printing what they would send, until Ctrl-C. */
 async function runWorkers(ctx: EngineContext, style: TextStyle): Promise<number> {
   const { startWorkers } = await import('../worker.js');
+  const { PrintingMessenger } = await import('./runner.js');
   const workers = await startWorkers({ ...ctx, messenger: new PrintingMessenger((line) => console.log(line), style) });
   console.log('Workers running; Ctrl-C stops them.');
   await new Promise<void>((resolve) => {
@@ -240,6 +270,7 @@ async function runWorkers(ctx: EngineContext, style: TextStyle): Promise<number>
 /** --wait: the workers run here until the backfill settles; the diff is printed and the exit code says how it ended. */
 async function settle(ctx: EngineContext, id: number, options: PrintOptions): Promise<number> {
   if (!options.wait) return 0;
+  const { PrintingMessenger, runUntilSettled, TerminalProgress } = await import('./runner.js');
   // A bar redrawn in place on a terminal, plain lines in a pipe; the run's own lines print above it.
   const progress = new TerminalProgress(process.stdout, id);
   const line = (text: string) => progress.print(text);
@@ -302,7 +333,7 @@ function connectionLostError(command: Command, cause: unknown): BackfillError {
     { cause, retryable: true });
 }
 
-main(process.argv.slice(2)).then((code) => process.exit(code), (raw: unknown) => {
+main(argv).then((code) => process.exit(code), (raw: unknown) => {
   const error = explainCancellation(raw);
   console.error(isBackfillError(error) ? fromSlackMarkup(error.message, PLAIN) : error);
   process.exit(isBackfillError(error) ? 1 : 70);

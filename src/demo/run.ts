@@ -32,8 +32,11 @@ import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type TargetShap
 const OPERATOR = 'U07ONCALL';
 const INCIDENT = 'C0INCIDENT';
 const SECRET = 'demo-signing-secret';
-/** Where the demo leaves what it made: in the project's git-ignored .backfill-bot folder. */
-const DEMO_OUTPUT = fileURLToPath(new URL('../../.backfill-bot/demo/', import.meta.url));
+/**
+ * Where the demo leaves what it made: in the project's git-ignored .backfill-bot folder, two folders up from
+ * src/demo/ when run from source and three from dist/src/demo/ once built (npm run build).
+ */
+const DEMO_OUTPUT = fileURLToPath(new URL(`${import.meta.url.endsWith('.js') ? '../../../' : '../../'}.backfill-bot/demo/`, import.meta.url));
 
 function section(title: string): void {
   console.log(`\n━━ ${title} ${'━'.repeat(Math.max(0, 74 - title.length))}`);

@@ -77,8 +77,14 @@ export interface SeedSummary {
 
 // ---- the catalog ----------------------------------------------------------------------------------------
 
+/**
+ * The demo's own files (its catalog, its warehouse scripts), beside this module in src/demo/; the build (npm run
+ * build) compiles only the TypeScript, so from dist/src/demo/ they are read where they are, in src/demo/.
+ */
+const DEMO_FILES = new URL(import.meta.url.endsWith('.js') ? '../../../src/demo/' : './', import.meta.url);
+
 /** The demo's catalog file: its pipeline, consumers and signers, applied as `backfill catalog apply` applies one. */
-export const DEMO_CATALOG_FILE = new URL('./catalog.yml', import.meta.url);
+export const DEMO_CATALOG_FILE = new URL('catalog.yml', DEMO_FILES);
 const DEMO_CATALOG_SOURCE = 'src/demo/catalog.yml';
 
 export async function readDemoCatalog(): Promise<{ text: string; source: string; catalog: Catalog }> {
@@ -108,9 +114,9 @@ async function resetDemo(db: Queryable, target: TargetShape, hourlyDays?: readon
   await truncateDemoCatalog(db);
   // The pipeline's row store goes with it: its rows are keyed by backfill ids that RESTART IDENTITY reuses.
   await dropPipelineRowStore(db, DEMO_PIPELINE);
-  await runWarehouseScript(db, await readFile(new URL('./warehouse.sql', import.meta.url), 'utf8'));
+  await runWarehouseScript(db, await readFile(new URL('warehouse.sql', DEMO_FILES), 'utf8'));
   if (target === 'partitioned') {
-    await runWarehouseScript(db, await readFile(new URL('./partitioned.sql', import.meta.url), 'utf8'));
+    await runWarehouseScript(db, await readFile(new URL('partitioned.sql', DEMO_FILES), 'utf8'));
     await createOrdersPartitions(db, monthPartitions(hourlyDays));
   }
 }

@@ -104,7 +104,8 @@ const SIGNED_ROW = 78;
 /** DejaVu Sans averages a little under 0.6 em per character: enough to decide which labels fit. */
 const CHAR_EM = 0.6;
 
-const FONT_FILE = fileURLToPath(new URL('../../assets/fonts/DejaVuSans.ttf', import.meta.url));
+// The project's assets/, from src/views/ when run from source and from dist/src/views/ once built (npm run build).
+const FONT_FILE = fileURLToPath(new URL(`${import.meta.url.endsWith('.js') ? '../../../' : '../../'}assets/fonts/DejaVuSans.ttf`, import.meta.url));
 
 /** The chart's facts, read from the backfill report: its targets and its signed figures. */
 export function diffChartData(report: BackfillReport): DiffChartData {
