@@ -9,7 +9,7 @@ import type { EngineContext } from '../src/core/context.js';
 import { approveCapacity, overrideGate } from '../src/core/announce/gate.js';
 import { rollbackBackfill, stopBackfill } from '../src/core/recovery/recovery.js';
 import { startBackfill } from '../src/core/announce/start.js';
-import { ACTIVE_STATES, type BackfillState } from '../src/core/engine/stateMachine.js';
+import { ACTIVE_STATES, type BackfillState } from '../src/core/states.js';
 import { formatHour } from '../src/core/time.js';
 import type { Pool } from '../src/db/pool.js';
 import { DEMO_PIPELINE } from '../src/demo/constants.js';

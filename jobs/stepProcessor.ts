@@ -1,5 +1,5 @@
 import { UnrecoverableError, type Job, type Queue } from 'bullmq';
-import { executeStep, type StepContext, type StepOutcome } from '../src/core/engine/steps.js';
+import { executeStep, type StepContext, type StepOutcome } from '../src/core/procedure.js';
 import { isBackfillError } from '../src/errors.js';
 import { logger } from '../src/log.js';
 import { dispatch } from '../src/queue/stepQueue.js';

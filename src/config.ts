@@ -100,8 +100,8 @@ export const configSchema = z.object({
   // every wait for a lock after LOCK_TIMEOUT_MS: nothing the bot starts can run or wait unbounded.
   STATEMENT_TIMEOUT_MS: positiveInt('STATEMENT_TIMEOUT_MS', 15 * 60_000),
   LOCK_TIMEOUT_MS: positiveInt('LOCK_TIMEOUT_MS', 5 * 60_000),
-  // Staged and saved rows of finished backfills older than this many days are dropped (see README, Retention),
-  // by a job that runs every RETENTION_INTERVAL_MS.
+  // Staged and saved rows of finished backfills older than this many days are dropped (see docs/operating.md,
+  // "Bounds, size and retention"), by a job that runs every RETENTION_INTERVAL_MS.
   RETENTION_DAYS: positiveInt('RETENTION_DAYS', 30),
   RETENTION_INTERVAL_MS: positiveInt('RETENTION_INTERVAL_MS', 60 * 60_000),
   // After the one-partition canary, partitions are published in waves of this size, each reconciled first.
@@ -117,7 +117,8 @@ export const configSchema = z.object({
   JOB_BACKOFF_MS: positiveInt('JOB_BACKOFF_MS', 2000),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
   // Signs every webhook re-trigger (X-Backfill-Signature). No default: a default is public, and a receiver that
-  // trusts it trusts anyone. `npm start` and `npm run worker` refuse to start without it (requireWebhookSecret);
+  // trusts it trusts anyone. `npm start` and `npm run worker` refuse to start without it (requireWebhookSecret,
+  // src/core/retrigger/call.ts);
   // the demo and the tests set their own.
   WEBHOOK_SIGNING_SECRET: z.string().min(16, 'WEBHOOK_SIGNING_SECRET must be at least 16 characters, e.g. from `openssl rand -hex 32`').optional(),
   // Lineage in (POST /lineage, src/http/lineage.ts): the bearer token senders must present. Unset (and no
@@ -238,18 +239,6 @@ export function secretValues(config: Partial<Config>): string[] {
   ];
   // A very short value would blank out ordinary words; such a secret is weak anyway, and the shapes still apply.
   return values.filter((value): value is string => typeof value === 'string' && value.length >= 4);
-}
-
-/**
- * The webhook signing secret `npm start` and `npm run worker` cannot run without, or a sentence that says how to
- * make one. A re-trigger run elsewhere (the CLI's workers) asks for it when a webhook is called.
- */
-export function requireWebhookSecret(config: Pick<Config, 'WEBHOOK_SIGNING_SECRET'>): string {
-  if (!config.WEBHOOK_SIGNING_SECRET) {
-    throw new BackfillError(ErrorCode.Config,
-      'WEBHOOK_SIGNING_SECRET is not set: it signs every webhook re-trigger, so receivers can tell the bot from anyone else. Make one with `openssl rand -hex 32`, set it on every bot and worker, and give it to the webhooks\' owners.');
-  }
-  return config.WEBHOOK_SIGNING_SECRET;
 }
 
 /** Who may post run events: the LINEAGE_TOKENS senders, then LINEAGE_TOKEN (every namespace), if set. */

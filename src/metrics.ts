@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EngineMetrics } from './core/context.js';
-import { BackfillState } from './core/engine/stateMachine.js';
+import { BackfillState } from './core/states.js';
 import { countBackfillsByState, findOutstandingAcknowledgements, type OutstandingAcknowledgements } from './db/metrics.js';
 import type { Pool } from './db/pool.js';
 import { logger, type Logger } from './log.js';

@@ -1,5 +1,6 @@
 import { openBackends, type Backends, type RunConfig } from './backends.js';
-import { loadConfig, requireSlack, requireWebhookSecret, secretValues, type SlackConfig } from './config.js';
+import { loadConfig, requireSlack, secretValues, type SlackConfig } from './config.js';
+import { requireWebhookSecret } from './core/retrigger/call.js';
 import { migrate } from './db/migrate.js';
 import { createPool, poolBounds, type Pool } from './db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from './errors.js';

@@ -1,7 +1,7 @@
 import type { Queue, Worker } from 'bullmq';
 import { createStepProcessor } from '../jobs/stepProcessor.js';
 import { STEP_QUEUE } from './queue/registry.js';
-import type { StepContext } from './core/engine/steps.js';
+import type { StepContext } from './core/procedure.js';
 import { cancelRunningStatements } from './db/pool.js';
 import { queueBackendOf } from './backends.js';
 import { createWorker } from './queue/connection.js';

@@ -59,7 +59,7 @@ describe('the direction of imports', () => {
   it('the data layer calls no core logic, and nothing above it', () => {
     // Types, and the step graph's tables (STEP_GRAPH, PHASE_EXITS, STEP_KINDS, SETTLED, ROLLBACK_SUFFIX) that
     // src/db/steps.ts builds its SQL from, are the data layer's vocabulary; no core function runs from here.
-    const allowed = new Set(['src/core/engine/stepGraph.ts']);
+    const allowed = new Set(['src/core/lifecycle/stepGraph.ts']);
     expect(violations(['src/db'], (target, typeOnly) => !typeOnly && !allowed.has(target) &&
       under(target, 'src/core', 'src/slack', 'src/queue', 'src/views', 'src/cli', 'handlers', 'jobs'))).toEqual([]);
   });
@@ -98,6 +98,6 @@ describe('the direction of imports', () => {
   });
 
   it('the Bolt listeners are a thin shell over src/slack', () => {
-    expect(violations(['handlers'], (target) => under(target, 'src/db', 'src/queue', 'src/core/engine', 'src/core/recompute'))).toEqual([]);
+    expect(violations(['handlers'], (target) => under(target, 'src/db', 'src/queue', 'src/core/lifecycle', 'src/core/recompute'))).toEqual([]);
   });
 });

@@ -3,7 +3,7 @@ import type { Messenger, OwnerMessage } from '../core/messenger.js';
 import type { Notice } from '../core/notices.js';
 import { person, PLAIN, terminalNoticeText, type TextStyle } from '../views/text.js';
 import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';
-import { ACTIVE_STATES } from '../core/engine/stateMachine.js';
+import { ACTIVE_STATES } from '../core/states.js';
 import { backfillProgress, plainProgressLine, terminalProgressLine } from '../views/progress.js';
 import { startWorkers } from '../worker.js';
 

@@ -1,5 +1,5 @@
 import type { EngineContext } from '../core/context.js';
-import { ACTIVE_STATES } from '../core/engine/stateMachine.js';
+import { ACTIVE_STATES } from '../core/states.js';
 import { quartersSince, summarizeCosts, type CostSummary } from '../core/file/costs.js';
 import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';
 import { answerPaidAgainst, type PaidAgainstAnswer } from '../core/finance/paidAgainst.js';

@@ -3,7 +3,7 @@ import { startBackfill, type StartResult } from '../core/announce/start.js';
 import { applyCatalog, planCatalog, type CatalogInput } from '../core/catalog/apply.js';
 import type { CatalogPlan } from '../core/catalog/plan.js';
 import type { EngineContext } from '../core/context.js';
-import { tick, type TickResult } from '../core/engine/tick.js';
+import { tick, type TickResult } from '../core/recompute/tick.js';
 import { summarizeCosts, type CostSummary } from '../core/file/costs.js';
 import { buildIncidentPackage, type IncidentPackage } from '../core/file/incidentPackage.js';
 import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';

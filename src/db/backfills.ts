@@ -2,7 +2,7 @@ import type { Pipeline } from './pipelines.js';
 import type { StoredAnnouncement } from './backfillConsumers.js';
 import type { ConsumerPlacement } from './readLog.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
-import type { BackfillState } from '../core/engine/stateMachine.js';
+import type { BackfillState } from '../core/states.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { redact } from '../redaction.js';
 

@@ -1,4 +1,4 @@
-import type { BackfillState } from '../core/engine/stateMachine.js';
+import type { BackfillState } from '../core/states.js';
 import type { Queryable } from './pool.js';
 
 // What retention dropped of each backfill's stored rows (backfill.row_retention: one row per kind dropped), and

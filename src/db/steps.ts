@@ -2,8 +2,8 @@ import { redact, redactDeep } from '../redaction.js';
 import type { Queryable } from './pool.js';
 import {
   PHASE_EXITS, ROLLBACK_SUFFIX, SETTLED, STEP_GRAPH, STEP_KINDS, type StepKind, type StepPhase, type StepRef, type StepStatus, type WaitRule,
-} from '../core/engine/stepGraph.js';
-import type { BackfillState } from '../core/engine/stateMachine.js';
+} from '../core/lifecycle/stepGraph.js';
+import type { BackfillState } from '../core/states.js';
 
 // The steps of a backfill (backfill.backfill_steps), one row per kind and key. The predicates over `s` (the step)
 // and `b` (its backfill) that say which may run and which a phase still waits on are built below from the step

@@ -37,7 +37,7 @@ export async function markTargetRestored(tx: Queryable, backfillId: number, hour
   await tx.query(`UPDATE backfill.backfill_targets SET status = 'restored' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
 }
 
-/** Waves by partition order: the first target is the canary (wave 0), the rest go in waves of waveSize. */
+/** Waves by partition order (src/core/recompute/waves.ts): the first target is the canary (wave 0), the rest go in waves of waveSize. */
 export async function assignWaves(tx: Queryable, backfillId: number, waveSize: number): Promise<void> {
   await tx.query(
     `UPDATE backfill.backfill_targets t SET wave = CASE WHEN o.n = 1 THEN 0 ELSE 1 + (o.n - 2) / $2::int END

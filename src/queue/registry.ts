@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { STEP_KINDS, type StepRef } from '../core/engine/steps.js';
+import { STEP_KINDS, type StepRef } from '../core/procedure.js';
 
 /** The one queue every backfill step goes through; the job name is the step kind. */
 export const STEP_QUEUE = 'backfill-steps';

@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import { queueBackendOf, type QueueBackend, type RunConfig } from '../backends.js';
-import type { ReplayJobs, ReplayJobState, ReplayJobTarget } from '../core/retrigger/retrigger.js';
+import type { ReplayJobs, ReplayJobState, ReplayJobTarget } from '../core/retrigger/call.js';
 import { createQueue } from './connection.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { logger } from '../log.js';

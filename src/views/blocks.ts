@@ -7,7 +7,7 @@ import type { ReconciliationRow } from '../db/reconciliations.js';
 import { subtractMoney } from '../core/money.js';
 import type { Plan } from '../core/identify/plan.js';
 import { describeSecondApproval, describeSize } from '../core/identify/sizing.js';
-import { describeState } from '../core/engine/stateMachine.js';
+import { describeState } from '../core/states.js';
 import { isCatalogPause } from '../core/catalog/catalogPause.js';
 import type { BackfillReport } from '../core/file/status.js';
 import { waitingOn } from './waiting.js';

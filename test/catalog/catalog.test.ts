@@ -8,7 +8,7 @@ import { parseDocument, stringify } from 'yaml';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { applyCatalog, planCatalog } from '../../src/core/catalog/apply.js';
 import { parseCatalogText, type Catalog } from '../../src/core/catalog/schema.js';
-import { tick } from '../../src/core/engine/tick.js';
+import { tick } from '../../src/core/recompute/tick.js';
 import { identifyTargets } from '../../src/core/identify/identify.js';
 import { parseTargetSpec } from '../../src/core/time.js';
 import { readCatalogRows } from '../../src/db/catalog.js';

@@ -6,7 +6,7 @@ import { approveCapacity, gateStatus, overrideGate } from '../../src/core/announ
 import { planBackfill } from '../../src/core/identify/plan.js';
 import { recordingRefusals } from '../../src/core/refusals.js';
 import { startBackfill } from '../../src/core/announce/start.js';
-import { executeStep, type StepContext } from '../../src/core/engine/steps.js';
+import { executeStep, type StepContext } from '../../src/core/procedure.js';
 import { listEvents } from '../../src/db/events.js';
 import { createPool, withTransaction, type Pool, type PoolBounds } from '../../src/db/pool.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';

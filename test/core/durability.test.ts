@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { overrideGate } from '../../src/core/announce/gate.js';
 import { startBackfill } from '../../src/core/announce/start.js';
-import { executeStep } from '../../src/core/engine/steps.js';
+import { executeStep } from '../../src/core/procedure.js';
 import { createStepQueue, dispatch } from '../../src/queue/stepQueue.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 

@@ -7,8 +7,8 @@
 // claim's transaction, the second the publish's) until the test has taken the step over.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { claimStep } from '../../src/core/engine/stepClaims.js';
-import { executeStep, type StepContext, type StepRef } from '../../src/core/engine/steps.js';
+import { claimStep } from '../../src/core/lifecycle/stepClaims.js';
+import { executeStep, type StepContext, type StepRef } from '../../src/core/procedure.js';
 import { listEvents } from '../../src/db/events.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
 import { approvedNight15, countRows, createTestEngine, type TestEngine } from '../support/engine.js';

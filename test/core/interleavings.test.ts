@@ -18,7 +18,7 @@ import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core
 import { recordingRefusals } from '../../src/core/refusals.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { loadBackfillReport, type BackfillReport } from '../../src/core/file/status.js';
-import { executeStep, type StepContext, type StepRef } from '../../src/core/engine/steps.js';
+import { executeStep, type StepContext, type StepRef } from '../../src/core/procedure.js';
 import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { withTransaction } from '../../src/db/pool.js';

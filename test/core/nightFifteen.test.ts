@@ -162,7 +162,7 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
   });
 
   it('re-advances the watermark on the next tick with the same step, and stops before silently moving another signed figure', async () => {
-    const { tick } = await import('../../src/core/engine/tick.js');
+    const { tick } = await import('../../src/core/recompute/tick.js');
     const totals = `SELECT sum(amount_base)::text AS t, count(*)::int AS n FROM warehouse.orders`;
     const before = await engine.ctx.pool.query(totals);
     const result = await tick(engine.ctx, { pipeline: 'orders', actor: 'scheduler' });

@@ -4,7 +4,7 @@ import { overrideGate, acknowledge } from '../../src/core/announce/gate.js';
 import { answerPaidAgainst } from '../../src/core/finance/paidAgainst.js';
 import { addSigner, signReport } from '../../src/core/finance/signing.js';
 import { startBackfill } from '../../src/core/announce/start.js';
-import { tick } from '../../src/core/engine/tick.js';
+import { tick } from '../../src/core/recompute/tick.js';
 import { listUntoldNotices } from '../../src/db/catchUps.js';
 import { OWNERS } from '../../src/demo/constants.js';
 import { deliverNight9Source } from '../../src/demo/seed.js';

@@ -5,7 +5,7 @@ import { lockPartition, replacePartition, snapshotPartition } from '../../src/co
 import { planBackfill } from '../../src/core/identify/plan.js';
 import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
 import { startBackfill } from '../../src/core/announce/start.js';
-import { executeStep } from '../../src/core/engine/steps.js';
+import { executeStep } from '../../src/core/procedure.js';
 import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { withTransaction } from '../../src/db/pool.js';

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { sendReminder } from '../../src/core/announce/reminders.js';
-import { executeStep } from '../../src/core/engine/steps.js';
+import { executeStep } from '../../src/core/procedure.js';
 import { createStepQueue, dispatch } from '../../src/queue/stepQueue.js';
 import { startWorkers } from '../../src/worker.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';

@@ -9,7 +9,7 @@ import { runUntilSettled } from '../../src/cli/runner.js';
 import { rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
 import { pruneStoredRows } from '../../src/core/recovery/retention.js';
 import { loadBackfillReport } from '../../src/core/file/status.js';
-import { executeStep } from '../../src/core/engine/steps.js';
+import { executeStep } from '../../src/core/procedure.js';
 import { hourPartitionOf } from '../../src/core/recompute/swap.js';
 import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { executeStep, type StepContext } from '../../src/core/engine/steps.js';
+import { executeStep, type StepContext } from '../../src/core/procedure.js';
 import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { listEvents } from '../../src/db/events.js';

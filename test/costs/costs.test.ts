@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acknowledge, cancelBackfill } from '../../src/core/announce/gate.js';
 import { startBackfill } from '../../src/core/announce/start.js';
-import { executeStep } from '../../src/core/engine/steps.js';
-import { fileBackfillCost, loadBackfillCost, summarizeCosts, type BackfillCost } from '../../src/core/file/costs.js';
+import { executeStep } from '../../src/core/procedure.js';
+import { loadBackfillCost, summarizeCosts, type BackfillCost } from '../../src/core/file/costs.js';
+import { upsertBackfillCost } from '../../src/db/costs.js';
 import { buildIncidentPackage } from '../../src/core/file/incidentPackage.js';
 import { loadBackfillReport } from '../../src/core/file/status.js';
 import { toCents } from '../../src/core/money.js';
@@ -112,7 +113,8 @@ describe('what a backfill cost, filed with its log row', () => {
     expect(sameTx.rows[0]?.same).toBe(true);
     // A step delivered again (a retried job) commits nothing and files nothing twice.
     expect(await executeStep({ ...engine.ctx, messenger: engine.notifier }, { backfillId: night15, kind: 'report', key: 'diff' })).toBe('already_done');
-    const again = await withTransaction(engine.ctx.pool, (tx) => fileBackfillCost(tx, night15));
+    await withTransaction(engine.ctx.pool, (tx) => upsertBackfillCost(tx, night15));
+    const again = await loadBackfillCost(engine.ctx.pool, night15);
     const { filedAt: _a, ...first } = afterRun;
     const { filedAt: _b, ...second } = again as BackfillCost;
     expect(second).toEqual(first);

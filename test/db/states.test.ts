@@ -4,8 +4,8 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { catalogConsumerSchema } from '../../src/core/catalog/schema.js';
-import { BackfillState } from '../../src/core/engine/stateMachine.js';
-import { STEP_KINDS, StepStatus } from '../../src/core/engine/stepGraph.js';
+import { BackfillState } from '../../src/core/states.js';
+import { STEP_KINDS, StepStatus } from '../../src/core/lifecycle/stepGraph.js';
 import type { BackfillRow, BackfillTargetRow, PauseCause } from '../../src/db/backfills.js';
 import type { EmittedEventType, LineageEventType, ProposalState, recordSeenOutcome } from '../../src/db/lineageEvents.js';
 import type { ConsumerPlacement } from '../../src/db/readLog.js';

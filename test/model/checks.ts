@@ -3,7 +3,7 @@
 
 import { answerPaidAgainst } from '../../src/core/finance/paidAgainst.js';
 import { readReportFigure } from '../../src/db/pipelineSql.js';
-import { ACTIVE_STATES, type BackfillState } from '../../src/core/engine/stateMachine.js';
+import { ACTIVE_STATES, type BackfillState } from '../../src/core/states.js';
 import { BackfillError, describeError } from '../../src/errors.js';
 import { TRANSIENT_FAULT } from '../support/modelMessenger.js';
 import { DAY, dayRows, preservedRows, type ModelSystem, type RowMap } from '../support/modelSystem.js';

@@ -9,7 +9,7 @@ import { acknowledge, cancelBackfill, hold, overrideGate } from '../../src/core/
 import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { findOverlappingActive } from '../../src/db/backfills.js';
-import type { BackfillState } from '../../src/core/engine/stateMachine.js';
+import type { BackfillState } from '../../src/core/states.js';
 import { dispatch, removeQueuedJobs } from '../../src/queue/stepQueue.js';
 import { FAULTY_METHODS, type FaultKind, type FaultyMethod } from '../support/modelMessenger.js';
 import { insertLateRow, MODEL_HOURS, offerStatement, OPERATOR, partitionRows, type ModelSystem } from '../support/modelSystem.js';

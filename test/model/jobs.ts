@@ -4,8 +4,8 @@
 
 import { UnrecoverableError, type Job } from 'bullmq';
 import { stepPayloadSchema } from '../../src/queue/registry.js';
-import { claimStep } from '../../src/core/engine/stepClaims.js';
-import type { StepRef } from '../../src/core/engine/steps.js';
+import { claimStep } from '../../src/core/lifecycle/stepClaims.js';
+import type { StepRef } from '../../src/core/procedure.js';
 import { BackfillError, describeError } from '../../src/errors.js';
 import { TRANSIENT_FAULT } from '../support/modelMessenger.js';
 import {

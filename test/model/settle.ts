@@ -4,7 +4,7 @@
 // dead workers' jobs come back through the stalled checker, and the loop waits out leases that still hold.
 
 import { acknowledge, gateStatus, overrideGate } from '../../src/core/announce/gate.js';
-import { ACTIVE_STATES, type BackfillState } from '../../src/core/engine/stateMachine.js';
+import { ACTIVE_STATES, type BackfillState } from '../../src/core/states.js';
 import { dispatch } from '../../src/queue/stepQueue.js';
 import { OPERATOR, type ModelSystem } from '../support/modelSystem.js';
 import { asPerson, continueModelBackfill, stopModelBackfill } from './commands.js';

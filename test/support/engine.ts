@@ -4,10 +4,10 @@ import { loadConfig } from '../../src/config.js';
 import type { Messenger, OwnerMessage } from '../../src/core/messenger.js';
 import type { Notice } from '../../src/core/notices.js';
 import { slackNoticeText } from '../../src/views/notices.js';
-import { startApproved } from '../../src/core/engine/dispatch.js';
+import { startApproved } from '../../src/core/lifecycle/dispatch.js';
 import { overrideGate } from '../../src/core/announce/gate.js';
 import { startBackfill } from '../../src/core/announce/start.js';
-import { executeStep, type StepContext } from '../../src/core/engine/steps.js';
+import { executeStep, type StepContext } from '../../src/core/procedure.js';
 import { createStepQueue } from '../../src/queue/stepQueue.js';
 import { createTestDatabase, testRedisUrl, type TestScenario } from './db.js';
 

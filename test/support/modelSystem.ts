@@ -10,7 +10,7 @@ import { Worker, type Job, type Queue } from 'bullmq';
 import pg from 'pg';
 import { STEP_QUEUE } from '../../src/queue/registry.js';
 import { createStepProcessor } from '../../jobs/stepProcessor.js';
-import type { StepContext } from '../../src/core/engine/steps.js';
+import type { StepContext } from '../../src/core/procedure.js';
 import { createStepQueue } from '../../src/queue/stepQueue.js';
 import { createWorker } from '../../src/queue/connection.js';
 import { queueBackendOf } from '../../src/backends.js';

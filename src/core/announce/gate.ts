@@ -9,12 +9,12 @@ import { peopleActing } from '../../db/acting.js';
 import { findLastHolder, listRequesters, recordEvent } from '../../db/events.js';
 import { withTransaction, type PoolClient, type Queryable } from '../../db/pool.js';
 import { insertRunSteps } from '../../db/steps.js';
-import { assignWaves } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { formatCount, recordedSize } from '../identify/sizing.js';
-import { moveSteps } from '../engine/stepClaims.js';
-import { transition, wrongState } from '../engine/stateMachine.js';
+import { moveSteps } from '../lifecycle/stepClaims.js';
+import { finishBackfill, transition, wrongState } from '../lifecycle/stateMachine.js';
+import { planWaves } from '../recompute/waves.js';
 
 export interface GateResult {
   backfill: BackfillRow;
@@ -49,7 +49,7 @@ export async function acknowledge(ctx: EngineContext, input: { backfillId: numbe
       }
     }
     if (backfill.state === 'held' && await findLastHolder(tx, backfill.id) === input.actor) {
-      await transition(tx, { backfillId: backfill.id, to: 'announced', actor: input.actor, detail: { released: true } });
+      await transition(tx, { backfillId: backfill.id, event: 'release', actor: input.actor });
       await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'released', detail: {} });
       changed = true;
     }
@@ -67,7 +67,7 @@ export async function hold(ctx: EngineContext, input: { backfillId: number; acto
     if (backfill.state !== 'announced') throw wrongState(backfill.id, backfill.state, 'it can be held only before it runs');
     // An owner who had acknowledged and now holds takes the acknowledgement back: the hold is the newer word.
     await deleteAcknowledgements(tx, backfill.id, owned);
-    await transition(tx, { backfillId: backfill.id, to: 'held', actor: input.actor, detail: { consumers: owned } });
+    await transition(tx, { backfillId: backfill.id, event: 'hold', actor: input.actor, detail: { consumers: owned } });
     await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'held', detail: { consumers: owned, reason: input.reason ?? null } });
     return { ...(await gateStatus(tx, backfill.id)), approved: false, changed: true };
   });
@@ -138,7 +138,7 @@ export async function cancelBackfill(ctx: EngineContext, input: { backfillId: nu
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
     if (backfill.state === 'cancelled') return backfill;
-    const moved = await transition(tx, { backfillId: backfill.id, to: 'cancelled', actor: input.actor, set: { finished_at: new Date() } });
+    const moved = await finishBackfill(tx, { backfillId: backfill.id, event: 'cancel', actor: input.actor, set: { finished_at: new Date() } });
     if (!moved) throw wrongState(backfill.id, backfill.state, 'only a backfill that has not started running can be cancelled');
     await moveSteps(tx, backfill.id, 'skipped');
     await recordEvent(tx, { backfillId: backfill.id, actor: input.actor, kind: 'cancelled', detail: { reason: input.reason ?? null } });
@@ -153,7 +153,7 @@ export async function cancelBackfill(ctx: EngineContext, input: { backfillId: nu
 export async function approveIfGateOpen(tx: PoolClient, backfillId: number, actor: string, waveSize: number): Promise<boolean> {
   const { waitingFor, backfill } = await gateStatus(tx, backfillId);
   if (waitingFor.length > 0 || backfill.state !== 'announced') return false;
-  const moved = await transition(tx, { backfillId, to: 'approved', actor });
+  const moved = await transition(tx, { backfillId, event: 'open gate', actor });
   if (!moved) return false;
   await createSteps(tx, backfillId, waveSize);
   await recordEvent(tx, { backfillId, actor, kind: 'approved', detail: {} });
@@ -161,11 +161,11 @@ export async function approveIfGateOpen(tx: PoolClient, backfillId: number, acto
 }
 
 /**
- * stage and publish per target (the first target is the canary, wave 0; the rest go in waves of waveSize),
- * one watermark move, replay per consumer, one compare, notify per "after" owner, the diff post.
+ * stage and publish per target (the canary, then the waves: src/core/recompute/waves.ts), one watermark move,
+ * replay per consumer, one compare, notify per "after" owner, the diff post.
  */
 async function createSteps(tx: PoolClient, backfillId: number, waveSize: number): Promise<void> {
-  await assignWaves(tx, backfillId, waveSize);
+  await planWaves(tx, backfillId, waveSize);
   await insertRunSteps(tx, backfillId);
 }
 

@@ -3,7 +3,7 @@ import { recordEvent } from '../../db/events.js';
 import { findDueReminders } from '../../db/reminders.js';
 import { intentKey } from '../messenger.js';
 import { storedAnnouncement } from '../notices.js';
-import type { StepContext } from '../engine/steps.js';
+import type { StepContext } from '../procedure.js';
 
 /**
  * Re-sends one announcement if it is still unanswered and ANNOUNCE_REMINDER_MS has passed by the database's

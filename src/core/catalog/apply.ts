@@ -7,7 +7,7 @@ import { withClient, withTransaction, type Pool, type PoolClient } from '../../d
 import { insertWatermarkIfNone } from '../../db/watermarks.js';
 import type { Config } from '../../config.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
-import { ACTIVE_STATES } from '../engine/stateMachine.js';
+import { ACTIVE_STATES } from '../states.js';
 import { catalogChangesUnder } from './frozen.js';
 import { catalogRows, diffCatalog, type CatalogChange, type CatalogPlan } from './plan.js';
 import { parseCatalogText, type Catalog } from './schema.js';

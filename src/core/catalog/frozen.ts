@@ -15,7 +15,7 @@ export { catalogChangedSentence, isCatalogPause } from './catalogPause.js';
 // in a way its owner never saw. So `start` freezes exactly those fields with the backfill (a hash per field:
 // enough to name what changed, without a second copy of SQL or of a re-trigger's URL), `catalog apply` refuses
 // to change them while it is in flight (apply.ts), and before a stage, publish or replay, the engine compares
-// them with the live catalog and pauses on a difference (src/core/engine/catalogGuard.ts).
+// them with the live catalog and pauses on a difference (src/core/lifecycle/catalogGuard.ts).
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 

@@ -2,7 +2,7 @@ import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { quoteOutside } from '../../redaction.js';
-import { RETRIGGER_SHAPES, retriggerSchema, retriggerUrlProblems } from '../retrigger/retrigger.js';
+import { RETRIGGER_SHAPES, retriggerSchema, retriggerUrlProblems } from '../retrigger/definition.js';
 import { parseHour } from '../time.js';
 
 // The catalog file: the pipelines, their consumers (owner, kind, dependencies, rule, re-trigger) and who signs

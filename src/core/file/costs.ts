@@ -1,4 +1,4 @@
-import { findBackfillCost, sumCostsByPipelineAndQuarter, upsertBackfillCost, type BackfillCostRow, type CostSumRow } from '../../db/costs.js';
+import { findBackfillCost, sumCostsByPipelineAndQuarter, type BackfillCostRow, type CostSumRow } from '../../db/costs.js';
 import type { Queryable } from '../../db/pool.js';
 
 /*
@@ -13,19 +13,13 @@ import type { Queryable } from '../../db/pool.js';
  *   compute time     each step's first claim to its finish, summed over the steps
  *   signed figures   signed figures whose rebuilt report no longer showed what was signed
  *
- * The cost is filed when the backfill finishes (done, failed, cancelled, stopped, rolled back: the state machine's
- * move) and again by every step that commits after that (the after-run messages, the diff post, a rollback), in
- * each one's own transaction. Filing recomputes from the database's rows and overwrites: the same rows give the
+ * The cost is filed by the move that finishes the backfill (done, failed, cancelled, stopped, rolled back:
+ * finishBackfill in src/core/lifecycle/stateMachine.ts) and again by every step that commits after that (the
+ * after-run messages, the diff post, a rollback: finishStep), in each one's own transaction. Filing recomputes from the database's rows and overwrites: the same rows give the
  * same numbers however often, or however late, it runs. A backfill that never finished has no cost yet.
  */
 
 export type BackfillCost = Omit<BackfillCostRow, 'backfillId'>;
-
-/** Files (or files again) the backfill's cost, inside the caller's transaction. */
-export async function fileBackfillCost(tx: Queryable, backfillId: number): Promise<BackfillCost | undefined> {
-  const row = await upsertBackfillCost(tx, backfillId);
-  return row && withoutId(row);
-}
 
 /** The cost as filed; undefined while the backfill has not finished. */
 export async function loadBackfillCost(db: Queryable, backfillId: number): Promise<BackfillCost | undefined> {

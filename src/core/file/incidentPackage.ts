@@ -3,7 +3,7 @@ import { listEvents } from '../../db/events.js';
 import type { Queryable } from '../../db/pool.js';
 import { loadPeople, type People } from '../../db/people.js';
 import { subtractMoney } from '../money.js';
-import type { BackfillState } from '../engine/stateMachine.js';
+import type { BackfillState } from '../states.js';
 import { loadBackfillReport, type BackfillReport } from './status.js';
 import { storedAnnouncement, type Notice } from '../notices.js';
 import { loadBackfillCost, type BackfillCost } from './costs.js';

@@ -6,7 +6,7 @@ import { findPlan, insertPlan } from '../../db/plans.js';
 import { listReaders, type Reader } from '../../db/readLog.js';
 import { listSignedFigures, type SignedFigure } from '../../db/signatures.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
-import { announcementFacts, type AnnouncementFacts } from '../announce/announcement.js';
+import { announcementFacts, type AnnouncementFacts } from './announcement.js';
 import type { EngineContext } from '../context.js';
 import { identifyTargets, type Identified } from './identify.js';
 import { directionOf, subtractMoney, type Direction } from '../money.js';

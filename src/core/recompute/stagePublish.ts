@@ -14,8 +14,8 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 import { toCents } from '../money.js';
 import { sourceShards } from './partitionStep.js';
 import { rowStoreOf } from './rowStore.js';
-import { pauseCaughtSteps } from '../engine/pause.js';
-import type { StepRef } from '../engine/stepGraph.js';
+import { pauseCaughtSteps } from '../lifecycle/pause.js';
+import type { StepRef } from '../lifecycle/stepGraph.js';
 import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type SwapHooks } from './swap.js';
 import { formatHour } from '../time.js';
 

@@ -13,11 +13,11 @@ import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsInto
 import { preferHashJoins, type RowStore } from '../../db/rowStore.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
-import { advanceBackfill, moveSteps } from '../engine/stepClaims.js';
+import { advanceBackfill, moveSteps } from '../lifecycle/stepClaims.js';
 import { keysChangedSinceSwap, writtenBySwap } from '../../db/swap.js';
 import { lockForRestore, reportedLockWait, restoreBySwap, swappedPartition, type LockWait, type SwapBack, type SwappedPartition } from '../recompute/swap.js';
-import { ROLLBACK_SUFFIX } from '../engine/stepGraph.js';
-import { transition, wrongState } from '../engine/stateMachine.js';
+import { ROLLBACK_SUFFIX } from '../lifecycle/stepGraph.js';
+import { finishBackfill, transition, wrongState } from '../lifecycle/stateMachine.js';
 import { isCatalogPause, refuseIfCatalogChanged } from '../catalog/frozen.js';
 import { formatHour, formatHourRange } from '../time.js';
 
@@ -39,8 +39,8 @@ export async function stopBackfill(ctx: EngineContext, input: { backfillId: numb
 async function fenceAndStop(ctx: EngineContext, input: { backfillId: number; actor: string; reason: string }): Promise<BackfillRow> {
   return withTransaction(ctx.pool, async (tx) => {
     const backfill = await requireBackfill(tx, input.backfillId, { forUpdate: true });
-    const moved = await transition(tx, {
-      backfillId: backfill.id, to: 'stopped', actor: input.actor,
+    const moved = await finishBackfill(tx, {
+      backfillId: backfill.id, event: 'stop', actor: input.actor,
       set: { stopped_by: input.actor, stop_reason: input.reason.trim(), finished_at: new Date() },
     });
     if (!moved) throw wrongState(backfill.id, backfill.state, 'only a backfill that is still in flight can be stopped');
@@ -81,7 +81,7 @@ export async function continueBackfill(ctx: EngineContext, input: ContinueInput)
     const accepted = catalogPause && !input.partitions?.length ? [] : await partitionsToAccept(tx, backfill, input.partitions);
     await acceptTargets(tx, backfill.id, accepted.map((t) => t.partitionHour), input.actor, reason);
     const resumed = await moveSteps(tx, backfill.id, 'pending', { from: ['blocked'] });
-    await transition(tx, { backfillId: backfill.id, to: 'running', actor: input.actor, set: { paused_reason: null, paused_for: null } });
+    await transition(tx, { backfillId: backfill.id, event: 'continue', actor: input.actor, set: { paused_reason: null, paused_for: null } });
     await advanceBackfill(tx, backfill.id);
     await recordEvent(tx, {
       backfillId: backfill.id, actor: input.actor, kind: 'continued',
@@ -169,7 +169,7 @@ async function restoreInOneTransaction(ctx: EngineContext, input: { backfillId: 
     // The partition locks first, as every writer takes them; then the saved tables and the target, in the swap's
     // lock order, before anything reads the target (swap.ts, "Locks").
     const lockWait = await restorePartitions(tx, { pipeline, store }, backfill, published, swaps);
-    await transition(tx, { backfillId: backfill.id, to: 'rolling_back', actor: input.actor, set: { rolled_back_by: input.actor, rolled_back_at: new Date() } });
+    await transition(tx, { backfillId: backfill.id, event: 'roll back', actor: input.actor, set: { rolled_back_by: input.actor, rolled_back_at: new Date() } });
     await moveSteps(tx, backfill.id, 'skipped');
     // Consumers replay on the restored rows, in dependency order, and every owner hears about it.
     await insertRollbackSteps(tx, backfill.id, ROLLBACK_SUFFIX);

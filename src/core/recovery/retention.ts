@@ -8,7 +8,7 @@ import {
   deleteStoredRows, dropStoreTable, measureStoredRows, measureTable, storeTableExists, type StoreTable,
 } from '../../db/rowStore.js';
 import { detachedTablesOf } from '../../db/swap.js';
-import { ACTIVE_STATES, type BackfillState } from '../engine/stateMachine.js';
+import { ACTIVE_STATES, type BackfillState } from '../states.js';
 import { formatTime } from '../time.js';
 
 /*

@@ -6,7 +6,7 @@ import { listReadersByDay } from '../../db/readLog.js';
 import type { EngineContext } from '../context.js';
 import { totalOverDays } from '../../db/partitions.js';
 import { readReportFigure } from '../../db/pipelineSql.js';
-import type { StepContext } from '../engine/steps.js';
+import type { StepContext } from '../procedure.js';
 
 /**
  * The normal run has just filled hours that readers read while they were missing (night 9). Records it like

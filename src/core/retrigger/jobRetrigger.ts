@@ -1,6 +1,7 @@
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { quoteOutside } from '../../redaction.js';
-import { replayKey, resolveSecret, urlPolicyFor, type ReplayCall, type Retrigger, type RetriggerEnvironment } from './retrigger.js';
+import { replayKey, resolveSecret, urlPolicyFor, type ReplayCall, type ReplayJobs, type ReplayJobState, type ReplayJobTarget, type RetriggerEnvironment } from './call.js';
+import type { Retrigger } from './definition.js';
 import { checkQueueHost } from './urlPolicy.js';
 
 // A re-trigger as a job on the consumer's own BullMQ queue, for consumers that run workers of their own. The
@@ -9,24 +10,6 @@ import { checkQueueHost } from './urlPolicy.js';
 // replay's key, so a retried step finds the job its earlier attempt added instead of adding a second one.
 
 type JobRetrigger = Extract<Retrigger, { kind: 'bullmq' }>;
-
-/** Where the job goes: the queue, and which backend holds it. */
-export interface ReplayJobTarget {
-  queue: string;
-  /** 'default': the bot's own queue backend (REDIS_URL, or BullMQ on its PostgreSQL); else a redis:// or postgres:// URL. */
-  connection: string;
-  /** The consumer's queue prefix (a schema bullmq_<prefix> on PostgreSQL); unset: BullMQ's default on Redis, the bot's schema on PostgreSQL. */
-  prefix?: string | undefined;
-}
-
-export type ReplayJobState = 'completed' | 'failed' | 'active' | 'waiting' | 'delayed' | 'prioritized' | 'waiting-children' | 'unknown';
-
-export interface ReplayJobs {
-  /** Adds the job under `jobId`, or does nothing when a job with that id is already in the queue. */
-  add(target: ReplayJobTarget, job: { name: string; jobId: string; data: Record<string, unknown> }): Promise<{ added: boolean }>;
-  /** The job's state, and why it failed when it did. */
-  state(target: ReplayJobTarget, jobId: string): Promise<{ state: ReplayJobState; failedReason?: string | undefined }>;
-}
 
 const DEFAULT_POLL_MS = 1_000;
 const DEFAULT_TIMEOUT_MS = 10 * 60_000;

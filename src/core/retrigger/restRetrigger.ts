@@ -1,7 +1,8 @@
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { quoteOutside, redact } from '../../redaction.js';
 import { callChecked, type OutboundCall } from './outboundHttp.js';
-import { replayKey, resolveSecret, urlPolicyFor, type ReplayCall, type Retrigger, type RetriggerEnvironment } from './retrigger.js';
+import { replayKey, resolveSecret, urlPolicyFor, type ReplayCall, type RetriggerEnvironment } from './call.js';
+import type { Retrigger } from './definition.js';
 import { fillTemplate, valueAt, type TemplateValues } from './templates.js';
 import { checkUrlForCall, type NameOfCall } from './urlPolicy.js';
 

@@ -35,7 +35,7 @@ export async function startApproved(ctx: EngineContext, backfillId?: number): Pr
   const started: number[] = [];
   for (const row of rows) {
     const moved = await withTransaction(ctx.pool, async (tx) => {
-      const ok = await transition(tx, { backfillId: row.id, to: 'running', actor: 'backfill-bot', set: { ran_at: new Date(), ran_by: row.requestedBy } });
+      const ok = await transition(tx, { backfillId: row.id, event: 'run', actor: 'backfill-bot', set: { ran_at: new Date(), ran_by: row.requestedBy } });
       // A backfill with nothing left to publish (done by an earlier process) moves on at once.
       if (ok) await advanceBackfill(tx, row.id);
       return ok;

@@ -19,7 +19,7 @@ const ENGINE = 'backfill-bot';
  */
 export async function pauseCaughtSteps(tx: PoolClient, ref: StepRef, token: string, cause: PauseCause, reason: string, detail: Record<string, unknown>): Promise<number> {
   await checkClaim(tx, ref, token);
-  await transition(tx, { backfillId: ref.backfillId, to: 'paused', actor: ENGINE, set: { paused_reason: reason, paused_for: cause } });
+  await transition(tx, { backfillId: ref.backfillId, event: 'pause', actor: ENGINE, set: { paused_reason: reason, paused_for: cause } });
   const kinds = [...new Set([...BLOCKED_BY_PAUSE, ref.kind])];
   const blocked = await moveSteps(tx, ref.backfillId, 'blocked', { kinds, from: ['running'] });
   await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'paused', detail: { reason, cause, ...detail, blocked } });

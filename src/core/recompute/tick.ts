@@ -6,7 +6,7 @@ import { listFirstReads, listSignedReadersOf, type StaleReader } from '../../db/
 import { lockWatermark, updateWatermark } from '../../db/watermarks.js';
 import type { EngineContext } from '../context.js';
 import { snapshotPartition } from '../../db/partitions.js';
-import { replacePartition, sourceShards } from '../recompute/partitionStep.js';
+import { replacePartition, sourceShards } from './partitionStep.js';
 import { recordCatchUp } from '../retrigger/catchUps.js';
 import { formatHour, HOUR_MS } from '../time.js';
 

@@ -9,8 +9,9 @@ import {
 } from '../../db/steps.js';
 import { BackfillError, describeError, ErrorCode } from '../../errors.js';
 import { FINAL, PHASE_EXITS, specOf, stepStatusesMovableTo, type StepRef, type StepStatus } from './stepGraph.js';
-import { ACTIVE_STATES, transition } from './stateMachine.js';
-import { fileBackfillCost } from '../file/costs.js';
+import { upsertBackfillCost } from '../../db/costs.js';
+import { EVENTS, finishBackfill, transition } from './stateMachine.js';
+import { isFinished } from '../states.js';
 
 /** Which process claimed a step, in its timeline: with several workers on several hosts, the one to look at. */
 const WORKER = `${hostname()}:${process.pid}`;
@@ -118,7 +119,7 @@ export async function finishStep(tx: PoolClient, ref: StepRef, token: string, re
   await markStepFinished(tx, ref, options.status ?? 'done', result);
   await advanceBackfill(tx, ref.backfillId);
   // A step of a finished backfill (an after-run message, the diff post) adds to its cost: filed again, whole.
-  if (!ACTIVE_STATES.includes(backfill.state)) await fileBackfillCost(tx, ref.backfillId);
+  if (isFinished(backfill.state)) await upsertBackfillCost(tx, ref.backfillId);
   return backfill;
 }
 
@@ -151,7 +152,7 @@ export async function failClaimedStep(pool: Pool, ref: StepRef, token: string, e
     if (!(await failStepClaim(tx, ref, token, message))) return; // no longer ours: whoever holds it decides
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_failed', detail: { step: ref.kind, key: ref.key, error: message } });
     const failure = `${ref.kind} ${ref.key} failed: ${message}`;
-    if (await transition(tx, { backfillId: ref.backfillId, to: 'failed', actor: ENGINE, set: { failure, finished_at: new Date() } })) {
+    if (await finishBackfill(tx, { backfillId: ref.backfillId, event: 'fail', actor: ENGINE, set: { failure, finished_at: new Date() } })) {
       await moveSteps(tx, ref.backfillId, 'skipped');
       await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'failed', detail: { step: ref.kind, key: ref.key, failure } });
     }
@@ -165,8 +166,8 @@ export async function advanceBackfill(tx: Queryable, backfillId: number): Promis
   let state = row.state;
   for (const [index, exit] of PHASE_EXITS.entries()) {
     if (state !== exit.from || row.open[index] !== 0) continue;
-    const terminal = exit.to === 'rolled_back';
-    await transition(tx, { backfillId, to: exit.to, actor: ENGINE, ...(terminal ? { set: { finished_at: new Date() } } : {}) });
-    state = exit.to;
+    if (isFinished(EVENTS[exit.event].to)) await finishBackfill(tx, { backfillId, event: exit.event, actor: ENGINE, set: { finished_at: new Date() } });
+    else await transition(tx, { backfillId, event: exit.event, actor: ENGINE });
+    state = EVENTS[exit.event].to;
   }
 }

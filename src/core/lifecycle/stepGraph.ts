@@ -1,4 +1,5 @@
-import type { BackfillState } from './stateMachine.js';
+import type { BackfillEvent } from './stateMachine.js';
+import type { BackfillState } from '../states.js';
 
 /*
  * The steps of a backfill, declared once. The dispatcher's query (which steps may run now), the claim and the
@@ -103,10 +104,10 @@ export const STEP_GRAPH: Partial<Record<`${StepKind}:${StepPhase}`, StepSpec>> =
  * The phase moves: when every step of the listed kinds (in the listed phase) is settled, the backfill moves on.
  * comparing → done is the compare step's own commit.
  */
-export const PHASE_EXITS: readonly { from: BackfillState; to: BackfillState; when: readonly StepKind[]; phase: StepPhase }[] = [
-  { from: 'running', to: 'replaying', when: ['stage', 'publish', 'watermark'], phase: 'forward' },
-  { from: 'replaying', to: 'comparing', when: ['replay'], phase: 'forward' },
-  { from: 'rolling_back', to: 'rolled_back', when: ['replay', 'notify'], phase: 'rollback' },
+export const PHASE_EXITS: readonly { from: BackfillState; event: BackfillEvent; when: readonly StepKind[]; phase: StepPhase }[] = [
+  { from: 'running', event: 'replay', when: ['stage', 'publish', 'watermark'], phase: 'forward' },
+  { from: 'replaying', event: 'compare', when: ['replay'], phase: 'forward' },
+  { from: 'rolling_back', event: 'restore', when: ['replay', 'notify'], phase: 'rollback' },
 ];
 
 export const ROLLBACK_SUFFIX = '@rollback';

@@ -1,0 +1,27 @@
+import { announce, notify } from './announce/announceSteps.js';
+import { compare, report } from './file/fileSteps.js';
+import { emitRunEvents } from './lineage/emit.js';
+import { runStep, type StepBody, type StepContext, type StepOutcome } from './lifecycle/runStep.js';
+import type { StepRef } from './lifecycle/stepGraph.js';
+import { moveWatermark, publish, stage } from './recompute/recomputeSteps.js';
+import { replay } from './retrigger/replayStep.js';
+
+// The procedure: each kind of step and the body that does it, where the step lives in the procedure (announce,
+// recompute, retrigger, file). The order they run in is the step graph's (src/core/lifecycle/stepGraph.ts); how
+// one runs (claim, lease, fence, failure) is src/core/lifecycle/runStep.ts.
+
+export type { Messenger, OwnerMessage } from './messenger.js';
+export { STEP_KINDS, type StepKind, type StepRef } from './lifecycle/stepGraph.js';
+export type { StepContext, StepOutcome } from './lifecycle/runStep.js';
+
+const PROCEDURE: Record<StepRef['kind'], StepBody> = {
+  announce, stage, publish, watermark: moveWatermark, replay, compare, notify, report,
+};
+
+/**
+ * Runs one step at least once, with effect exactly once (src/core/lifecycle/runStep.ts); once a claimed run
+ * ends, the OpenLineage run event its move made due (START, COMPLETE, FAIL) goes out, which never throws.
+ */
+export function executeStep(ctx: StepContext, ref: StepRef, options: { finalAttempt?: boolean } = {}): Promise<StepOutcome> {
+  return runStep(ctx, ref, PROCEDURE[ref.kind], { ...options, afterStep: () => emitRunEvents(ctx, ref.backfillId) });
+}
