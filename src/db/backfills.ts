@@ -28,8 +28,6 @@ export interface BackfillRow {
   limitOverride: string | null;
   incidentChannel: string | null;
   statusTs: string | null;
-  /** The run's staging key in the row store (always 1; a re-stage replaces that run's rows). Not a fence. */
-  generation: number;
   stoppedBy: string | null;
   stopReason: string | null;
   pausedReason: string | null;
@@ -53,7 +51,7 @@ const SELECT_BACKFILL = `
          watermark_reset_to AS "watermarkResetTo", total_before::text AS "totalBefore", total_after::text AS "totalAfter",
          diff::text AS diff, announced_at AS "announcedAt", ran_at AS "ranAt", ran_by AS "ranBy",
          finished_at AS "finishedAt", state, failure, limit_override AS "limitOverride",
-         incident_channel AS "incidentChannel", status_ts AS "statusTs", generation,
+         incident_channel AS "incidentChannel", status_ts AS "statusTs",
          stopped_by AS "stoppedBy", stop_reason AS "stopReason", paused_reason AS "pausedReason", paused_for AS "pausedFor", rolled_back_by AS "rolledBackBy",
          rolled_back_at AS "rolledBackAt", needs_second_approval AS "needsSecondApproval",
          published_any AS "publishedAny", previewed_by AS "previewedBy"
@@ -172,11 +170,13 @@ export async function listBackfillSignoffs(db: Queryable, backfillId: number): P
   return rows;
 }
 
-/** A share lock on the backfill row: a state move (pause, stop) waits for the caller's commit, or the caller sees its result. */
-/** Locks the backfill's row for share and returns its generation (the run a claim taken now belongs to). */
-export async function lockBackfillForShare(tx: Queryable, id: number): Promise<number | undefined> {
-  const { rows } = await tx.query<{ generation: number }>('SELECT generation FROM backfill.backfills WHERE id = $1::bigint FOR SHARE', [id]);
-  return rows[0]?.generation;
+/**
+ * A share lock on the backfill row: a state move (pause, stop) waits for the caller's commit, or the caller sees
+ * its result. False when there is no such backfill.
+ */
+export async function lockBackfillForShare(tx: Queryable, id: number): Promise<boolean> {
+  const { rowCount } = await tx.query('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE', [id]);
+  return rowCount === 1;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Queryable } from './pool.js';
+import { STAGED_RUN } from './rowStore.js';
 import type { Reconciliation as ReconciliationCounts } from './reconcile.js';
 
 // Per partition and phase, how a backfill's staged or published rows differ from what was there
@@ -26,7 +27,7 @@ export async function loadReconciliation(db: Queryable, backfillId: number): Pro
             coalesce(r.late_rows, 0) AS "lateRows", coalesce(r.total_before, t.total_before)::text AS "totalBefore",
             coalesce(r.total_after, t.total_before)::text AS "totalAfter", t.status
      FROM backfill.backfill_targets t JOIN backfill.backfills b ON b.id = t.backfill_id
-     LEFT JOIN backfill.reconciliations r ON r.backfill_id = t.backfill_id AND r.generation = b.generation AND r.partition_hour = t.partition_hour
+     LEFT JOIN backfill.reconciliations r ON r.backfill_id = t.backfill_id AND r.generation = ${STAGED_RUN} AND r.partition_hour = t.partition_hour
      WHERE t.backfill_id = $1::bigint
      ORDER BY t.partition_hour, r.phase DESC`, [backfillId]);
   return rows;

@@ -73,7 +73,13 @@ export function keysEqual(store: RowStore, a: string, b: string): string {
   return store.keys.map((key) => `${a}.${key} = ${b}.${key}`).join(' AND ');
 }
 
-/** The rows of one table of the store for a backfill's run and partition: $1 backfill, $2 generation, $3 hour. */
+/**
+ * The run a backfill stages under, in the store's bf_generation and in reconciliations.generation: a backfill has
+ * one run (a re-stage replaces its rows), so it is always 1; the columns keep their names (migrations/0023).
+ */
+export const STAGED_RUN = 1;
+
+/** The rows of one table of the store for a backfill's run and partition: $1 backfill, $2 run (STAGED_RUN), $3 hour. */
 export function runRows(store: RowStore, table: string): string {
   return `${table} WHERE bf_backfill = $1::bigint AND bf_generation = $2::int AND ${store.partition} = $3::timestamptz`;
 }
@@ -91,7 +97,7 @@ export function stepRows(store: RowStore): string {
 
 /**
  * Rows of the target's shape, as `FROM … WHERE …` over an alias (t unless given), with the parameters of a run:
- * $1 backfill, $2 generation, $3 partition hour.
+ * $1 backfill, $2 run (STAGED_RUN), $3 partition hour.
  */
 export type RowSource = string;
 

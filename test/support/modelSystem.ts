@@ -318,7 +318,7 @@ const AS_LIVE_ROW = `to_jsonb(jsonb_populate_record(NULL::warehouse.orders, to_j
 export async function stagedRows(db: pg.Pool, backfillId: number, hour: string): Promise<RowMap> {
   const { rows } = await db.query<{ k: string; v: string }>(
     `SELECT s.order_id::text AS k, ${AS_LIVE_ROW} AS v FROM bf_orders.staged s JOIN backfill.backfills b ON b.id = s.bf_backfill
-     WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz AND s.bf_generation = b.generation`, [backfillId, hour]);
+     WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz AND s.bf_generation = 1`, [backfillId, hour]);
   // Published by swap, right after the publish: its staged table is the live partition, the keys it wrote kept.
   const written = `bf_orders.p${hour.slice(0, 13).replace(/[-T]/g, '')}_b${backfillId}_written`;
   const { rows: swapped } = await db.query<{ present: boolean }>('SELECT to_regclass($1::text) IS NOT NULL AS present', [written]);

@@ -44,8 +44,8 @@ export const ENGINE = 'backfill-bot';
 export async function runStep(ctx: StepContext, ref: StepRef, body: StepBody, options: { finalAttempt?: boolean; afterStep?: () => Promise<void> } = {}): Promise<StepOutcome> {
   const claim = await claimStep(ctx.pool, ref, ctx.config.STEP_LEASE_MS);
   if (claim.outcome !== 'claimed') return claim.outcome;
-  // Every line the step writes says which backfill, step and run (generation) it is about.
-  const log = (ctx.log ?? logger()).child({ backfillId: ref.backfillId, step: ref.kind, key: ref.key, generation: claim.generation });
+  // Every line the step writes says which backfill and step it is about.
+  const log = (ctx.log ?? logger()).child({ backfillId: ref.backfillId, step: ref.kind, key: ref.key });
   const stepCtx: StepContext = { ...ctx, log };
   const started = performance.now();
   const stopRenewing = keepClaim(ctx.pool, ref, claim.token, ctx.config.STEP_LEASE_MS);

@@ -45,8 +45,7 @@ export function runClaimed<T>(ref: StepRef, token: string, body: () => Promise<T
 }
 
 export type ClaimOutcome = 'already_done' | 'not_runnable' | 'claimed_elsewhere';
-/** A claim names the backfill's generation (its run) it was taken under: the step's log lines carry it. */
-export type Claim = { outcome: 'claimed'; token: string; takeover: boolean; generation: number } | { outcome: ClaimOutcome };
+export type Claim = { outcome: 'claimed'; token: string; takeover: boolean } | { outcome: ClaimOutcome };
 
 /**
  * Claims a step by compare-and-set: only a pending step, or a running one whose lease ran out (its worker
@@ -55,12 +54,11 @@ export type Claim = { outcome: 'claimed'; token: string; takeover: boolean; gene
  */
 export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Promise<Claim> {
   return withTransaction(pool, async (tx) => {
-    // FOR SHARE: a state move (pause, stop) waits for this claim to commit, or this claim sees its result; the
-    // generation read under it is the one the claim runs in.
-    const generation = await lockBackfillForShare(tx, ref.backfillId);
+    // FOR SHARE: a state move (pause, stop) waits for this claim to commit, or this claim sees its result.
+    const backfillExists = await lockBackfillForShare(tx, ref.backfillId);
     const step = await lockStepForClaim(tx, ref);
     // A step belongs to its backfill (a foreign key): no backfill, no step.
-    if (!step || generation === undefined) throw new BackfillError(ErrorCode.StepFailed, `no step ${ref.kind} ${ref.key} in backfill #${ref.backfillId}`);
+    if (!step || !backfillExists) throw new BackfillError(ErrorCode.StepFailed, `no step ${ref.kind} ${ref.key} in backfill #${ref.backfillId}`);
     if (FINAL.includes(step.status)) return { outcome: 'already_done' };
     if (step.status === 'running' && !step.expired) return { outcome: 'claimed_elsewhere' };
     if (step.status === 'blocked' || !step.runnable) return { outcome: 'not_runnable' };
@@ -73,7 +71,7 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
     if (!token) throw new Error('claim update returned no token');
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started',
       detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER, ...(endedSessions.length > 0 ? { endedSessions } : {}) } });
-    return { outcome: 'claimed', token, takeover, generation };
+    return { outcome: 'claimed', token, takeover };
   });
 }
 

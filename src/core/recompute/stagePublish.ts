@@ -8,7 +8,7 @@ import { withStatementSeam, type PoolClient, type Queryable } from '../../db/poo
 import { againstPlan, reconcileByKey, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation } from '../../db/reconciliations.js';
 import { keepBaselineKeys, saveAndDeletePrior, stageStepRows, writeRunRows, type RowsWritten } from '../../db/rewrite.js';
-import { liveSource, preferHashJoins, runSource, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
+import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { toCents } from '../money.js';
@@ -41,7 +41,6 @@ export type StageOutcome = 'staged' | 'unavailable';
  */
 export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date): Promise<StageOutcome> {
   const pipeline = await requirePipeline(tx, backfill.pipeline);
-  const generation = backfill.generation;
   const shards = await sourceShards(tx, pipeline, hour);
   if (shards < pipeline.shardsExpected) {
     // No source, no corrected history: the partition is left as it is and the diff says so.
@@ -52,14 +51,14 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   await preferHashJoins(tx);
   await lockPartition(tx, pipeline.name, hour);
   const store = await rowStoreOf(tx, pipeline);
-  const run: [number, number, Date] = [backfill.id, generation, hour];
+  const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
   const staged = await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run);
   const result = await reconcileByKey(tx, store, run, liveSource(store), staged.source);
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
-  await saveReconciliation(tx, backfill.id, generation, hour, 'staged', result, 0);
+  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0);
   await markTargetStaged(tx, backfill.id, hour, staged.table?.qualified ?? null);
-  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), generation, publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
+  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
   return 'staged';
 }
 
@@ -113,13 +112,12 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   const seam = hooks.afterStatement;
   const tx = withStatementSeam(client, seam && (async (statement) => seam(backfill.id, hour, statement)));
   const pipeline = await requirePipeline(tx, backfill.pipeline);
-  const generation = backfill.generation;
   const target = await targetRow(tx, backfill.id, hour);
   if (target.status === 'unavailable') return { kind: 'unavailable' };
   const store = await rowStoreOf(tx, pipeline);
-  const run: [number, number, Date] = [backfill.id, generation, hour];
+  const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
   const stagedSource = target.stagedTable ? tableSource(store, target.stagedTable) : runSource(store, store.staged);
-  const staged = await findStagedReconciliation(tx, backfill.id, generation, hour);
+  const staged = await findStagedReconciliation(tx, backfill.id, STAGED_RUN, hour);
   const reason = envelopeBreach(staged, target, await againstPlan(tx, store, run, stagedSource), backfill.previewedBy);
   if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
@@ -128,7 +126,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, hooks)
     : await rewrite(tx, pipeline, store, run);
-  await saveReconciliation(tx, backfill.id, generation, hour, 'published', written.published, written.lateRows);
+  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
   await markTargetPublished(tx, backfill.id, hour, snapshot, written.rowsWritten, partitionGeneration);

@@ -10,7 +10,7 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { lockPartition, rowsChecksum } from '../../db/partitions.js';
 import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsIntoTarget, writtenByPublish } from '../../db/rewrite.js';
-import { preferHashJoins, type RowStore } from '../../db/rowStore.js';
+import { preferHashJoins, STAGED_RUN, type RowStore } from '../../db/rowStore.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { advanceBackfill, moveSteps } from '../lifecycle/stepClaims.js';
@@ -210,7 +210,7 @@ async function refuseIfOthersInFlight(tx: PoolClient, backfill: BackfillRow): Pr
  * what its own statements wrote: migration 0019). The refusal says how many rows and which keys (a few).
  */
 async function writtenSincePublish(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwappedPartition | undefined): Promise<string | undefined> {
-  const run: [number, number, Date] = [backfill.id, backfill.generation, target.partitionHour];
+  const run: [number, number, Date] = [backfill.id, STAGED_RUN, target.partitionHour];
   const written = swapped ? writtenBySwap(of.store, swapped) : writtenByPublish(of.store);
   const row = await checksumRows(tx, rowsChecksum(of.pipeline.keyColumns), written, run);
   if (row?.checksum === target.publishedChecksum) return undefined;
@@ -248,7 +248,7 @@ async function restorePartitions(tx: PoolClient, of: { pipeline: Pipeline; store
   const checkUnchanged = () => refuseIfWrittenSincePublish(tx, of, backfill, published, swaps);
   const swappedOut = published.flatMap((target) => {
     const swapped = swaps.get(target.partitionHour.getTime());
-    return swapped ? [{ run: [backfill.id, backfill.generation, target.partitionHour] as [number, number, Date], swapped }] : [];
+    return swapped ? [{ run: [backfill.id, STAGED_RUN, target.partitionHour] as [number, number, Date], swapped }] : [];
   });
   const locked = swappedOut.length > 0 ? await lockForRestore(tx, of.pipeline, of.store, swappedOut, checkUnchanged) : undefined;
   if (!locked) await checkUnchanged();
@@ -262,7 +262,7 @@ async function restorePartitions(tx: PoolClient, of: { pipeline: Pipeline; store
  * in (swap.ts), or by deleting what the publish wrote and inserting the saved rows; checks the count.
  */
 async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwapBack | undefined): Promise<void> {
-  const run: [number, number, Date] = [backfill.id, backfill.generation, target.partitionHour];
+  const run: [number, number, Date] = [backfill.id, STAGED_RUN, target.partitionHour];
   await preferHashJoins(tx);
   if (swapped) await restoreBySwap(tx, of.pipeline, of.store, swapped);
   else await restoreByRewrite(tx, of, run, target);
