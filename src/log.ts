@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 import { redact, REDACTED } from './redaction.js';
 
 // The services' log: one pino root logger, JSON lines (one object a line, for a log shipper) or, on a terminal,
-// pino-pretty's coloured lines. Where a step runs, a child is bound to { backfillId, step, key, generation }
+// pino-pretty's coloured lines. Where a step runs, a child is bound to { backfillId, step, key }
 // and travels in the step's context (src/core/context.ts), so every line of that step carries them.
 //
 // Secrets are kept out in two ways, because no single one is enough: pino's `redact` censors known keys
