@@ -2,7 +2,7 @@
 //                  [--jobs N] [--jobs-reps R] [--reps R] [--backfill-reps B] [--explain]
 
 import { parseArgs } from 'node:util';
-import { TARGET_SHAPES, type TargetShape } from '../src/demo/seed.js';
+import { TARGET_SHAPES, type TargetShape } from '../dev/demo/seed.js';
 import { MAX_PARTITIONS, MAX_ROWS_PER_PARTITION } from './data.js';
 
 /** The queue backends the bench can put BullMQ on (src/backends.ts): Redis, or BullMQ's PostgreSQL backend. */

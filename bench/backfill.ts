@@ -12,7 +12,7 @@ import { startBackfill } from '../src/core/announce/start.js';
 import { ACTIVE_STATES, type BackfillState } from '../src/core/states.js';
 import { formatHour } from '../src/core/time.js';
 import type { Pool } from '../src/db/pool.js';
-import { DEMO_PIPELINE } from '../src/demo/constants.js';
+import { DEMO_PIPELINE } from '../dev/demo/constants.js';
 import { dispatch, removeQueuedJobs } from '../src/queue/stepQueue.js';
 import { median, sum } from './stats.js';
 import { WORKER_APPLICATION } from './workerProcesses.js';

@@ -22,7 +22,7 @@ import { loadConfig } from '../src/config.js';
 import { startBackfill } from '../src/core/announce/start.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool, dropDatabase, recreateDatabase } from '../src/db/pool.js';
-import { seedDemo } from '../src/demo/seed.js';
+import { seedDemo } from '../dev/demo/seed.js';
 import { spread, type Spread } from './stats.js';
 
 const run = promisify(execFile);

@@ -9,7 +9,7 @@
 
 import type { Pipeline } from '../src/db/pipelines.js';
 import { quoteIdent, quoteQualified, type Pool, type PoolClient, type Queryable } from '../src/db/pool.js';
-import { DEMO_MONTH, STEP_SQL_V1 } from '../src/demo/constants.js';
+import { DEMO_MONTH, STEP_SQL_V1 } from '../dev/demo/constants.js';
 import { storeSchemaName } from '../src/db/rowStore.js';
 import { HOUR_MS } from '../src/core/time.js';
 

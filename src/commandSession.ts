@@ -67,6 +67,6 @@ async function readCatalogFile(file: string): Promise<CatalogInput> {
   try {
     return { text: await readFile(file, 'utf8'), source: file };
   } catch (error) {
-    throw new BackfillError(ErrorCode.BadInput, `Cannot read the catalog file ${file}: ${(error as Error).message}. Give the path of a YAML file, e.g. src/demo/catalog.yml.`, { cause: error });
+    throw new BackfillError(ErrorCode.BadInput, `Cannot read the catalog file ${file}: ${(error as Error).message}. Give the path of a YAML file, e.g. dev/demo/catalog.yml.`, { cause: error });
   }
 }

@@ -1,5 +1,6 @@
 // The directions of imports ARCHITECTURE.md draws, checked on the source itself: a change that makes the core
-// reach for Slack, the data layer reach for the core, or anything in src reach into the tests fails here.
+// reach for Slack, the data layer reach for the core, or anything in src reach into the tests or into dev/ fails
+// here.
 
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -48,7 +49,13 @@ describe('the direction of imports', () => {
     const all = sourceFiles('src').flatMap(importsOf);
     expect(all.length).toBeGreaterThan(300);
     expect(all.some((i) => i.file === 'src/worker.ts' && i.target === 'jobs/stepProcessor.ts')).toBe(true);
-    expect(violations(['src', 'handlers', 'jobs', 'bench'], (target) => under(target, 'test'))).toEqual([]);
+    expect(violations(['src', 'handlers', 'jobs', 'dev', 'bench'], (target) => under(target, 'test'))).toEqual([]);
+  });
+
+  it('the product never imports dev/ (the Slack emulator, the demo), which the build leaves out', () => {
+    // dev/ is read as src is: its files import the product by repository-relative paths the check resolves.
+    expect(sourceFiles('dev').flatMap(importsOf).some((i) => i.file === 'dev/demo/seed.ts' && i.target === 'src/db/migrate.ts')).toBe(true);
+    expect(violations(['src', 'handlers', 'jobs'], (target) => under(target, 'dev'))).toEqual([]);
   });
 
   it('the core knows no Slack, no queue and no views: it takes a Messenger and returns facts', () => {

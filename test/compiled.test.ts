@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startBackfill } from '../src/core/announce/start.js';
-import { startSlackEmulator, type SlackEmulator } from '../src/emulator/slackEmulator.js';
+import { startSlackEmulator, type SlackEmulator } from '../dev/slack-emulator/index.js';
 import { createTestDatabase, testRedisUrl, type TestDatabase } from './support/db.js';
 import { createTestEngine, type TestEngine } from './support/engine.js';
 import { waitUntil } from './support/wait.js';

@@ -9,7 +9,7 @@ import { startBackfill } from '../src/core/announce/start.js';
 import { loadBackfillReport } from '../src/core/file/status.js';
 import { listEvents } from '../src/db/events.js';
 import { createTestEngine, type TestEngine } from './support/engine.js';
-import { startSlackEmulator, type SlackEmulator } from '../src/emulator/slackEmulator.js';
+import { startSlackEmulator, type SlackEmulator } from '../dev/slack-emulator/index.js';
 import { waitUntil } from './support/wait.js';
 import { startWorkerProcess } from './support/workerProcess.js';
 

@@ -13,8 +13,8 @@ import { identifyTargets } from '../../src/core/identify/identify.js';
 import { parseTargetSpec } from '../../src/core/time.js';
 import { readCatalogRows } from '../../src/db/catalog.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
-import { STEP_SQL_V2 } from '../../src/demo/constants.js';
-import { readDemoCatalog } from '../../src/demo/seed.js';
+import { STEP_SQL_V2 } from '../../dev/demo/constants.js';
+import { readDemoCatalog } from '../../dev/demo/seed.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { renderCatalogApplied, renderCatalogPlan } from '../../src/views/catalogPlan.js';
 import { CLI, runCli } from '../support/cli.js';
@@ -65,11 +65,11 @@ describe('the catalog as code', () => {
     const demo = await readDemoCatalog();
     expect(demo.catalog.pipelines[0]?.step_sql).toBe(STEP_SQL_V2);
     const plan = await planCatalog(engine.ctx.pool, demo, OPERATOR);
-    expect(plan).toEqual({ source: 'src/demo/catalog.yml', changes: [], refusals: [] });
-    expect(renderCatalogPlan(plan)).toBe('Catalog src/demo/catalog.yml: no changes; the database holds what the file declares.');
+    expect(plan).toEqual({ source: 'dev/demo/catalog.yml', changes: [], refusals: [] });
+    expect(renderCatalogPlan(plan)).toBe('Catalog dev/demo/catalog.yml: no changes; the database holds what the file declares.');
     // The seed applied it through apply, which recorded who did.
     const { rows } = await engine.ctx.pool.query(`SELECT actor, detail->>'source' AS source FROM backfill.events WHERE kind = 'catalog_applied'`);
-    expect(rows).toEqual([{ actor: 'seed', source: 'src/demo/catalog.yml' }]);
+    expect(rows).toEqual([{ actor: 'seed', source: 'dev/demo/catalog.yml' }]);
   });
 
   it('plan shows an add, a change (field before → after) and a remove, and changes nothing', async () => {

@@ -14,7 +14,7 @@ import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core
 import { readCatalogRows } from '../../src/db/catalog.js';
 import { listEvents } from '../../src/db/events.js';
 import { loadReconciliation } from '../../src/db/reconciliations.js';
-import { readDemoCatalog } from '../../src/demo/seed.js';
+import { readDemoCatalog } from '../../dev/demo/seed.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { reconciliationMessage } from '../../src/views/blocks.js';
 import { continuedLine } from '../../src/views/cliReplies.js';

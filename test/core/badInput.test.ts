@@ -4,7 +4,7 @@ import { planBackfill } from '../../src/core/identify/plan.js';
 import { recordingRefusals } from '../../src/core/refusals.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { ErrorCode, isBackfillError, type ErrorCode as Code } from '../../src/errors.js';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';

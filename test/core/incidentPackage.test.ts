@@ -7,7 +7,7 @@ import { recordingRefusals } from '../../src/core/refusals.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { formatHour } from '../../src/core/time.js';
 import { runUntilSettled } from '../../src/cli/runner.js';
-import { NIGHT_15, OWNERS } from '../../src/demo/constants.js';
+import { NIGHT_15, OWNERS } from '../../dev/demo/constants.js';
 import { ErrorCode } from '../../src/errors.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
 

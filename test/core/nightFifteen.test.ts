@@ -5,7 +5,7 @@ import { runUntilSettled } from '../../src/cli/runner.js';
 import { listEvents } from '../../src/db/events.js';
 import { createTestEngine, countRows, type TestEngine } from '../support/engine.js';
 import { formatMoney, formatSignedMoney } from '../../src/core/money.js';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { createStepQueue } from '../../src/queue/stepQueue.js';
 import type { BackfillReport } from '../../src/core/file/status.js';
 import { storedAnnouncement } from '../../src/core/notices.js';

@@ -3,7 +3,7 @@ import { runUntilSettled } from '../../src/cli/runner.js';
 import { overrideGate } from '../../src/core/announce/gate.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { tick } from '../../src/core/recompute/tick.js';
-import { deliverNight9Source } from '../../src/demo/seed.js';
+import { deliverNight9Source } from '../../dev/demo/seed.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
 

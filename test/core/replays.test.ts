@@ -7,7 +7,7 @@ import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
 import { verifyWebhookSignature } from '../../src/core/retrigger/webhookRetrigger.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { tick } from '../../src/core/recompute/tick.js';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { isBackfillError, ErrorCode } from '../../src/errors.js';
 import { countRows, createTestEngine, TEST_WEBHOOK_SECRET, type TestEngine } from '../support/engine.js';
 

@@ -12,7 +12,7 @@ import { runUntilSettled } from '../../src/cli/runner.js';
 import { listOverrideTimes } from '../../src/db/acknowledgements.js';
 import { listEvents } from '../../src/db/events.js';
 import { withTransaction, type Queryable } from '../../src/db/pool.js';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { incidentPackageJson, incidentPackageMarkdown } from '../../src/views/incidentPackage.js';
 import { formatDuration } from '../../src/views/costs.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadBackfillCost } from '../../src/core/file/costs.js';
-import { OWNERS } from '../../src/demo/constants.js';
-import { postEvent } from '../../src/emulator/slackRequests.js';
+import { OWNERS } from '../../dev/demo/constants.js';
+import { postEvent } from '../../dev/slack-emulator/index.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { formatCount, formatDuration } from '../../src/views/costs.js';
 import { createSlackHarness, SIGNING_SECRET, type SlackHarness } from '../support/slackApp.js';

@@ -11,7 +11,7 @@ import type { EmittedEventType, LineageEventType, ProposalState, recordSeenOutco
 import type { ConsumerPlacement } from '../../src/db/readLog.js';
 import type { ReconciliationRow } from '../../src/db/reconciliations.js';
 import type { insertRowRetention } from '../../src/db/retention.js';
-import type { FlagReason } from '../../src/demo/constants.js';
+import type { FlagReason } from '../../dev/demo/constants.js';
 import { createTestDatabase } from '../support/db.js';
 
 /**

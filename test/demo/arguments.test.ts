@@ -6,8 +6,8 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
-const DEMO = fileURLToPath(new URL('../../src/demo/run.ts', import.meta.url));
-const SEED = fileURLToPath(new URL('../../src/demo/seedCli.ts', import.meta.url));
+const DEMO = fileURLToPath(new URL('../../dev/demo/run.ts', import.meta.url));
+const SEED = fileURLToPath(new URL('../../dev/demo/seedCli.ts', import.meta.url));
 
 async function refused(script: string, args: string[]): Promise<{ code: number; out: string }> {
   try {

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { replacePartition, snapshotPartition, sourceShards, totalOverDays } from '../../src/core/recompute/partitionStep.js';
 import { findPipeline, type Pipeline } from '../../src/db/pipelines.js';
 import type { Queryable } from '../../src/db/pool.js';
-import { CONSUMER_NAMES, DEMO_PIPELINE, FLAGGED_NIGHTS, flaggedNightHours, NIGHT_15, NIGHT_9, OWNERS, SCENARIO_WATERMARK } from '../../src/demo/constants.js';
-import { generateDemoData, monthHours } from '../../src/demo/generate.js';
-import { deliverNight9Source, seedDemo } from '../../src/demo/seed.js';
+import { CONSUMER_NAMES, DEMO_PIPELINE, FLAGGED_NIGHTS, flaggedNightHours, NIGHT_15, NIGHT_9, OWNERS, SCENARIO_WATERMARK } from '../../dev/demo/constants.js';
+import { generateDemoData, monthHours } from '../../dev/demo/generate.js';
+import { deliverNight9Source, seedDemo } from '../../dev/demo/seed.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
 
 async function one<T>(db: Queryable, sql: string, params: unknown[] = []): Promise<T> {

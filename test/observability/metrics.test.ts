@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { serveMetrics } from '../../src/http/metrics.js';
 import { createSlackHarness, INCIDENT_CHANNEL, type SlackHarness } from '../support/slackApp.js';

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lineageSenders, loadConfig, secretValues } from '../../src/config.js';
 import { requireWebhookSecret } from '../../src/core/retrigger/call.js';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { insertJobMapping } from '../../src/db/lineageEvents.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { countRows } from '../support/engine.js';

@@ -13,7 +13,7 @@ import { storedAnnouncement, type Notice } from '../../src/core/notices.js';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { listBackfillConsumers } from '../../src/db/backfills.js';
 import type { LineageProposal } from '../../src/db/lineageEvents.js';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { parseCommand } from '../../src/commands/arguments.js';
 import { MAX_REASON_LENGTH } from '../../src/commands/schemas.js';
 import { parseButtonValue } from '../../src/slack/buttons.js';

@@ -4,7 +4,7 @@ import { loadConfig, requireSlack } from '../../src/config.js';
 import { createSlackApp } from '../../src/app.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { createSlackHarness, SIGNING_SECRET, type SlackHarness } from '../support/slackApp.js';
-import { signSlackBody } from '../../src/emulator/slackRequests.js';
+import { signSlackBody } from '../../dev/slack-emulator/index.js';
 
 describe('running the bot', () => {
   let h: SlackHarness;

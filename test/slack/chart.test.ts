@@ -6,11 +6,11 @@
 
 import { webApi } from '@slack/bolt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { loadBackfillReport } from '../../src/core/file/status.js';
 import { intentKey } from '../../src/core/messenger.js';
 import { findMessageIntent } from '../../src/db/messageIntents.js';
-import { postEvent } from '../../src/emulator/slackRequests.js';
+import { postEvent } from '../../dev/slack-emulator/index.js';
 import { SlackMessenger } from '../../src/slack/delivery/messenger.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { BAR_COLOURS, CHART_SCALE, CHART_WIDTH, diffChartData, diffChartLayout } from '../../src/views/diffChart.js';

@@ -1,12 +1,11 @@
-// Self-test of the Slack emulator (test/support/slackEmulator.ts) against the real @slack/web-api client that
-// Bolt uses, and of the signed request helpers (test/support/slackRequests.ts) against the real Bolt receiver.
+// Self-test of the Slack emulator (dev/slack-emulator) against the real @slack/web-api client that Bolt uses, and
+// of the signed request helpers (dev/slack-emulator/requests.ts) against the real Bolt receiver.
 
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, type BlockButtonAction, isValidSlackRequest, LogLevel, webApi } from '@slack/bolt';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slackEmulator.js';
-import { postBlockAction, postEvent, postSlashCommand, signSlackBody } from '../../src/emulator/slackRequests.js';
+import { postBlockAction, postEvent, postSlashCommand, signSlackBody, startSlackEmulator, type SlackEmulator } from '../../dev/slack-emulator/index.js';
 
 // @slack/web-api is a dependency of Bolt, not of this project: reach it through Bolt's `webApi` re-export.
 const { WebClient, WebClientEvent, WebAPIPlatformError, WebAPIHTTPError, WebAPIRequestError, ErrorCode } = webApi;

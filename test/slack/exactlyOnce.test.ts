@@ -11,7 +11,7 @@ import { BackfillError, ErrorCode, isBackfillError } from '../../src/errors.js';
 import { findMessageIntent } from '../../src/db/messageIntents.js';
 import { MESSAGE_EVENT_TYPE, SlackMessenger } from '../../src/slack/delivery/messenger.js';
 import { createTestEngine, RecordingMessenger, type TestEngine } from '../support/engine.js';
-import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slackEmulator.js';
+import { startSlackEmulator, type SlackEmulator } from '../../dev/slack-emulator/index.js';
 
 const { WebClient } = webApi;
 const INCIDENT = 'C0INCIDENT';

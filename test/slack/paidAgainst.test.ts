@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, INCIDENT_CHANNEL, SIGNING_SECRET, type SlackHarness } from '../support/slackApp.js';
-import type { RecordedCall } from '../../src/emulator/slackEmulator.js';
-import { postEvent } from '../../src/emulator/slackRequests.js';
+import { postEvent, type RecordedCall } from '../../dev/slack-emulator/index.js';
 import { waitUntil } from '../support/wait.js';
 
 const blocksText = (call: RecordedCall | undefined) => `${String(call?.params.text ?? '')} ${JSON.stringify(call?.params.blocks ?? [])}`;

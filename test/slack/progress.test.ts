@@ -6,9 +6,9 @@
 import { webApi } from '@slack/bolt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TerminalProgress } from '../../src/cli/runner.js';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { loadBackfillReport, type BackfillReport } from '../../src/core/file/status.js';
-import type { RecordedCall } from '../../src/emulator/slackEmulator.js';
+import type { RecordedCall } from '../../dev/slack-emulator/index.js';
 import { SlackMessenger } from '../../src/slack/delivery/messenger.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { backfillProgress, ETA_AFTER_PARTITION_STEPS, formatTimeLeft, progressBar } from '../../src/views/progress.js';

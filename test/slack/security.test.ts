@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, type SlackHarness } from '../support/slackApp.js';

@@ -2,7 +2,7 @@
 // the incident channel is told what to do, and the run proceeds once the gate is cleared by people.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { OWNERS } from '../../src/demo/constants.js';
+import { OWNERS } from '../../dev/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { createSlackHarness, INCIDENT_CHANNEL, type SlackHarness } from '../support/slackApp.js';
 import { waitUntil } from '../support/wait.js';

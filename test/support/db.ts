@@ -6,8 +6,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, quoteIdent } from '../../src/db/pool.js';
-import type { DemoScenario } from '../../src/demo/constants.js';
-import type { TargetShape } from '../../src/demo/seed.js';
+import type { DemoScenario } from '../../dev/demo/constants.js';
+import type { TargetShape } from '../../dev/demo/seed.js';
 
 /** A seeded demo world: a scenario, and month-end again with warehouse.orders partitioned by hour. */
 export type TemplateScenario = DemoScenario | 'month-end-partitioned';

@@ -8,7 +8,7 @@ import { openBackends } from '../../src/backends.js';
 import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, quoteIdent } from '../../src/db/pool.js';
-import { seedDemo } from '../../src/demo/seed.js';
+import { seedDemo } from '../../dev/demo/seed.js';
 import { databaseUrl, dropDatabase, TEMPLATE_DATABASES, templateSeed, withAdminClient, type TemplateScenario } from './db.js';
 
 const TEST_EMBEDDED_DIR = fileURLToPath(new URL('../../.backfill-bot/test-pg', import.meta.url));

@@ -2,8 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { LogLevel } from '@slack/bolt';
 import { createSlackApp, type SlackApp } from '../../src/app.js';
 import { createTestEngine, type TestEngine } from './engine.js';
-import { startSlackEmulator, type SlackEmulator } from '../../src/emulator/slackEmulator.js';
-import { postBlockAction, postSlashCommand } from '../../src/emulator/slackRequests.js';
+import { postBlockAction, postSlashCommand, startSlackEmulator, type SlackEmulator } from '../../dev/slack-emulator/index.js';
 
 export const SIGNING_SECRET = 'test-signing-secret-harborlight';
 export const INCIDENT_CHANNEL = 'C0INCIDENT';

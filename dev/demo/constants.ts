@@ -130,7 +130,7 @@ export const DAILY_SCHEDULE_MINUTES = {
   payoutExport: 7 * 60 + 30,
 } as const;
 
-// The step, as it ran in November (v1) and as fixed (v2, the one src/demo/catalog.yml declares: a test keeps the
+// The step, as it ran in November (v1) and as fixed (v2, the one dev/demo/catalog.yml declares: a test keeps the
 // two equal). $1 is the partition hour. The fx rate of an order is
 // the rate of its UTC event date. v1 compares the raw currency text with the rate table's code, so a value that
 // arrived quoted and lowercase ('"sek"') finds no rate and coalesce() books it as base currency: the corrupt
@@ -148,4 +148,4 @@ export const STEP_SQL_V1 = STEP_SQL_TEMPLATE('r.currency_raw');
 export const STEP_SQL_V2 = STEP_SQL_TEMPLATE(`upper(btrim(r.currency_raw, ' "'))`);
 
 // The source-shard query, the consumers' re-trigger statements and the report's total query are catalog, in
-// src/demo/catalog.yml, which the seed applies.
+// dev/demo/catalog.yml, which the seed applies.

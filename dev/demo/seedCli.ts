@@ -1,12 +1,12 @@
 // npm run demo:seed [-- --scenario night-9-outage] [--target partitioned]: creates the database when needed, migrates it and seeds
 // (or re-seeds) the Harborlight demo. Exit 0 on success; a BackfillError prints its message and exits 1.
 
-import { openBackends } from '../backends.js';
-import { loadConfig } from '../config.js';
-import { migrate } from '../db/migrate.js';
-import { createPool, poolBounds } from '../db/pool.js';
-import { runOn } from '../processLifecycle.js';
-import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
+import { openBackends } from '../../src/backends.js';
+import { loadConfig } from '../../src/config.js';
+import { migrate } from '../../src/db/migrate.js';
+import { createPool, poolBounds } from '../../src/db/pool.js';
+import { runOn } from '../../src/processLifecycle.js';
+import { BackfillError, ErrorCode, isBackfillError } from '../../src/errors.js';
 import { DemoScenario, SCENARIO_AS_OF } from './constants.js';
 import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type SeedSummary, type TargetShape } from './seed.js';
 

@@ -1,4 +1,4 @@
-// Signed requests, shaped like Slack's own, for driving the real Bolt HTTP receiver in tests.
+// Signed requests, shaped like Slack's own, for driving the real Bolt HTTP receiver in tests and the demo.
 // Bolt parses a body as a form only when content-type is exactly 'application/x-www-form-urlencoded' (a
 // '; charset=…' suffix gets a 400), so bodies are sent as strings with that header set by hand.
 

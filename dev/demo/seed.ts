@@ -7,25 +7,25 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
-import { applyCatalog } from '../core/catalog/apply.js';
-import { parseCatalogText, type Catalog } from '../core/catalog/schema.js';
-import { replacePartition } from '../core/recompute/partitionStep.js';
-import {
-  analyzeDemoWarehouse, createOrdersPartitions, dropPipelineRowStore, insertFxRates, insertRawOrders, insertReads, movePendingRawOrders,
-  readSeedCounts, recordSourceLanded, runWarehouseScript, signSettlementReportAsBuilt, truncateDemoCatalog, upsertPartitionRecords,
-  upsertWatermarkAt, type OrdersPartition, type RawOrdersTable,
-} from '../db/demoWorld.js';
-import { migrate } from '../db/migrate.js';
-import { requirePipeline, type Pipeline } from '../db/pipelines.js';
-import { rememberPeople } from '../db/people.js';
-import { runPipelineSql } from '../db/pipelineSql.js';
-import { withTransaction, type Queryable } from '../db/pool.js';
-import { BackfillError, ErrorCode } from '../errors.js';
+import { applyCatalog } from '../../src/core/catalog/apply.js';
+import { parseCatalogText, type Catalog } from '../../src/core/catalog/schema.js';
+import { replacePartition } from '../../src/core/recompute/partitionStep.js';
+import { migrate } from '../../src/db/migrate.js';
+import { requirePipeline, type Pipeline } from '../../src/db/pipelines.js';
+import { rememberPeople } from '../../src/db/people.js';
+import { runPipelineSql } from '../../src/db/pipelineSql.js';
+import { withTransaction, type Queryable } from '../../src/db/pool.js';
+import { BackfillError, ErrorCode } from '../../src/errors.js';
 import {
   CONSUMER_NAMES, DAILY_SCHEDULE_MINUTES, DEMO_MONTH, DEMO_PIPELINE, DEMO_SHARDS, FLAGGED_NIGHTS, flaggedNight, MARKETING_WEEK, DEMO_PEOPLE,
   NIGHT_15, NIGHT_9, OWNERS, SCENARIO_AS_OF, STEP_SQL_V1, type DemoScenario, type FlagReason,
 } from './constants.js';
 import { centsToDecimal, generateDemoData, microsToDecimal, monthHours, utcDate, type DemoData, type RawOrder } from './generate.js';
+import {
+  analyzeDemoWarehouse, createOrdersPartitions, dropPipelineRowStore, insertFxRates, insertRawOrders, insertReads, movePendingRawOrders,
+  readSeedCounts, recordSourceLanded, runWarehouseScript, signSettlementReportAsBuilt, truncateDemoCatalog, upsertPartitionRecords,
+  upsertWatermarkAt, type OrdersPartition, type RawOrdersTable,
+} from './world.js';
 
 const HOUR_MS = 3_600_000;
 const MINUTE_MS = 60_000;
@@ -78,14 +78,14 @@ export interface SeedSummary {
 // ---- the catalog ----------------------------------------------------------------------------------------
 
 /**
- * The demo's own files (its catalog, its warehouse scripts), beside this module in src/demo/; the build (npm run
- * build) compiles only the TypeScript, so from dist/src/demo/ they are read where they are, in src/demo/.
+ * The demo's own files (its catalog, its warehouse scripts), beside this module in dev/demo/. The demo runs from
+ * source only (tsx; the build leaves dev/ out), so they are always here.
  */
-const DEMO_FILES = new URL(import.meta.url.endsWith('.js') ? '../../../src/demo/' : './', import.meta.url);
+const DEMO_FILES = new URL('./', import.meta.url);
 
 /** The demo's catalog file: its pipeline, consumers and signers, applied as `backfill catalog apply` applies one. */
 export const DEMO_CATALOG_FILE = new URL('catalog.yml', DEMO_FILES);
-const DEMO_CATALOG_SOURCE = 'src/demo/catalog.yml';
+const DEMO_CATALOG_SOURCE = 'dev/demo/catalog.yml';
 
 export async function readDemoCatalog(): Promise<{ text: string; source: string; catalog: Catalog }> {
   const text = await readFile(DEMO_CATALOG_FILE, 'utf8');
@@ -256,7 +256,7 @@ async function runHourly(replay: Replay, at: number): Promise<void> {
 
 function consumerNamed(replay: Replay, name: string): DemoConsumer {
   const consumer = replay.consumers.get(name);
-  if (!consumer) throw new Error(`the demo's timeline names ${name}, which src/demo/catalog.yml does not declare`);
+  if (!consumer) throw new Error(`the demo's timeline names ${name}, which dev/demo/catalog.yml does not declare`);
   return consumer;
 }
 
@@ -332,7 +332,7 @@ async function holdNight9Source(replay: Replay): Promise<void> {
 // ---- entry points ---------------------------------------------------------------------------------------
 
 /**
- * Seeds (or re-seeds) the demo into a database; migrates it first. The catalog (src/demo/catalog.yml) is
+ * Seeds (or re-seeds) the demo into a database; migrates it first. The catalog (dev/demo/catalog.yml) is
  * applied as `backfill catalog apply` applies it, with the fixed step (v2) a backfill recomputes with; the
  * month itself is replayed with the step as it ran in November (v1), which is history, not catalog.
  */

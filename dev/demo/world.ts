@@ -1,12 +1,12 @@
-import { quoteIdent, type Queryable } from './pool.js';
-import { storeSchemaName } from './rowStore.js';
+import { quoteIdent, type Queryable } from '../../src/db/pool.js';
+import { storeSchemaName } from '../../src/db/rowStore.js';
 
-// The Harborlight demo world as src/demo/seed.ts builds it: the warehouse's own tables (warehouse.sql and
+// The Harborlight demo world as seed.ts builds it: the warehouse's own tables (warehouse.sql and
 // partitioned.sql, run as files; fx rates, raw orders, the hourly partitions) and the control rows the month's
 // replay writes as it happened (reads, signatures, the watermark, the month's partition record); the catalog
-// itself (pipeline, consumers, signers) is src/demo/catalog.yml, applied by src/core/catalog.
+// itself (pipeline, consumers, signers) is catalog.yml, applied by src/core/catalog.
 // Times are passed as ISO strings, as the seed computes them. The consumers' own statements are catalog SQL
-// and run through pipelineSql.ts.
+// and run through src/db/pipelineSql.ts.
 
 const RAW_BATCH_ROWS = 5_000;
 const RAW_COLUMNS = 'order_id, shard, event_hour, merchant_id, currency_raw, amount_local, landed_at';
@@ -27,7 +27,7 @@ export async function dropPipelineRowStore(db: Queryable, pipeline: string): Pro
   await db.query(`DROP SCHEMA IF EXISTS ${quoteIdent(storeSchemaName(pipeline))} CASCADE`);
 }
 
-/** Runs a schema file of the demo warehouse (src/demo/warehouse.sql, partitioned.sql), given its text. */
+/** Runs a schema file of the demo warehouse (warehouse.sql, partitioned.sql), given its text. */
 export async function runWarehouseScript(db: Queryable, script: string): Promise<void> {
   await db.query(script);
 }

@@ -4,23 +4,22 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LogLevel } from '@slack/bolt';
-import { STEP_QUEUE } from '../queue/registry.js';
-import { startSlackEmulator, type SlackEmulator } from '../emulator/slackEmulator.js';
-import { postBlockAction, postSlashCommand } from '../emulator/slackRequests.js';
-import { openBackends, type QueueBackend, type RunConfig } from '../backends.js';
-import { loadConfig } from '../config.js';
-import { registerSecrets } from '../redaction.js';
-import { loadBackfillReport } from '../core/file/status.js';
-import { listEvents } from '../db/events.js';
-import { migrate } from '../db/migrate.js';
-import { createPool, poolBounds, recreateDatabase, type Pool } from '../db/pool.js';
-import { isBackfillError } from '../errors.js';
-import { createQueue } from '../queue/connection.js';
-import { runOn } from '../processLifecycle.js';
-import { createSlackApp } from '../app.js';
-import { ActionId, encodeButtonValue } from '../views/blocks.js';
-import { renderDiff } from '../views/text.js';
-import { loadPeople } from '../db/people.js';
+import { STEP_QUEUE } from '../../src/queue/registry.js';
+import { postBlockAction, postSlashCommand, startSlackEmulator, type SlackEmulator } from '../slack-emulator/index.js';
+import { openBackends, type QueueBackend, type RunConfig } from '../../src/backends.js';
+import { loadConfig } from '../../src/config.js';
+import { registerSecrets } from '../../src/redaction.js';
+import { loadBackfillReport } from '../../src/core/file/status.js';
+import { listEvents } from '../../src/db/events.js';
+import { migrate } from '../../src/db/migrate.js';
+import { createPool, poolBounds, recreateDatabase, type Pool } from '../../src/db/pool.js';
+import { isBackfillError } from '../../src/errors.js';
+import { createQueue } from '../../src/queue/connection.js';
+import { runOn } from '../../src/processLifecycle.js';
+import { createSlackApp } from '../../src/app.js';
+import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
+import { renderDiff } from '../../src/views/text.js';
+import { loadPeople } from '../../src/db/people.js';
 import { DEMO_PEOPLE, OWNERS } from './constants.js';
 import { demoOptions, parseTargetShape, seedDemo, TARGET_SHAPES, type TargetShape } from './seed.js';
 
@@ -34,9 +33,9 @@ const INCIDENT = 'C0INCIDENT';
 const SECRET = 'demo-signing-secret';
 /**
  * Where the demo leaves what it made: in the project's git-ignored .backfill-bot folder, two folders up from
- * src/demo/ when run from source and three from dist/src/demo/ once built (npm run build).
+ * dev/demo/ (the demo runs from source only, under tsx).
  */
-const DEMO_OUTPUT = fileURLToPath(new URL(`${import.meta.url.endsWith('.js') ? '../../../' : '../../'}.backfill-bot/demo/`, import.meta.url));
+const DEMO_OUTPUT = fileURLToPath(new URL('../../.backfill-bot/demo/', import.meta.url));
 
 function section(title: string): void {
   console.log(`\n━━ ${title} ${'━'.repeat(Math.max(0, 74 - title.length))}`);
