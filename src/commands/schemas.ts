@@ -81,35 +81,49 @@ export const SCHEMAS = {
 };
 
 /**
- * lineage list | confirm <id> as <consumer> | confirm <id> <owner> <kind> [name] | reject <id> [reason]: an
- * operator's answer to a proposal for an unknown OpenLineage job (src/core/lineage/proposals.ts). One tuple read
- * by hand rather than a union of tuples, so a wrong word is named (a union's failure only says "no option fit").
- * The owner is a mention (<@U…>, when the command escapes users) or a member id: unescaped, Slack sends "@name".
+ * lineage list | confirm <id> as <consumer> [reads <N>h-to-watermark] | confirm <id> <owner> <kind> [name]
+ * [reads <N>h-to-watermark] | reject <id> [reason]: an operator's answer to a proposal for an unknown OpenLineage
+ * job (src/core/lineage/proposals.ts). `reads` declares the job's read rule: a run that names no hours read the N
+ * hours up to the pipeline's watermark at the event's time. One tuple read by hand rather than a union of tuples,
+ * so a wrong word is named (a union's failure only says "no option fit"). The owner is a mention (<@U…>, when the
+ * command escapes users) or a member id: unescaped, Slack sends "@name".
  */
 function lineageSchema() {
   const lineage = 'lineage' as const;
   const kinds = ['report', 'export', 'model'] as const;
   const isKind = (text: string | undefined): text is (typeof kinds)[number] => (kinds as readonly (string | undefined)[]).includes(text);
-  return z.tuple([z.enum(['list', 'confirm', 'reject'])], word).transform(([action, ...rest], ctx) => {
+  return z.tuple([z.enum(['list', 'confirm', 'reject'])], word).transform(([action, ...words], ctx) => {
     const wrong = (index: number, message: string) => {
       // A missing word has nothing to name: the usage line says what is needed.
-      ctx.addIssue(rest[index - 1] === undefined
-        ? { code: 'too_small', origin: 'array', minimum: index + 1, inclusive: true, input: rest, message }
-        : { code: 'custom', path: [index], message, input: rest[index - 1] });
+      ctx.addIssue(words[index - 1] === undefined
+        ? { code: 'too_small', origin: 'array', minimum: index + 1, inclusive: true, input: words, message }
+        : { code: 'custom', path: [index], message, input: words[index - 1] });
       return z.NEVER;
     };
-    if (action === 'list') return rest.length === 0 ? { kind: lineage, action } : wrong(1, 'is one word too many');
-    const id = rest[0] ?? '';
+    if (action === 'list') return words.length === 0 ? { kind: lineage, action } : wrong(1, 'is one word too many');
+    const id = words[0] ?? '';
     if (!/^#?[1-9]\d{0,15}$/.test(id)) return wrong(1, 'is not a proposal id; ids are whole numbers such as 3');
     const proposalId = Number(id.replace('#', ''));
-    if (action === 'reject') return { kind: lineage, action, proposalId, reason: optionalReason(rest.slice(1)) };
-    if (rest[1] === 'as') return rest[2] && rest.length === 3 ? { kind: lineage, action: 'map' as const, proposalId, consumer: rest[2] } : wrong(3, 'needs exactly one consumer name');
+    if (action === 'reject') return { kind: lineage, action, proposalId, reason: optionalReason(words.slice(1)) };
+    // The read rule closes either form of confirm: `reads` and one word, nothing after.
+    const readsAt = words.indexOf('reads', 2);
+    const rest = readsAt === -1 ? words : words.slice(0, readsAt);
+    let hoursToWatermark: number | undefined;
+    if (readsAt !== -1) {
+      const rule = /^([1-9]\d{0,2})h-to-watermark$/.exec(words[readsAt + 1] ?? '');
+      if (!rule) return wrong(readsAt + 2, 'is not a read rule; write it as <N>h-to-watermark, e.g. 24h-to-watermark (the 24 hours up to the watermark at the event\'s time)');
+      if (words.length > readsAt + 2) return wrong(readsAt + 3, 'is one word too many');
+      hoursToWatermark = Number(rule[1]);
+    }
+    if (rest[1] === 'as') {
+      return rest[2] && rest.length === 3 ? { kind: lineage, action: 'map' as const, proposalId, consumer: rest[2], hoursToWatermark } : wrong(3, 'needs exactly one consumer name');
+    }
     const owner = /^(?:<@([UW][A-Z0-9]+)(?:\|[^>]*)?>|([UW][A-Z0-9]+))$/.exec(rest[1] ?? '');
     if (!owner) return wrong(2, "is not a Slack user id: give the owner's member id, e.g. U07SETTLE (their profile, ⋮, Copy member ID)");
     const consumerKind = rest[2];
     if (!isKind(consumerKind)) return wrong(3, 'is not a consumer kind; write report, export or model');
     if (rest.length > 4) return wrong(5, 'is one word too many');
-    return { kind: lineage, action: 'create' as const, proposalId, owner: owner[1] ?? owner[2] ?? '', consumerKind, name: rest[3] };
+    return { kind: lineage, action: 'create' as const, proposalId, owner: owner[1] ?? owner[2] ?? '', consumerKind, name: rest[3], hoursToWatermark };
   });
 }
 

@@ -1,21 +1,30 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { promisify } from 'node:util';
+import { gunzip } from 'node:zlib';
 import type { CustomRoute } from '@slack/bolt';
 import { lineageSenders, type LineageSender } from '../config.js';
 import type { EngineContext } from '../core/context.js';
-import { ingestRunEvent, type IngestOutcome } from '../core/lineage/ingest.js';
+import { ingestLineageEvent, type IngestOutcome } from '../core/lineage/ingest.js';
 import { describeError, isBackfillError, ErrorCode } from '../errors.js';
 import { codePointLabel, hasLoneSurrogate } from '../markup.js';
 
-// POST /lineage: OpenLineage run events in, served by the Bolt HTTP receiver beside /slack/events. This module is
-// the HTTP edge only (the token, the size, the text, the JSON); what an event means is src/core/lineage/ingest.ts.
-// Answers: 200 recorded / duplicate / ignored, 202 kept pending on a proposal, 400 malformed (the message names
-// the field; also a body that is not UTF-8, or a string holding NUL, another control character or a lone
-// surrogate), 401 no or wrong token, 403 a job outside the token's namespaces, 413 too large, 415 not JSON,
+// POST /lineage and POST /api/v1/lineage (the OpenLineage HTTP transport's default endpoint): OpenLineage events
+// in, served by the Bolt HTTP receiver beside /slack/events. This module is the HTTP edge only (the token, the
+// encoding, the size, the text, the JSON); what an event means is src/core/lineage/ingest.ts.
+// Answers: 200 recorded / noted / duplicate / ignored (with the reason), 202 kept pending on a proposal, 400
+// malformed (the message names the field; also a body that is not UTF-8, not gzip when it says so, or a string
+// holding NUL, another control character or a lone surrogate), 401 no or wrong token, 403 a job outside the
+// token's namespaces, 413 too large (as sent, or once decompressed), 415 not JSON or an encoding other than gzip,
 // 429 past a sender's bound (Retry-After), 500 our fault (logged; nothing committed).
 
 /** A RunEvent is a few kilobytes; this leaves room for large facets and refuses anything meant to exhaust us. */
 export const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Where the route is served: the bot's own path, and the one OpenLineage clients post to unless told otherwise. */
+const LINEAGE_PATHS = ['/lineage', '/api/v1/lineage'] as const;
+
+const gunzipAsync = promisify(gunzip);
 
 export interface LineageRouteDeps {
   /** Its config's LINEAGE_TOKENS and LINEAGE_TOKEN are the senders. None: no route (Bolt answers 404), since there is nobody the bot could trust. */
@@ -34,16 +43,16 @@ interface Answer {
 export function lineageRoutes(deps: LineageRouteDeps): CustomRoute[] {
   const senders = lineageSenders(deps.ctx.config);
   if (senders.length === 0) return [];
-  return [{
-    path: '/lineage',
+  return LINEAGE_PATHS.map((path): CustomRoute => ({
+    path,
     method: ['POST'],
     handler: (req, res) => {
       answer(deps, senders, req).then((reply) => send(res, reply), (error: unknown) => {
-        (deps.log ?? console.error)(`POST /lineage: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
+        (deps.log ?? console.error)(`POST ${path}: ${error instanceof Error ? error.stack ?? error.message : String(error)}`);
         send(res, { status: 500, body: { error: 'Something went wrong on our side; nothing was recorded. The error is in the bot\'s log.' } });
       });
     },
-  }];
+  }));
 }
 
 const digest = (text: string) => createHash('sha256').update(text).digest();
@@ -73,10 +82,18 @@ async function answer(deps: LineageRouteDeps, senders: readonly LineageSender[],
   const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\b/i.test(type)) {
     req.resume();
-    return { status: 415, body: { error: `The body must be an OpenLineage RunEvent as JSON (Content-Type: application/json), not ${type || 'untyped'}.` } };
+    return { status: 415, body: { error: `The body must be an OpenLineage event as JSON (Content-Type: application/json), not ${shownHeader(type) || 'untyped'}.` } };
   }
-  const bytes = await readBody(req);
-  if (bytes === 'too_large') return { status: 413, body: { error: `The body is larger than ${MAX_BODY_BYTES} bytes; send one RunEvent per request.` } };
+  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (!ENCODINGS.has(encoding)) {
+    req.resume();
+    return { status: 415, body: { error: `The body is encoded as ${shownHeader(encoding)}; send it as it is or with Content-Encoding: gzip (the OpenLineage client's compression: gzip).` } };
+  }
+  const sent = await readBody(req);
+  if (sent === 'too_large') return { status: 413, body: { error: `The body is larger than ${MAX_BODY_BYTES} bytes; send one event per request.` } };
+  const bytes = encoding === 'identity' ? sent : await decompressed(sent);
+  if (bytes === 'too_large') return { status: 413, body: { error: `The body is larger than ${MAX_BODY_BYTES} bytes once decompressed; send one event per request.` } };
+  if (bytes === 'not_gzip') return { status: 400, body: { error: 'The body says Content-Encoding: gzip but is not gzip data; nothing was recorded.' } };
   let body: string;
   try {
     // fatal: a byte sequence that is not UTF-8 is refused, not silently turned into U+FFFD and stored.
@@ -93,7 +110,7 @@ async function answer(deps: LineageRouteDeps, senders: readonly LineageSender[],
   const bad = invalidTextIn(event);
   if (bad) return { status: 400, body: { error: `${bad.path} holds ${bad.what}, which no name or facet may; send text without it. Nothing was recorded.` } };
   try {
-    return await outcomeAnswer(deps, await ingestRunEvent(deps.ctx, event, sender));
+    return await outcomeAnswer(deps, await ingestLineageEvent(deps.ctx, event, sender));
   } catch (error) {
     if (isBackfillError(error, ErrorCode.BadInput)) return { status: 400, body: { error: error.message } };
     if (isBackfillError(error, ErrorCode.NotAllowed)) return { status: 403, body: { error: error.message } };
@@ -102,6 +119,26 @@ async function answer(deps: LineageRouteDeps, senders: readonly LineageSender[],
       return { status: 429, body: { error: error.message }, headers: { 'retry-after': String(Number.isFinite(seconds) && seconds > 0 ? Math.ceil(seconds) : 60) } };
     }
     throw error;
+  }
+}
+
+/** identity: as sent; gzip (and its old name x-gzip): what the OpenLineage clients' `compression: gzip` sends. */
+const ENCODINGS = new Set(['identity', 'gzip', 'x-gzip']);
+
+/** A header value in an answer: bounded, and printable ASCII only (a header is the sender's text). */
+function shownHeader(value: string): string {
+  return JSON.stringify(value.slice(0, 100).replace(/[^\x20-\x7e]/g, '?')).slice(1, -1);
+}
+
+/**
+ * The gzip body decompressed, bounded as a plain one is: past MAX_BODY_BYTES of output zlib stops
+ * (maxOutputLength), so a small bomb of a body cannot make a large buffer.
+ */
+async function decompressed(bytes: Buffer): Promise<Buffer | 'too_large' | 'not_gzip'> {
+  try {
+    return await gunzipAsync(bytes, { maxOutputLength: MAX_BODY_BYTES });
+  } catch (error) {
+    return (error as { code?: unknown }).code === 'ERR_BUFFER_TOO_LARGE' ? 'too_large' : 'not_gzip';
   }
 }
 
@@ -143,7 +180,11 @@ export function invalidTextIn(value: unknown): { path: string; what: string } | 
 
 async function outcomeAnswer(deps: LineageRouteDeps, outcome: IngestOutcome): Promise<Answer> {
   switch (outcome.kind) {
-    case 'recorded': return { status: 200, body: { outcome: 'recorded', consumer: outcome.consumer, reads: outcome.reads } };
+    case 'recorded': {
+      const inferred = outcome.inferred > 0 ? { inferred: outcome.inferred } : {};
+      return { status: 200, body: { outcome: 'recorded', consumer: outcome.consumer, reads: outcome.reads, ...inferred, ...(outcome.note ? { note: outcome.note } : {}) } };
+    }
+    case 'noted': return { status: 200, body: { outcome: 'noted', inputs: outcome.inputs, note: "kept for the run's COMPLETE event, which records what the run read" } };
     case 'duplicate': return { status: 200, body: { outcome: 'duplicate', reads: 0 } };
     case 'ignored': return { status: 200, body: { outcome: 'ignored', reason: outcome.reason } };
     case 'rejected_job': return { status: 200, body: { outcome: 'ignored', reason: `an operator rejected this job (lineage proposal #${outcome.proposalId})` } };
@@ -152,7 +193,10 @@ async function outcomeAnswer(deps: LineageRouteDeps, outcome: IngestOutcome): Pr
         await deps.onProposal(outcome.proposalId).catch((error: unknown) =>
           (deps.log ?? console.error)(`lineage proposal #${outcome.proposalId} could not be posted to Slack: ${describeError(error)}`));
       }
-      return { status: 202, body: { outcome: 'pending', proposal: outcome.proposalId, reads: outcome.reads, note: 'an unknown job: its reads wait for an operator to confirm who it is' } };
+      const withoutHours = outcome.withoutHours > 0
+        ? { withoutHours: outcome.withoutHours, note: "an unknown job: its reads wait for an operator to confirm who it is; those without hours count once the operator gives the job a read rule" }
+        : { note: 'an unknown job: its reads wait for an operator to confirm who it is' };
+      return { status: 202, body: { outcome: 'pending', proposal: outcome.proposalId, reads: outcome.reads, ...withoutHours } };
     }
     default: {
       const unreachable: never = outcome;

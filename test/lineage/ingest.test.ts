@@ -113,8 +113,8 @@ describe('POST /lineage: OpenLineage run events into the read log', () => {
       [runEvent('finance.settlement', { hours: ['2026-12-04T05:00:00Z'] }, { eventType: 'DONE' }), /eventType must be one of START, RUNNING, COMPLETE/],
       [runEvent('finance.settlement', { hours: ['yesterday'] }), /inputs\[0\]\.facets\.backfillPartitions\.hours\[0\] must be an ISO 8601 time/],
       [runEvent('finance.settlement', { hours: ['2026-12-04T05:00:00Z', '2026-12-04T05:30:00Z'] }), /hours\[1\] is 2026-12-04T05:30:00Z, not a whole hour/],
-      [runEvent('finance.settlement', {}), /inputs\[0\] \(harborlight\.warehouse\.orders\) is a pipeline's table, but the event says neither which hours were read/],
-      [runEvent('finance.settlement', { nominal: ['2026-12-04T08:00:00Z', '2026-12-04T05:00:00Z'] }), /nominalEndTime is not after nominalStartTime/],
+      [runEvent('finance.settlement', { hours: ['2026-12-04T05:00:00Z'] }, { eventTime: '2026-12-04T05:00:00' }), /eventTime must be an ISO 8601 time with a zone/],
+      [{ eventTime: '2026-12-04T05:00:00Z', producer: 'https://example.com', schemaURL: 'https://openlineage.io/spec/2-0-2/OpenLineage.json' }, /run is missing/],
     ];
     for (const [event, message] of cases) {
       const sent = event === undefined ? await post(null, { raw: '{"eventType": "COMPLETE",' }) : await post(event);
@@ -131,12 +131,14 @@ describe('POST /lineage: OpenLineage run events into the read log', () => {
     expect(sent.status).toBe(413);
   });
 
-  it('records nothing for a START event, or for a run that read no pipeline table', async () => {
+  it('records nothing for a START event (it keeps its pipeline inputs for the COMPLETE), or for a run that read no pipeline table', async () => {
     const rows = await readLogRows();
     const start = await post(runEvent('finance.settlement', { hours: ['2026-12-04T05:00:00Z'] }, { eventType: 'START' }));
-    expect(start).toMatchObject({ status: 200, body: { outcome: 'ignored', reason: expect.stringMatching(/only COMPLETE says what a run read/) } });
+    expect(start).toMatchObject({ status: 200, body: { outcome: 'noted', inputs: 1, note: expect.stringMatching(/kept for the run's COMPLETE/) } });
     const elsewhere = runEvent('finance.settlement', {}, { inputs: [{ namespace: 's3://exports', name: 'fx/rates.csv' }] });
-    expect(await post(elsewhere)).toMatchObject({ status: 200, body: { outcome: 'ignored' } });
+    expect(await post(elsewhere)).toMatchObject({ status: 200, body: { outcome: 'ignored', reason: "none of its inputs is a pipeline's table" } });
+    const otherStart = await post({ ...elsewhere, eventType: 'START' });
+    expect(otherStart).toMatchObject({ status: 200, body: { outcome: 'ignored', reason: expect.stringMatching(/only COMPLETE says what a run read/) } });
     expect(await readLogRows()).toBe(rows);
   });
 

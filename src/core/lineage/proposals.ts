@@ -1,7 +1,7 @@
 import { recordEvent } from '../../db/events.js';
 import {
   dropPendingReads, findConsumerOwner, findProposal, insertJobMapping, insertLineageConsumer, listOpenProposals, movePendingReads,
-  recordProposalDecision, type LineageProposal,
+  recordProposalDecision, resolvePendingReadsWithoutHours, type LineageProposal,
 } from '../../db/lineageEvents.js';
 import { withTransaction, type PoolClient } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -16,11 +16,20 @@ import { typedText } from '../../markup.js';
 
 export type ConsumerKind = 'report' | 'export' | 'model';
 
+/**
+ * The job's read rule, given with a confirmation: a run of it that names no hours (no partitions facet, no
+ * nominal time, no subset facet the bot can read) read the `hoursToWatermark` hours up to its pipeline's
+ * watermark at the event's time. Those reads are marked inferred in the read log.
+ */
+interface ReadRule {
+  hoursToWatermark?: number | undefined;
+}
+
 export type LineageDecision =
   /** The job is a consumer that does not exist yet: register it, owned by `owner`. */
-  | { action: 'create'; proposalId: number; owner: string; consumerKind: ConsumerKind; name?: string | undefined }
+  | ({ action: 'create'; proposalId: number; owner: string; consumerKind: ConsumerKind; name?: string | undefined } & ReadRule)
   /** The job is a consumer already registered (its owner and re-trigger are the catalog's). */
-  | { action: 'map'; proposalId: number; consumer: string }
+  | ({ action: 'map'; proposalId: number; consumer: string } & ReadRule)
   | { action: 'reject'; proposalId: number; reason?: string | undefined };
 
 export interface DecisionResult {
@@ -28,9 +37,13 @@ export interface DecisionResult {
   action: LineageDecision['action'];
   consumer: string | null;
   owner: string | null;
-  /** Read log rows written from the pending reads (0 on a rejection). */
+  /** Read log rows written from the pending reads (0 on a rejection), the inferred ones included. */
   reads: number;
-  /** Pending reads dropped (a rejection). */
+  /** Of those, the rows the read rule inferred from pending reads whose runs named no hours. */
+  inferred: number;
+  /** The job's read rule as confirmed (null: none). */
+  readsHoursToWatermark: number | null;
+  /** Pending reads dropped: all of them on a rejection; those without hours on a confirmation without a read rule. */
   dropped: number;
 }
 
@@ -45,6 +58,8 @@ export const LINEAGE_RETRIGGER = {
 } as const;
 
 const CONSUMER_NAME = /^[a-z][a-z0-9_]{0,62}$/;
+/** backfill.lineage_jobs.reads_hours_to_watermark's own bound (a month), whatever MAX_PARTITIONS says. */
+const MAX_RULE_HOURS = 744;
 
 export async function decideProposal(ctx: EngineContext, actor: string, decision: LineageDecision): Promise<DecisionResult> {
   return withTransaction(ctx.pool, async (tx) => {
@@ -55,14 +70,27 @@ export async function decideProposal(ctx: EngineContext, actor: string, decision
         `Lineage proposal #${proposal.id} was ${proposal.state} by ${mention(proposal.decidedBy ?? '?')}${proposal.consumer ? ` (as ${proposal.consumer})` : ''}; nothing changed.`);
     }
     if (decision.action === 'reject') return reject(tx, actor, proposal, decision.reason);
+    const rule = decision.hoursToWatermark ?? null;
+    const mostHours = Math.min(ctx.config.MAX_PARTITIONS, MAX_RULE_HOURS);
+    if (rule !== null && rule > mostHours) {
+      throw new BackfillError(ErrorCode.BadInput,
+        `A read rule of ${rule} hours is more than one read may name (MAX_PARTITIONS, ${mostHours}); give at most \`reads ${mostHours}h-to-watermark\`. Nothing changed.`);
+    }
     const target = decision.action === 'map' ? await existingConsumer(tx, decision.consumer) : await newConsumer(tx, proposal, decision);
     const kind = decision.action === 'map' ? 'mapped to' : 'registered as';
-    await recordEvent(tx, { actor, kind: 'lineage_confirmed', detail: { proposal: proposal.id, jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, consumer: target.name, owner: target.owner, how: kind } });
+    await recordEvent(tx, {
+      actor, kind: 'lineage_confirmed',
+      detail: { proposal: proposal.id, jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, consumer: target.name, owner: target.owner, how: kind, readsHoursToWatermark: rule },
+    });
     if (decision.action === 'create') await insertLineageConsumer(tx, { name: target.name, kind: decision.consumerKind, owner: target.owner, retrigger: LINEAGE_RETRIGGER });
-    await insertJobMapping(tx, { jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, consumer: target.name, confirmedBy: actor });
+    await insertJobMapping(tx, { jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, consumer: target.name, confirmedBy: actor, readsHoursToWatermark: rule });
     await recordProposalDecision(tx, { id: proposal.id, state: 'confirmed', consumer: target.name, decidedBy: actor, note: null });
-    const reads = await movePendingReads(tx, proposal.id, target.name);
-    return { proposal, action: decision.action, consumer: target.name, owner: target.owner, reads, dropped: 0 };
+    const moved = await movePendingReads(tx, proposal.id, target.name);
+    const withoutHours = await resolvePendingReadsWithoutHours(tx, proposal.id, target.name, rule);
+    return {
+      proposal, action: decision.action, consumer: target.name, owner: target.owner, reads: moved + withoutHours.inferred, inferred: withoutHours.inferred,
+      readsHoursToWatermark: rule, dropped: rule === null ? withoutHours.taken : 0,
+    };
   });
 }
 
@@ -70,7 +98,7 @@ async function reject(tx: PoolClient, actor: string, proposal: LineageProposal, 
   await recordEvent(tx, { actor, kind: 'lineage_rejected', detail: { proposal: proposal.id, jobNamespace: proposal.jobNamespace, jobName: proposal.jobName, reason: reason ?? null } });
   await recordProposalDecision(tx, { id: proposal.id, state: 'rejected', consumer: null, decidedBy: actor, note: reason ?? null });
   const dropped = await dropPendingReads(tx, proposal.id);
-  return { proposal, action: 'reject', consumer: null, owner: null, reads: 0, dropped };
+  return { proposal, action: 'reject', consumer: null, owner: null, reads: 0, inferred: 0, readsHoursToWatermark: null, dropped };
 }
 
 async function existingConsumer(tx: PoolClient, name: string): Promise<{ name: string; owner: string }> {
