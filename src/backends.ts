@@ -35,7 +35,7 @@ export interface Backends {
 }
 
 /** Which database of the server a process works in: the bot's own, or the demo's (dropped and made anew on every run). */
-export type DatabaseRole = 'bot' | 'demo';
+type DatabaseRole = 'bot' | 'demo';
 
 const DATABASE_NAMES: Record<DatabaseRole, string> = { bot: 'backfill_bot', demo: 'backfill_bot_demo' };
 
@@ -89,7 +89,7 @@ function configuredUrl(config: Config, role: DatabaseRole): { url: string; varia
 }
 
 /** The sentence that warns about a role with more than the bot needs, or undefined when it has nothing more. */
-export function rolePowersWarning(powers: RolePowers, where: string): string | undefined {
+function rolePowersWarning(powers: RolePowers, where: string): string | undefined {
   const what = powers.superuser ? 'is a superuser' : powers.serverAccess.length > 0 ? `holds ${powers.serverAccess.join(', ')}` : undefined;
   if (!what) return undefined;
   return `The database role "${powers.role}" (${where}) ${what}, so any SQL the bot runs (a catalog's re-trigger statement, a pipeline's step) ` +

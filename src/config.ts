@@ -80,7 +80,7 @@ const lineageTokenList = z.string().default('').transform((value, issue): Lineag
  */
 const PROJECT_ROOT = fileURLToPath(new URL(import.meta.url.endsWith('.js') ? '../..' : '..', import.meta.url));
 
-export const configSchema = z.object({
+const configSchema = z.object({
   // Unset: an embedded PostgreSQL of the project's own (src/backends.ts decides, src/db/embeddedPostgres.ts runs it).
   DATABASE_URL: postgresUrl.optional(),
   // The demo drops and recreates this database on every run, so it is never the working one. Unset: the database

@@ -37,7 +37,7 @@ const SECRET_KEYS = [
 ];
 const SECRET_HEADERS = ['authorization', 'Authorization', 'cookie', 'x-slack-signature'];
 const accessor = (key: string) => (/^[A-Za-z_]\w*$/.test(key) ? `.${key}` : `["${key}"]`);
-export const REDACT_PATHS: string[] = [
+const REDACT_PATHS: string[] = [
   ...SECRET_KEYS, ...SECRET_KEYS.map((key) => `*.${key}`),
   ...SECRET_HEADERS.flatMap((header) => [`headers${accessor(header)}`, `*.headers${accessor(header)}`]),
 ];

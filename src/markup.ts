@@ -23,11 +23,9 @@ export function terminalText(text: string): string {
  * Slack shows the entities as the characters they stand for.
  */
 export function slackText(text: string): string {
+  // Inside a code span or block too: its backticks are defused, so it can neither close the span nor open one.
   return terminalText(text).replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('`', '\u02cb');
 }
-
-/** Outside text inside a code span or block (a job's name, a command typed): as slackText, which already defuses backticks. */
-export const slackCode = slackText;
 
 /** Slack's entities back to the characters: for a terminal showing a sentence written in Slack's markup. */
 export function unescapeSlack(text: string): string {
@@ -69,6 +67,3 @@ export function typedText(text: string): string {
   const shown = text.length <= TYPED_SHOWN ? text : `${text.slice(0, TYPED_SHOWN)}… (${text.length - TYPED_SHOWN} more characters not shown)`;
   return slackText(shown);
 }
-
-/** What someone typed, repeated inside a code span: as typedText, whose backticks are defused already. */
-export const typedCode = typedText;

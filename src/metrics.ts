@@ -15,7 +15,7 @@ import { redact } from './redaction.js';
 // depth. Counted where they happen, in this process: step durations, rows published, Slack API errors and 429s.
 
 /** The series' names, as the dashboard (ops/grafana/backfill-bot.json) and docs/operating.md list them. */
-export const METRIC_NAMES = {
+const METRIC_NAMES = {
   backfills: 'backfill_backfills',
   stepDuration: 'backfill_step_duration_seconds',
   acksOutstanding: 'backfill_acknowledgements_outstanding',
@@ -37,7 +37,7 @@ const LABEL_VALUES_MAX = 50;
  * sent), reduced to Prometheus-friendly characters, bounded in length, and, past LABEL_VALUES_MAX distinct
  * values, `other`, so an answer cannot grow the registry without end.
  */
-export function outsideLabel(value: string, seen: Set<string>): string {
+function outsideLabel(value: string, seen: Set<string>): string {
   const label = redact(value).replace(/[^A-Za-z0-9_.:-]/g, '_').slice(0, LABEL_MAX) || 'unknown';
   if (seen.has(label)) return label;
   if (seen.size >= LABEL_VALUES_MAX) return 'other';

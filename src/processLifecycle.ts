@@ -10,7 +10,7 @@ import { configureLogging, logger } from './log.js';
  * Runs a long-lived entry point: a refusal at start (bad configuration, say) prints its message and exits 1;
  * SIGINT / SIGTERM run `stop` once, then exit 0.
  */
-export function runService(start: () => Promise<() => Promise<void>>): void {
+function runService(start: () => Promise<() => Promise<void>>): void {
   start().then((stop) => {
     let stopping = false;
     const shutdown = (signal: NodeJS.Signals) => {
@@ -59,7 +59,7 @@ export async function listenOn<T>(variable: 'PORT' | 'METRICS_PORT', port: numbe
  * workers, then its queues, then its pool: that is the order `start`'s stop must keep) and the backends last,
  * so the embedded PostgreSQL never goes away under a live connection. A start that fails closes them too.
  */
-export async function startOn(backends: Backends, start: (config: RunConfig) => Promise<() => Promise<void>>): Promise<() => Promise<void>> {
+async function startOn(backends: Backends, start: (config: RunConfig) => Promise<() => Promise<void>>): Promise<() => Promise<void>> {
   let stop: () => Promise<void>;
   try {
     stop = await start(backends.config);

@@ -1,6 +1,6 @@
 import { BackfillError, ErrorCode } from '../errors.js';
 import { MAX_REASON_LENGTH, reasonTooLong, type Command } from './schemas.js';
-import { codePointLabel, firstUnstorable, typedCode, typedText } from '../markup.js';
+import { codePointLabel, firstUnstorable, typedText } from '../markup.js';
 import { COMMANDS, findCommand, usageOf, type Surface } from './table.js';
 
 export type { Command } from './schemas.js';
@@ -16,7 +16,7 @@ export function parseCommand(surface: Surface, words: readonly string[]): Comman
   const spec = findCommand(name, surface);
   if (!spec) {
     throw new BackfillError(ErrorCode.BadInput, surface === 'slack'
-      ? `\`${typedCode(name)}\` is not a /backfill command. Try one of: help, ${offered('slack')} (\`/backfill help\` shows examples).`
+      ? `\`${typedText(name)}\` is not a /backfill command. Try one of: help, ${offered('slack')} (\`/backfill help\` shows examples).`
       : `"${typedText(name)}" is not a backfill command. The commands are: ${offered('cli')} (\`backfill help\` says what each does).`);
   }
   const parsed = spec.schema.safeParse(args);
@@ -25,7 +25,7 @@ export function parseCommand(surface: Surface, words: readonly string[]): Comman
   // An issue with no path is about the whole command (a reason too long): its message is the sentence.
   const what = !detail ? 'Missing or extra arguments. '
     : detail.path.length === 0 ? `${detail.message} `
-      : `\`${typedCode(String(args[Number(detail.path[0] ?? 0)] ?? ''))}\` ${detail.message}. `;
+      : `\`${typedText(String(args[Number(detail.path[0] ?? 0)] ?? ''))}\` ${detail.message}. `;
   const usage = usageOf(spec, surface);
   throw new BackfillError(ErrorCode.BadInput, `${what}Usage: ${surface === 'slack' ? `\`${usage}\`` : `backfill ${usage}`}`);
 }
@@ -39,7 +39,7 @@ function offered(surface: Surface): string {
  * text and a lone surrogate in JSON (which answered "Something went wrong"), and other control characters are
  * never part of a reason or a name (an ESC rewrites a terminal, a bidi override makes a line read otherwise).
  */
-export function refuseUnstorable(text: string, where: string): void {
+function refuseUnstorable(text: string, where: string): void {
   const at = firstUnstorable(text);
   if (at < 0) return;
   throw new BackfillError(ErrorCode.BadInput, `Character ${at + 1} of ${where} is ${codePointLabel(text, at)}, a control character or half of a UTF-16 pair, which is not text: ` +

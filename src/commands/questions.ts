@@ -11,12 +11,12 @@ import { findLatestDiffChart, type UploadedDiffChart } from '../db/diffCharts.js
 // 2026-11-15?") and what the Home tab shows. Facts out; src/slack/questions.ts words them.
 
 /** A question asked in plain words: "what did we pay against on 2026-11-15?" (a report may be named too). */
-export interface PaidAgainstQuestion {
+interface PaidAgainstQuestion {
   date: string;
   report?: string | undefined;
 }
 
-export async function parsePaidAgainstQuestion(ctx: EngineContext, text: string): Promise<PaidAgainstQuestion | undefined> {
+async function parsePaidAgainstQuestion(ctx: EngineContext, text: string): Promise<PaidAgainstQuestion | undefined> {
   if (!/pa(id|y)\s+against/i.test(text)) return undefined;
   const date = /\b(\d{4}-\d{2}-\d{2})\b/.exec(text)?.[1];
   if (!date) return undefined;

@@ -26,7 +26,7 @@ export function toCents(amount: string): bigint {
   return match[1] === '-' ? -cents : cents;
 }
 
-export function fromCents(cents: bigint): string {
+function fromCents(cents: bigint): string {
   const negative = cents < 0n;
   const abs = negative ? -cents : cents;
   return `${negative ? '-' : ''}${abs / 100n}.${(abs % 100n).toString().padStart(2, '0')}`;

@@ -84,7 +84,7 @@ export function formatHourRange(first: Date, last: Date): string {
   return `${formatHour(first)} – ${formatHour(last)}`;
 }
 
-export function utcDay(hour: Date): string {
+function utcDay(hour: Date): string {
   return hour.toISOString().slice(0, 10);
 }
 

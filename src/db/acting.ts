@@ -34,7 +34,7 @@ export function runActing<T>(acting: Acting, work: () => Promise<T>): Promise<T>
 }
 
 /** Who the actor is as a person: the Slack id a CLI user is mapped to, else the actor as recorded. */
-export function personOf(acting: Acting): string {
+function personOf(acting: Acting): string {
   return acting.person ?? acting.actor;
 }
 

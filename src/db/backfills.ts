@@ -59,7 +59,7 @@ const SELECT_BACKFILL = `
 
 // NOTE: FOR NO KEY UPDATE, not FOR UPDATE: every timeline insert holds a KEY SHARE lock on its backfill row
 // (the foreign key), and two steps finishing at once would deadlock if the row lock conflicted with it.
-export async function findBackfill(db: Queryable, id: number, options: { forUpdate?: boolean } = {}): Promise<BackfillRow | undefined> {
+async function findBackfill(db: Queryable, id: number, options: { forUpdate?: boolean } = {}): Promise<BackfillRow | undefined> {
   const { rows } = await db.query<BackfillRow>(`${SELECT_BACKFILL} WHERE id = $1::bigint${options.forUpdate ? ' FOR NO KEY UPDATE' : ''}`, [id]);
   return rows[0];
 }

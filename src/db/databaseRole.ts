@@ -5,7 +5,7 @@ import pg from 'pg';
 // programs as its OS user turns any SQL the bot runs (a catalog's re-trigger statement, a pipeline's step) into that.
 
 /** The predefined roles that reach outside the database: the server's files, and programs run as its OS user. */
-export const SERVER_ACCESS_ROLES = ['pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'] as const;
+const SERVER_ACCESS_ROLES = ['pg_read_server_files', 'pg_write_server_files', 'pg_execute_server_program'] as const;
 
 export interface RolePowers {
   role: string;

@@ -5,7 +5,7 @@ import type { Queryable } from './pool.js';
 // intent with DIFF_CHART_SUFFIX, and where a message's row keeps its ts, a chart's keeps the Slack file id:
 // what Slack gave back to say where it landed, and what the App Home needs to show it again.
 
-export const DIFF_CHART_SUFFIX = ':chart';
+const DIFF_CHART_SUFFIX = ':chart';
 
 export const diffChartIntent = (diffIntent: string): string => `${diffIntent}${DIFF_CHART_SUFFIX}`;
 

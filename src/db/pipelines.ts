@@ -27,7 +27,7 @@ export async function findPipeline(db: Queryable, name: string): Promise<Pipelin
   return rows[0];
 }
 
-export async function listPipelineNames(db: Queryable): Promise<string[]> {
+async function listPipelineNames(db: Queryable): Promise<string[]> {
   const { rows } = await db.query<{ name: string }>('SELECT name FROM backfill.pipelines ORDER BY name');
   return rows.map((row) => row.name);
 }

@@ -48,7 +48,7 @@ export interface PlanNode {
   Plans?: PlanNode[];
 }
 
-export const hourLiteral = (hour: Date) => `'${hour.toISOString()}'::timestamptz`;
+const hourLiteral = (hour: Date) => `'${hour.toISOString()}'::timestamptz`;
 
 /** The plan of a query of the target's hour (EXPLAIN, not run): which partitions the planner prunes to. */
 export async function explainHourQuery(db: Queryable, pipeline: Pipeline, hour: Date): Promise<PlanNode | undefined> {
@@ -108,7 +108,7 @@ export async function analyzeTable(tx: Queryable, table: string): Promise<void> 
 }
 
 /** The modes a swap locks its tables in: EXCLUSIVE keeps writers of the target out (readers go on), ACCESS EXCLUSIVE everyone. */
-export type SwapLockMode = 'EXCLUSIVE' | 'ACCESS EXCLUSIVE';
+type SwapLockMode = 'EXCLUSIVE' | 'ACCESS EXCLUSIVE';
 
 /** One lock a swap takes: a table (qualified, quoted) in a mode. */
 export interface TableLock {

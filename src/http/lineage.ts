@@ -62,7 +62,7 @@ const digest = (text: string) => createHash('sha256').update(text).digest();
  * SHA-256 digests (so timingSafeEqual gets equal lengths), whichever matches: the time says nothing about which
  * token, or how much of one, was right.
  */
-export function senderOf(header: string | undefined, senders: readonly LineageSender[]): LineageSender | undefined {
+function senderOf(header: string | undefined, senders: readonly LineageSender[]): LineageSender | undefined {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
   const presented = digest(match?.[1] ?? '');
   let found: LineageSender | undefined;
@@ -152,7 +152,7 @@ const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
  * or a lone surrogate (half of a UTF-16 pair, which has no UTF-8 form). Walked with a stack of its own, so a deeply
  * nested body cannot overflow the call stack.
  */
-export function invalidTextIn(value: unknown): { path: string; what: string } | undefined {
+function invalidTextIn(value: unknown): { path: string; what: string } | undefined {
   const stack: { value: unknown; path: string }[] = [{ value, path: 'the body' }];
   const check = (text: string, path: string) => {
     const control = CONTROL.exec(text);

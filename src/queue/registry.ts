@@ -10,8 +10,6 @@ export const stepPayloadSchema = z.object({
   key: z.string().min(1),
 }) satisfies z.ZodType<StepRef>;
 
-export type StepPayload = z.infer<typeof stepPayloadSchema>;
-
 /** A delayed job: re-send an unanswered announcement. Not a step: whether it is due is read from the rows. */
 export const REMIND_JOB = 'remind';
 

@@ -18,7 +18,7 @@ export function createStepQueue(config: RunConfig): Queue {
  * A takeover of attempt n (its worker died holding the claim) is <…>-takeover<n>: deterministic too, and not
  * blocked by the dead worker's job, which BullMQ only releases once its own lock runs out.
  */
-export function jobIdFor(step: StepRef & { takeoverOf?: number | undefined }): string {
+function jobIdFor(step: StepRef & { takeoverOf?: number | undefined }): string {
   const base = `bf${step.backfillId}-${step.kind}-${step.key.replace(/[^A-Za-z0-9_.-]/g, '')}`;
   return step.takeoverOf === undefined ? base : `${base}-takeover${step.takeoverOf}`;
 }
@@ -68,7 +68,7 @@ async function addWhileOutstanding(queue: Queue, name: string, data: object, opt
 }
 
 /** Untold catch-up notices become jobs; the notice row, not Redis, says whether it was told. */
-export async function scheduleStaleReaderNotices(ctx: EngineContext, queue: Queue): Promise<void> {
+async function scheduleStaleReaderNotices(ctx: EngineContext, queue: Queue): Promise<void> {
   for (const notice of await listUntoldNotices(ctx.pool)) {
     await addWhileOutstanding(queue, STALE_READER_JOB, staleReaderPayloadSchema.parse({ catchUpId: notice.catchUpId, consumer: notice.consumer, period: notice.period }), {
       jobId: `cu${notice.catchUpId}-${notice.consumer}-${notice.period}`,

@@ -18,7 +18,7 @@ import { costsBlocks } from './costs.js';
 import { slackText } from '../markup.js';
 import { codeSections, context, fit, header, limitBlocks, LIMITS, mrkdwn, section, sections, type Block } from './layout.js';
 
-export type { Block } from './layout.js';
+;
 
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
 
@@ -60,7 +60,7 @@ const WHY_SHOWN = 1000;
  * ask, so that no reason, however long, can push the signed figures, the expected total or "Please acknowledge
  * or hold" out of the message.
  */
-export function noticeBlocks(notice: Notice, lead = ''): Block[] {
+function noticeBlocks(notice: Notice, lead = ''): Block[] {
   if (notice.kind !== 'announcement') return sections(lead, slackNoticeText(notice).split('\n'));
   const parts = announcementParts(notice.facts, slackPerson, slackText);
   return [section(`${lead}${parts.title}`), section(parts.why), ...sections('', parts.facts), ...sections('', parts.ask)];

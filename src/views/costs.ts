@@ -43,7 +43,7 @@ const COLUMNS: readonly { title: string; cell: (row: CostSum) => string }[] = [
   { title: 'Signed figures moved', cell: (r) => formatCount(r.signedFiguresMoved) },
 ];
 
-export const COSTS_NOTE = 'A backfill counts once it has finished: done, or cancelled, stopped, failed or rolled back, whose attention was spent too. ' +
+const COSTS_NOTE = 'A backfill counts once it has finished: done, or cancelled, stopped, failed or rolled back, whose attention was spent too. ' +
   'Quarters are those the backfills were announced in (UTC); people told are counted per backfill.';
 
 /** The terminal's answer to `backfill costs --since <date>`: one table, a row per quarter and pipeline. */

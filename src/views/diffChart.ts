@@ -24,7 +24,7 @@ export interface PartitionFigures {
 }
 
 /** A signed figure the backfill touched: what finance signed, what the rebuilt report says now. */
-export interface SignedFigure {
+interface SignedFigure {
   label: string;
   signed: string;
   corrected: string | null;

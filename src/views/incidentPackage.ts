@@ -27,13 +27,13 @@ export function incidentPackageJson(p: IncidentPackage): string {
 
 
 /** An instant to the second: 2026-11-16 07:00:00 UTC. */
-export function formatInstant(isoTime: string): string {
+function formatInstant(isoTime: string): string {
   const at = new Date(isoTime);
   return `${at.toISOString().slice(0, 10)} ${at.toISOString().slice(11, 19)} UTC`;
 }
 
 /** A partition hour: 2026-11-15 05:00. */
-export function formatPartitionHour(isoTime: string): string {
+function formatPartitionHour(isoTime: string): string {
   return formatHour(new Date(isoTime));
 }
 
@@ -43,18 +43,18 @@ export function formatPartitionHour(isoTime: string): string {
  * or an autolink), so a reader's viewer shows it as typed; the bot's own `<@U…>` mentions stay as they are. No
  * control characters either: the file is also printed on a terminal (`backfill export`).
  */
-export function markdownText(text: string): string {
+function markdownText(text: string): string {
   return terminalText(text).replace(/[\\`[\]]|<(?=[A-Za-z/!?])/g, (c) => `\\${c}`);
 }
 
 /** A table cell: outside text escaped (markdownText), `|` escaped, line breaks kept as <br>, empty shown as a dash. */
-export function markdownCell(text: string): string {
+function markdownCell(text: string): string {
   const escaped = markdownText(text).replaceAll('|', '\\|').replace(/\r?\n/g, '<br>').trim();
   return escaped === '' ? NONE : escaped;
 }
 
 /** An event's detail on one line: `key: value; key: value`, nested objects as `{key: value, …}`. */
-export function formatDetail(detail: { [key: string]: JsonValue }): string {
+function formatDetail(detail: { [key: string]: JsonValue }): string {
   const entries = Object.entries(detail);
   if (entries.length === 0) return NONE;
   return entries.map(([key, value]) => `${key}: ${formatJsonValue(value)}`).join('; ');
@@ -87,7 +87,7 @@ function who(p: IncidentPackage, id: string | null): string {
 }
 
 /** The timeline's actor: who did it and, when they used someone else's rights, for whom and why. */
-export function eventActor(p: IncidentPackage, e: IncidentEvent): string {
+function eventActor(p: IncidentPackage, e: IncidentEvent): string {
   return e.onBehalfOf === null ? who(p, e.actor) : `${who(p, e.actor)} on behalf of ${who(p, e.onBehalfOf)}: ${e.onBehalfReason ?? ''}`;
 }
 

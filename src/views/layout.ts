@@ -76,7 +76,7 @@ const FENCE = '```';
 /**
  * A fixed-width table in code blocks, split across sections so that every block closes its own fence and
  * repeats the column heads, at most `maxBlocks` blocks and `maxChars` characters in all. Rows are the bot's own
- * figures and hours; anything from outside in them must come through slackCode (src/markup.ts).
+ * figures and hours; anything from outside in them must come through slackText (src/markup.ts).
  */
 export function codeSections(title: string, head: string, rows: readonly string[], maxBlocks: number, maxChars: number = Number.POSITIVE_INFINITY): CodeTable {
   const blocks: Block[] = [];

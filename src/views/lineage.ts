@@ -2,7 +2,7 @@ import type { DecisionResult } from '../core/lineage/proposals.js';
 import type { LineageProposal } from '../db/lineageEvents.js';
 import type { Message } from './blocks.js';
 import { formatHourRange, formatTime, slackPerson } from './format.js';
-import { slackCode, slackText } from '../markup.js';
+import { slackText } from '../markup.js';
 import { context, fit, limitBlocks, LIMITS, section, sections } from './layout.js';
 
 // Lineage proposals in Slack, built by pure functions: the proposal posted to the operators, and the slash
@@ -14,7 +14,7 @@ import { context, fit, limitBlocks, LIMITS, section, sections } from './layout.j
 const NAME_SHOWN = 200;
 
 function job(proposal: LineageProposal): string {
-  return `\`${slackCode(fit(proposal.jobNamespace, NAME_SHOWN))}\` / \`${slackCode(fit(proposal.jobName, NAME_SHOWN))}\``;
+  return `\`${slackText(fit(proposal.jobNamespace, NAME_SHOWN))}\` / \`${slackText(fit(proposal.jobName, NAME_SHOWN))}\``;
 }
 
 const plural = (count: number, word: string) => `${count} ${word}${count === 1 ? '' : 's'}`;
@@ -40,7 +40,7 @@ export function lineageProposalMessage(proposal: LineageProposal): Message {
     'until then no backfill announcement names it, and nobody becomes an owner because a job said so.';
   const how = [
     `• It is a registered consumer: \`/backfill lineage confirm ${proposal.id} as <consumer> [reads <N>h-to-watermark]\``,
-    `• It is a new consumer: \`/backfill lineage confirm ${proposal.id} <owner member id> report|export|model [name] [reads <N>h-to-watermark]\` (name: \`${slackCode(proposal.suggestedName)}\` unless you give one)`,
+    `• It is a new consumer: \`/backfill lineage confirm ${proposal.id} <owner member id> report|export|model [name] [reads <N>h-to-watermark]\` (name: \`${slackText(proposal.suggestedName)}\` unless you give one)`,
     `• It is nobody's business: \`/backfill lineage reject ${proposal.id} [reason]\``,
   ].join('\n');
   const hint = ruleHint(proposal);

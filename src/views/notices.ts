@@ -2,7 +2,7 @@ import type { AnnouncementFacts, Notice } from '../core/notices.js';
 import type { Direction } from '../core/money.js';
 import { subtractMoney } from '../core/money.js';
 import { formatHourRange, formatMoney, formatSignedMoney, formatTime, NONE, slackPerson } from './format.js';
-import { slackCode, slackText } from '../markup.js';
+import { slackText } from '../markup.js';
 
 // What the core tells people (src/core/notices.ts), in words. Pure. The same sentences in every view; only how
 // a person is named differs: a Slack mention (slackPerson), a name on a terminal, name and id in a record.
@@ -16,8 +16,8 @@ export type NamePerson = (id: string) => string;
  */
 export type Quote = (text: string) => string;
 
-/** Slack's code span; what is inside is escaped and cannot close it (src/markup.ts slackCode). */
-export const backticks: Quote = (text) => `\`${slackCode(text)}\``;
+/** Slack's code span; what is inside is escaped and cannot close it (src/markup.ts slackText). */
+export const backticks: Quote = (text) => `\`${slackText(text)}\``;
 
 const DIRECTION_TEXT: Record<Direction, string> = {
   down: 'down (the corrected total will be lower)',
@@ -75,7 +75,7 @@ export function announcementParts(facts: AnnouncementFacts, name: NamePerson, ou
   };
 }
 
-export function announcementText(facts: AnnouncementFacts, name: NamePerson, outside: Outside = slackText): string {
+function announcementText(facts: AnnouncementFacts, name: NamePerson, outside: Outside = slackText): string {
   const parts = announcementParts(facts, name, outside);
   return [parts.title, parts.why, ...parts.facts, ...parts.ask].join('\n');
 }

@@ -16,9 +16,9 @@ const WORKING: ReadonlySet<string> = new Set(['running', 'replaying', 'comparing
  * overstate it.
  */
 export const ETA_AFTER_PARTITION_STEPS = 3;
-export const BAR_CELLS = 20;
+const BAR_CELLS = 20;
 
-export interface Tally {
+interface Tally {
   done: number;
   total: number;
 }
@@ -81,7 +81,7 @@ export function progressBar(fraction: number, cells = BAR_CELLS): string {
   return `${'█'.repeat(filled)}${'░'.repeat(cells - filled)}`;
 }
 
-export const percent = (fraction: number): string => `${Math.floor(fraction * 100)}%`;
+const percent = (fraction: number): string => `${Math.floor(fraction * 100)}%`;
 
 /** 40 s → "under a minute left", 7 min → "about 7 min left", 95 min → "about 1 h 35 min left". */
 export function formatTimeLeft(ms: number): string {
@@ -94,7 +94,7 @@ export function formatTimeLeft(ms: number): string {
 }
 
 /** "staged 3 of 6 · published 1 of 6 · replays 0 of 3 · compare pending": what the bar is made of. */
-export function progressCounts(progress: BackfillProgress, separator = ' · '): string {
+function progressCounts(progress: BackfillProgress, separator = ' · '): string {
   const { staged, published, replays } = progress;
   return [
     `staged ${staged.done} of ${staged.total}`,

@@ -22,7 +22,7 @@ export function startedFromPlanReply(backfill: Started, planId: number): string 
   return `Backfill #${backfill.id} created from plan #${planId}, exactly as previewed: ${created(backfill)}.`;
 }
 
-export function approvedNotice(actor: string, backfillId: number): string {
+function approvedNotice(actor: string, backfillId: number): string {
   return `:ballot_box_with_check: ${slackPerson(actor)} approved the size of backfill #${backfillId} as the second operator.`;
 }
 
@@ -48,7 +48,7 @@ export function continuedNotice(actor: string, backfillId: number, accepted: rea
     'Any other partition outside its envelope pauses it again.';
 }
 
-export function rolledBackNotice(actor: string, backfillId: number, restored: number): string {
+function rolledBackNotice(actor: string, backfillId: number, restored: number): string {
   return `:rewind: ${slackPerson(actor)} rolled back backfill #${backfillId}: ${restored} partition(s) hold their prior rows again; consumers replay now.`;
 }
 

@@ -32,7 +32,7 @@ export const PLAIN: TextStyle = { people: new Map(), colour: false };
  * override must not make a line read differently from what it holds. Cleaned as data, before the view adds its
  * own colours.
  */
-export function clean<T>(value: T): T {
+function clean<T>(value: T): T {
   if (typeof value === 'string') return terminalText(value) as T;
   if (Array.isArray(value)) return value.map((item: unknown) => clean(item)) as T;
   if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
@@ -129,7 +129,7 @@ function gateWord(c: BackfillReport['consumers'][number], style: TextStyle): str
 }
 
 /** The backfill log row, as finance reads it. */
-export function renderLogRow(raw: BackfillRow, style: TextStyle = PLAIN): string {
+function renderLogRow(raw: BackfillRow, style: TextStyle = PLAIN): string {
   const backfill = clean(raw);
   return [
     `  total before ${money(backfill.totalBefore)}`,
@@ -172,7 +172,7 @@ export function renderBackfillList(raw: BackfillRow[], style: TextStyle = PLAIN)
 }
 
 /** Who did it: the actor, and when they used someone else's rights, for whom and why. */
-export function describeActor(raw: Pick<TimelineEvent, 'actor' | 'onBehalfOf' | 'onBehalfReason'>, style: TextStyle = PLAIN): string {
+function describeActor(raw: Pick<TimelineEvent, 'actor' | 'onBehalfOf' | 'onBehalfReason'>, style: TextStyle = PLAIN): string {
   const event = clean(raw);
   return event.onBehalfOf ? `${person(event.actor, style)} on behalf of ${person(event.onBehalfOf, style)} (${event.onBehalfReason ?? ''})` : person(event.actor, style);
 }

@@ -16,7 +16,7 @@ export class InvariantViolation extends Error {
   }
 }
 
-export const TERMINAL_STATES: readonly BackfillState[] = ['done', 'cancelled', 'stopped', 'rolled_back', 'failed'];
+const TERMINAL_STATES: readonly BackfillState[] = ['done', 'cancelled', 'stopped', 'rolled_back', 'failed'];
 
 /** What a pg error looks like once a processor flattened it into a message. */
 const RAW_DATABASE_MESSAGE = /violates|duplicate key|deadlock detected|syntax error|does not exist|null value in column|invalid input syntax|could not serialize|current transaction is aborted/i;

@@ -25,7 +25,7 @@ export const AFTER_OWNER = 'U07FORECAST';
 
 export type SettlePolicy = 'continue-named' | 'continue-all' | 'stop';
 
-export interface PublishRecord {
+interface PublishRecord {
   /** Global order of publishes in the run: a later one over the same hour is a later generation. */
   seq: number;
   /** What the partition held right before the publish: every one of these rows must be saved. */
@@ -61,7 +61,7 @@ export interface Model {
   stats: ModelStats;
 }
 
-export interface ModelStats {
+interface ModelStats {
   jobs: number;
   refusals: number;
   publishes: number;
@@ -157,10 +157,6 @@ export function sourceChangedInsideWindow(model: Model, backfill: ModelBackfill,
   const stagedAt = backfill.staged.get(hour)?.at;
   if (stagedAt === undefined) return false;
   return (model.sourceChanges.get(hour) ?? []).some((at) => at > backfill.startedAt && at < stagedAt);
-}
-
-export function backfillAt(model: Model, index: number): ModelBackfill | undefined {
-  return model.backfills[index];
 }
 
 export function note(model: Model, line: string): void {

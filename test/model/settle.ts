@@ -12,8 +12,8 @@ import { InvariantViolation } from './checks.js';
 import { recoverStalled, runOneJob } from './jobs.js';
 import { AFTER_OWNER, GATE_OWNERS, note, type Model, type ModelBackfill } from './model.js';
 
-export const SETTLE_MAX_JOBS = 300;
-export const SETTLE_MAX_MS = 60_000;
+const SETTLE_MAX_JOBS = 300;
+const SETTLE_MAX_MS = 60_000;
 /** Rounds in a row with nothing to run, nothing to wait for and nobody to act: the run is stuck. */
 const STUCK_ROUNDS = 12;
 

@@ -14,9 +14,9 @@ export type FaultKind = 'transient' | 'undeliverable';
 
 /** The message of an injected transient fault: the harness tells it apart from a raw error of the engine. */
 export const TRANSIENT_FAULT = 'model fault: Slack answered 503 service_unavailable';
-export const UNDELIVERABLE_SLACK_ERROR = 'user_not_found';
+const UNDELIVERABLE_SLACK_ERROR = 'user_not_found';
 
-export function injectedFault(kind: FaultKind, method: FaultyMethod): Error {
+function injectedFault(kind: FaultKind, method: FaultyMethod): Error {
   return kind === 'transient'
     ? new Error(TRANSIENT_FAULT)
     : new BackfillError(ErrorCode.Undeliverable, `Slack cannot deliver the ${method} message: ${UNDELIVERABLE_SLACK_ERROR}`,

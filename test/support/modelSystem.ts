@@ -22,7 +22,7 @@ export const OPERATOR = 'U07ONCALL';
 export const DAY = '2026-11-15';
 export const MODEL_HOURS = ['05', '06', '07', '08'].map((h) => new Date(`${DAY}T${h}:00:00Z`).toISOString());
 /** Every hour of the day whose rows the final check compares (outside the targets nothing may change). */
-export const DAY_HOURS = Array.from({ length: 24 }, (_, h) => new Date(Date.UTC(2026, 10, 15, h)).toISOString());
+const DAY_HOURS = Array.from({ length: 24 }, (_, h) => new Date(Date.UTC(2026, 10, 15, h)).toISOString());
 /** The id space of late rows: far above the demo's order ids, so a late row never collides with a staged one. */
 const LATE_ORDER_BASE = 9_000_000_000;
 
@@ -38,7 +38,7 @@ export interface LateRow {
 }
 
 /** Acts at the publish seam of (backfill, hour); returns false to wait for another publish. */
-export type SeamAction = (backfillId: number, hour: string) => Promise<boolean>;
+type SeamAction = (backfillId: number, hour: string) => Promise<boolean>;
 
 /**
  * Acts after a statement of a publish (its hour given) or of a rollback (no hour): returns false to wait for a
@@ -47,7 +47,7 @@ export type SeamAction = (backfillId: number, hour: string) => Promise<boolean>;
 export type StatementAction = (hour: string | undefined) => Promise<boolean>;
 
 /** A job taken from Redis by a worker that then died: its lock is never renewed nor released. */
-export interface AbandonedJob {
+interface AbandonedJob {
   job: Job;
   token: string;
   /** The claim the dead worker took in Postgres (none when the step was not claimable). */
@@ -66,7 +66,7 @@ export interface DeadClaim {
 }
 
 /** What the database's schema offers: the model also runs against the engine before migration 0005 (48f2591). */
-export interface SchemaFeatures {
+interface SchemaFeatures {
   /** backfill_steps.claim_token / lease_expires_at */
   leases: boolean;
   /** backfill_targets.breach */
@@ -259,7 +259,7 @@ export async function takeNextJob(system: ModelSystem): Promise<{ job: Job; toke
 }
 
 /** A job that runs longer than this is stuck (a lock wait nobody will end): the run fails saying so. */
-export const JOB_TIMEOUT_MS = 20_000;
+const JOB_TIMEOUT_MS = 20_000;
 
 export class JobTimeout extends Error {
   constructor(readonly jobName: string) {

@@ -98,7 +98,7 @@ export async function overrideGate(ctx: EngineContext, input: { backfillId: numb
 }
 
 /** The gate entry of a backfill larger than the capacity limit: a second operator must approve it. */
-export const CAPACITY_GATE = 'capacity approval';
+const CAPACITY_GATE = 'capacity approval';
 
 /**
  * A second operator (not the one who asked) approves a backfill larger than the capacity limit; recorded.

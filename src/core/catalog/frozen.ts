@@ -35,7 +35,7 @@ const retriggerHash = (retrigger: unknown) => sha256(canonical(retrigger));
  * Each frozen field's hash, by field: step, sourceShards, shardsExpected, targetTable, partitionColumn,
  * keyColumns, measureColumn, retrigger:<consumer>.
  */
-export function fieldHashesOf(fields: RunCatalog): Record<string, string> {
+function fieldHashesOf(fields: RunCatalog): Record<string, string> {
   const hashes: Record<string, string> = {
     step: sha256(canonical(fields.stepSql)), sourceShards: sha256(canonical(fields.sourceShardsSql)), shardsExpected: sha256(canonical(fields.shardsExpected)),
     targetTable: sha256(canonical(fields.targetTable)), partitionColumn: sha256(canonical(fields.partitionColumn)),
@@ -56,7 +56,7 @@ const TARGET_FIELDS = [['targetTable', 'target table'], ['partitionColumn', 'par
  * The fields that differ, as people call them: step query, shard rule, target table, partition column, key
  * columns, measure column, re-trigger of <consumer>.
  */
-export function changedFields(frozen: Record<string, string>, live: Record<string, string>): string[] {
+function changedFields(frozen: Record<string, string>, live: Record<string, string>): string[] {
   const differs = (key: string) => frozen[key] !== live[key];
   const retriggers = [...new Set([...Object.keys(frozen), ...Object.keys(live)])]
     .filter((key) => key.startsWith(RETRIGGER) && differs(key)).sort().map((key) => `re-trigger of ${key.slice(RETRIGGER.length)}`);

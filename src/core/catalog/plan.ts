@@ -5,7 +5,7 @@ import type { Catalog, CatalogConsumer, CatalogPipeline } from './schema.js';
 // added (+), changed (~, each field before → after) or removed (-). Pure: it compares two values, so the CLI's
 // `catalog plan` and `catalog apply` (apply.ts, which also decides what may not be removed) say the same thing.
 
-export type CatalogEntity = 'pipeline' | 'consumer' | 'signer';
+type CatalogEntity = 'pipeline' | 'consumer' | 'signer';
 
 export interface FieldChange {
   field: string;
@@ -26,7 +26,7 @@ export interface CatalogPlan {
 }
 
 /** The file's pipeline as the row the database would hold. */
-export function pipelineRow(pipeline: CatalogPipeline): CatalogPipelineRow {
+function pipelineRow(pipeline: CatalogPipeline): CatalogPipelineRow {
   return {
     name: pipeline.name, targetTable: pipeline.target_table, partitionColumn: pipeline.partition_column, keyColumns: pipeline.key_columns,
     measureColumn: pipeline.measure_column, stepSql: pipeline.step_sql, estimateSql: pipeline.estimate_sql,
@@ -35,14 +35,14 @@ export function pipelineRow(pipeline: CatalogPipeline): CatalogPipelineRow {
 }
 
 /** The file's consumer as the row the database would hold (dependencies sorted, as the database reads them back). */
-export function consumerRow(consumer: CatalogConsumer): CatalogConsumerRow {
+function consumerRow(consumer: CatalogConsumer): CatalogConsumerRow {
   return {
     name: consumer.name, kind: consumer.kind, owner: consumer.owner, pipeline: consumer.pipeline, notifyRule: consumer.rule,
     explicitRank: consumer.rank, dependsOn: [...consumer.depends_on].sort(), retrigger: consumer.retrigger, reportTotalSql: consumer.report_total_sql,
   };
 }
 
-export function signerRows(catalog: Catalog): CatalogSignerRow[] {
+function signerRows(catalog: Catalog): CatalogSignerRow[] {
   return catalog.signers.flatMap((entry) => entry.users.map((signer) => ({ report: entry.report, signer })));
 }
 

@@ -13,7 +13,7 @@ import { parseHour } from '../time.js';
 
 const NAME_RULE = 'lowercase letters, digits and _, starting with a letter (e.g. settlement_report)';
 const name = z.string().regex(/^[a-z][a-z0-9_]{0,62}$/, `is not a usable name: ${NAME_RULE}`);
-export const SLACK_USER_RULE = 'a Slack member id, U… or W… (e.g. U07SETTLE; in Slack: the profile, ⋯, Copy member ID)';
+const SLACK_USER_RULE = 'a Slack member id, U… or W… (e.g. U07SETTLE; in Slack: the profile, ⋯, Copy member ID)';
 const slackUser = z.string().regex(/^[UW][A-Z0-9]{2,}$/, `is not a Slack user id: write ${SLACK_USER_RULE}`);
 const sql = z.string().trim().min(1, 'is empty: write the SQL');
 
@@ -31,7 +31,7 @@ const hour = z.string().transform((text, ctx) => {
   }
 });
 
-export const catalogPipelineSchema = z.strictObject({
+const catalogPipelineSchema = z.strictObject({
   name,
   target_table: z.string().regex(/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/, 'is not a schema-qualified table: write schema.table, e.g. warehouse.orders'),
   partition_column: z.string().min(1).default('partition_hour'),
@@ -66,12 +66,12 @@ export const catalogConsumerSchema = z.strictObject({
   report_total_sql: sql.nullable().default(null),
 });
 
-export const catalogSignersSchema = z.strictObject({
+const catalogSignersSchema = z.strictObject({
   report: name,
   users: z.array(slackUser).min(1, 'is empty: name who may sign, or leave the report out'),
 });
 
-export const catalogSchema = z.strictObject({
+const catalogSchema = z.strictObject({
   pipelines: z.array(catalogPipelineSchema).default([]),
   consumers: z.array(catalogConsumerSchema).default([]),
   signers: z.array(catalogSignersSchema).default([]),
@@ -82,7 +82,7 @@ export type CatalogPipeline = Catalog['pipelines'][number];
 export type CatalogConsumer = Catalog['consumers'][number];
 
 /** A refusal of the file: every problem found, none of it applied. */
-export function catalogRefusal(source: string, problems: readonly string[]): BackfillError {
+function catalogRefusal(source: string, problems: readonly string[]): BackfillError {
   return new BackfillError(ErrorCode.BadInput,
     `The catalog ${source} was not applied (nothing changed):\n${problems.map((problem) => `  - ${problem}`).join('\n')}`,
     { details: { problems } });
@@ -180,7 +180,7 @@ function duplicates(what: string, names: readonly string[]): string[] {
  * A cycle of depends_on, as the names around it with the first repeated at the end (a → b → a), or undefined.
  * Depth-first with the path kept, so the cycle is named, not only detected.
  */
-export function findCycle(consumers: readonly { name: string; depends_on: readonly string[] }[]): string[] | undefined {
+function findCycle(consumers: readonly { name: string; depends_on: readonly string[] }[]): string[] | undefined {
   const edges = new Map(consumers.map((consumer) => [consumer.name, consumer.depends_on]));
   const done = new Set<string>();
   const visit = (node: string, path: string[]): string[] | undefined => {

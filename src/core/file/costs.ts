@@ -44,7 +44,7 @@ export async function summarizeCosts(db: Queryable, since: string): Promise<Cost
 }
 
 /** How many quarters the Home tab sums: this one and the three before it, a year a team can compare. */
-export const HOME_COST_QUARTERS = 4;
+const HOME_COST_QUARTERS = 4;
 
 /** The first day (YYYY-MM-DD, UTC) of the quarter `quarters - 1` quarters before the one `now` is in. */
 export function quartersSince(now: Date, quarters = HOME_COST_QUARTERS): string {

@@ -17,7 +17,7 @@ export const INCIDENT_PACKAGE_FORMAT = 'backfill-incident-package/1';
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 
-export interface IncidentLogRow {
+interface IncidentLogRow {
   id: number;
   pipeline: string;
   reason: string;
@@ -37,7 +37,7 @@ export interface IncidentLogRow {
   limitOverride: string | null;
 }
 
-export interface IncidentSignedFigure {
+interface IncidentSignedFigure {
   report: string;
   /** The report's period, YYYY-MM-DD. */
   period: string;
@@ -52,7 +52,7 @@ export interface IncidentSignedFigure {
   diff: string | null;
 }
 
-export interface IncidentPartition {
+interface IncidentPartition {
   hour: string;
   rowsBefore: number;
   rowsAfter: number | null;
@@ -65,9 +65,9 @@ export interface IncidentPartition {
   recomputedAt: string | null;
 }
 
-export type ConsumerGate = 'acknowledged' | 'overridden' | 'waiting' | 'told_after';
+type ConsumerGate = 'acknowledged' | 'overridden' | 'waiting' | 'told_after';
 
-export interface IncidentConsumer {
+interface IncidentConsumer {
   name: string;
   kind: 'report' | 'export' | 'model';
   owner: string;
@@ -87,7 +87,7 @@ export interface IncidentConsumer {
   told: Notice;
 }
 
-export interface IncidentStep {
+interface IncidentStep {
   kind: string;
   key: string;
   status: string;
@@ -110,7 +110,7 @@ export interface IncidentEvent {
 }
 
 /** What the backfill cost (src/core/file/costs.ts), as filed with its log row; durations in milliseconds. */
-export type IncidentCost = Omit<BackfillCost, 'filedAt'> & { filedAt: string };
+type IncidentCost = Omit<BackfillCost, 'filedAt'> & { filedAt: string };
 
 export interface IncidentPackage {
   format: typeof INCIDENT_PACKAGE_FORMAT;

@@ -8,7 +8,7 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 import { parseDate } from '../time.js';
 import { typedText } from '../../markup.js';
 
-export interface Correction extends CorrectionRow {
+interface Correction extends CorrectionRow {
   acknowledgedBy: { owner: string; consumer: string; at: Date }[];
   overriddenBy: { operator: string; consumer: string; reason: string }[];
 }

@@ -7,7 +7,7 @@ import { sourceShards } from '../recompute/partitionStep.js';
 import { formatHour, formatHourRange, HOUR_MS, hoursBetween, type TargetSpec } from '../time.js';
 
 /** Why a flagged partition needs no rerun, or cannot have one yet. */
-export interface SkippedPartition {
+interface SkippedPartition {
   hour: Date;
   flagReason: string | null;
   why: string;
@@ -107,6 +107,6 @@ async function rangeTargets(db: Queryable, pipeline: Pipeline, from: Date, to: D
   return { hours: hoursBetween(from, to), skipped: [] as SkippedPartition[] };
 }
 
-export function describeSpec(spec: TargetSpec): string {
+function describeSpec(spec: TargetSpec): string {
   return spec.kind === 'night' ? `the night of ${spec.date}` : formatHourRange(spec.from, spec.to);
 }

@@ -69,7 +69,7 @@ export async function planBackfill(ctx: EngineContext, request: BackfillRequest)
 }
 
 /** What a plan's hash covers: the partitions, who reads them (and how they are told), and the step itself. */
-export function planInputs(plan: Pick<Plan, 'pipeline' | 'identified' | 'readers'>): Record<string, unknown> {
+function planInputs(plan: Pick<Plan, 'pipeline' | 'identified' | 'readers'>): Record<string, unknown> {
   return {
     pipeline: plan.pipeline.name,
     partitions: plan.identified.hours.map((h) => h.toISOString()),

@@ -37,7 +37,7 @@ const SAMPLE_ROWS = 1000;
 /** bf_backfill (bigint) and bf_generation (integer) in front of each stored row, plus its 4-byte line pointer. */
 const STORE_OVERHEAD = 8 + 4 + 4;
 
-export async function estimateSize(db: Queryable, pipeline: Pipeline, hours: Date[], expected: { rows: number }[]): Promise<PlanSize> {
+async function estimateSize(db: Queryable, pipeline: Pipeline, hours: Date[], expected: { rows: number }[]): Promise<PlanSize> {
   const replacedRows = await countLiveRows(db, pipeline, hours);
   const widths = await sampleWidths(db, pipeline, replacedRows > 0 ? hours : undefined, SAMPLE_ROWS);
   const rows = expected.reduce((sum, e) => sum + e.rows, 0);
@@ -50,7 +50,7 @@ export async function estimateSize(db: Queryable, pipeline: Pipeline, hours: Dat
 }
 
 /** Why a backfill of this size needs a second operator's approval (empty: it does not). */
-export function capacityBreaches(partitions: number, size: Pick<PlanSize, 'rows' | 'replacedRows'>, config: Pick<Config, 'CAPACITY_LIMIT' | 'CAPACITY_ROWS_LIMIT'>): string[] {
+function capacityBreaches(partitions: number, size: Pick<PlanSize, 'rows' | 'replacedRows'>, config: Pick<Config, 'CAPACITY_LIMIT' | 'CAPACITY_ROWS_LIMIT'>): string[] {
   const rows = Math.max(size.rows, size.replacedRows);
   return [
     partitions > config.CAPACITY_LIMIT ? `${partitions} partitions, more than CAPACITY_LIMIT (${config.CAPACITY_LIMIT})` : undefined,

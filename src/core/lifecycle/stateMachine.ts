@@ -67,11 +67,6 @@ export const EVENTS = {
 
 export type BackfillEvent = keyof typeof EVENTS;
 
-/** The event that moves a backfill from `from` to `to`, if one does (the step graph's phase exits name theirs so). */
-export function eventBetween(from: BackfillState, to: BackfillState): BackfillEvent | undefined {
-  return (Object.keys(EVENTS) as BackfillEvent[]).find((event) => EVENTS[event].to === to && (EVENTS[event].from as readonly BackfillState[]).includes(from));
-}
-
 export interface Transition {
   backfillId: number;
   event: BackfillEvent;

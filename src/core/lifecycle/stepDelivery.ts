@@ -69,7 +69,7 @@ export function waitOutRateLimits(ctx: StepContext, ref: StepRef, token: string)
 }
 
 /** The step is still this worker's (running, under its token), or ClaimLost: a stop or a takeover came. */
-export async function requireClaim(ctx: StepContext, ref: StepRef, token: string): Promise<void> {
+async function requireClaim(ctx: StepContext, ref: StepRef, token: string): Promise<void> {
   const step = await withTransaction(ctx.pool, (tx) => lockStepClaim(tx, ref));
   if (step?.status === 'running' && step.token === token) return;
   throw new BackfillError(ErrorCode.ClaimLost,

@@ -46,7 +46,7 @@ const STEP_MOVES: Record<StepStatus, readonly StepStatus[]> = {
   skipped: [],
 };
 
-export function canMoveStep(from: StepStatus, to: StepStatus): boolean {
+function canMoveStep(from: StepStatus, to: StepStatus): boolean {
   return STEP_MOVES[from].includes(to);
 }
 
@@ -125,10 +125,6 @@ export function specOf(ref: Pick<StepRef, 'kind' | 'key'>): StepSpec {
 /** A replay or notify key is the consumer, with "@rollback" when it is part of undoing the backfill. */
 export function consumerOf(ref: Pick<StepRef, 'key'>): string {
   return ref.key.split('@')[0] ?? ref.key;
-}
-
-export function stepKeyForHour(hour: Date): string {
-  return `${hour.toISOString().slice(0, 13)}:00Z`;
 }
 
 /** The step kinds a pause blocks, from the graph. */

@@ -30,9 +30,9 @@ import { parseStepSql } from '../recompute/stepSql.js';
 // and only the caller whose insert made the row sends it. Emitting never holds up a backfill: it runs after the
 // step committed, any failure is a timeline row (lineage_emit_failed), and nothing is retried.
 
-export const JOB_NAMESPACE = 'backfill-bot';
-export const PRODUCER = 'urn:backfill-bot';
-export const RUN_EVENT_SCHEMA_URL = 'https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent';
+const JOB_NAMESPACE = 'backfill-bot';
+const PRODUCER = 'urn:backfill-bot';
+const RUN_EVENT_SCHEMA_URL = 'https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent';
 const FACET_SCHEMA_BASE = 'https://openlineage.io/spec/facets/1-0-1';
 /**
  * Where this repository's files are served as they are (GitHub's raw URLs of the main branch). A facet's
@@ -44,7 +44,7 @@ export const REPOSITORY_RAW_URL = 'https://raw.githubusercontent.com/backfill-bo
  * The custom output facet: the hours the backfill rewrote. Named `{prefix}_{name}`, as the specification asks
  * of a facet it does not define, so it can never collide with a standard one.
  */
-export const EMITTED_PARTITIONS_FACET = 'backfillBot_partitions';
+const EMITTED_PARTITIONS_FACET = 'backfillBot_partitions';
 /**
  * Its schema, in this repository. Versioned by folder as OpenLineage's own facets are: a change to the facet is
  * a new folder, so the address an event was sent with keeps meaning what it meant.
@@ -71,7 +71,7 @@ export function backfillRunId(facts: Pick<BackfillRunFacts, 'id' | 'announcedAt'
 }
 
 /** The events the backfill's state calls for, in the order they happened. */
-export function dueEvents(facts: BackfillRunFacts): EmittedEventType[] {
+function dueEvents(facts: BackfillRunFacts): EmittedEventType[] {
   if (!facts.ranAt) return [];
   if (facts.state === 'done') return ['START', 'COMPLETE'];
   if (facts.state === 'failed') return ['START', 'FAIL'];
@@ -81,7 +81,7 @@ export function dueEvents(facts: BackfillRunFacts): EmittedEventType[] {
 }
 
 /** `postgres://host:port` of the database the pipelines' tables live in, without credentials. */
-export function datasetNamespace(databaseUrl: string): string {
+function datasetNamespace(databaseUrl: string): string {
   const url = new URL(databaseUrl);
   return `postgres://${url.hostname}:${url.port || '5432'}`;
 }
@@ -96,7 +96,7 @@ export interface RunDatasets {
   inputs: string[];
 }
 
-export function backfillRunEvent(facts: BackfillRunFacts, eventType: EmittedEventType, datasets: RunDatasets): Record<string, unknown> {
+function backfillRunEvent(facts: BackfillRunFacts, eventType: EmittedEventType, datasets: RunDatasets): Record<string, unknown> {
   const at = eventType === 'START' ? facts.ranAt : facts.finishedAt;
   const first = facts.hours[0];
   const last = facts.hours.at(-1);
@@ -136,7 +136,7 @@ export interface ScannedRelation {
 }
 
 /** Every relation the plan scans, at any depth (joins, subqueries, CTEs, init plans), in plan order. */
-export function scannedRelations(plan: unknown): ScannedRelation[] {
+function scannedRelations(plan: unknown): ScannedRelation[] {
   const found: ScannedRelation[] = [];
   const visit = (node: unknown): void => {
     if (Array.isArray(node)) {

@@ -14,7 +14,7 @@ import { typedText } from '../../markup.js';
 // The decision is a timeline row first, then its effect, in one transaction with the proposal locked: a run
 // event of the same job arriving meanwhile waits for it (src/core/lineage/ingest.ts).
 
-export type ConsumerKind = 'report' | 'export' | 'model';
+type ConsumerKind = 'report' | 'export' | 'model';
 
 /**
  * The job's read rule, given with a confirmation: a run of it that names no hours (no partitions facet, no
@@ -52,7 +52,7 @@ export interface DecisionResult {
  * system schedules; the consumer is told before (notify_rule 'before') and its owner reruns it. An operator can
  * give it a real re-trigger in backfill.consumers afterwards.
  */
-export const LINEAGE_RETRIGGER = {
+const LINEAGE_RETRIGGER = {
   kind: 'sql',
   statements: ['-- registered from OpenLineage: the bot cannot re-run this job; its owner is told before a backfill and reruns it\nSELECT cardinality($1::timestamptz[])'],
 } as const;

@@ -7,14 +7,12 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 //   the custom input facet `backfillPartitions` ({ hours: [ISO 8601 times of whole hours] }), defined here.
 
 /** The custom dataset facet naming the partition hours a job read (inbound) or a backfill wrote (outbound). */
-export const PARTITIONS_FACET = 'backfillPartitions';
-/** Its schema, referenced as every facet's _schemaURL must be: docs/lineage.md describes it. */
-export const PARTITIONS_FACET_SCHEMA_URL = 'urn:backfill-bot:facets:BackfillPartitionsDatasetFacet:1';
+const PARTITIONS_FACET = 'backfillPartitions';
 /**
  * The most hours the facet may list (a month), checked while parsing so a body cannot make a huge array; the
  * bound that applies is hoursRead's `maxHours` (MAX_PARTITIONS), checked before any hour is made.
  */
-export const MAX_HOURS_PER_INPUT = 744;
+const MAX_HOURS_PER_INPUT = 744;
 const MAX_INPUTS = 100;
 
 const isoTime = z.iso.datetime({ offset: true, error: 'must be an ISO 8601 time with a zone, e.g. 2026-11-15T05:00:00Z' });
@@ -29,7 +27,7 @@ const inputDataset = z.looseObject({
   facets: z.looseObject({ [PARTITIONS_FACET]: partitionsFacet.optional() }).optional(),
 });
 
-export const runEventSchema = z.looseObject({
+const runEventSchema = z.looseObject({
   eventType: z.enum(['START', 'RUNNING', 'COMPLETE', 'ABORT', 'FAIL', 'OTHER'], 'must be one of START, RUNNING, COMPLETE, ABORT, FAIL, OTHER').optional(),
   eventTime: isoTime,
   producer: z.string().min(1, 'must name the producer (a URI)'),
@@ -60,46 +58,6 @@ export function parseRunEvent(body: unknown): RunEvent {
   const problems = parsed.error.issues.slice(0, 10).map((issue) =>
     `${pathOf(issue.path)} ${issue.code === 'invalid_type' && issue.input === undefined ? 'is missing' : issue.message}`);
   throw new BackfillError(ErrorCode.BadInput, `Not an OpenLineage RunEvent the bot can read: ${problems.join('; ')}.`);
-}
-
-const HOUR_MS = 3_600_000;
-
-function wholeHour(text: string, where: string): Date {
-  const at = new Date(text);
-  if (at.getTime() % HOUR_MS !== 0) throw new BackfillError(ErrorCode.BadInput, `${where} is ${text}, not a whole hour: partitions are hourly (e.g. 2026-11-15T05:00:00Z).`);
-  return at;
-}
-
-/**
- * The hours one input read: its backfillPartitions facet when it has one, else every hour the run's nominal
- * time touches ([start, end), or the start's hour alone when there is no end). Neither: refused, by name; more
- * than `maxHours` (MAX_PARTITIONS, the most a backfill spans): refused too.
- */
-export function hoursRead(event: RunEvent, inputIndex: number, maxHours: number): Date[] {
-  const input = event.inputs[inputIndex];
-  const facet = input?.facets?.[PARTITIONS_FACET];
-  const tooMany = (count: number, what: string) => new BackfillError(ErrorCode.BadInput,
-    `${what} ${count} hours of inputs[${inputIndex}]; at most ${maxHours} (MAX_PARTITIONS) are accepted per input in one event: send one event per run.`);
-  if (facet) {
-    const hours = facet.hours.map((text, i) => wholeHour(text, `inputs[${inputIndex}].facets.${PARTITIONS_FACET}.hours[${i}]`));
-    const distinct = [...new Map(hours.map((h) => [h.getTime(), h])).values()].sort((a, b) => a.getTime() - b.getTime());
-    if (distinct.length > maxHours) throw tooMany(distinct.length, `inputs[${inputIndex}].facets.${PARTITIONS_FACET}.hours names`);
-    return distinct;
-  }
-  const nominal = event.run.facets?.nominalTime;
-  if (!nominal) {
-    throw new BackfillError(ErrorCode.BadInput,
-      `inputs[${inputIndex}] (${input?.name ?? '?'}) is a pipeline's table, but the event says neither which hours were read ` +
-      `(inputs[${inputIndex}].facets.${PARTITIONS_FACET}.hours) nor the run's nominal time (run.facets.nominalTime).`);
-  }
-  const start = Math.floor(new Date(nominal.nominalStartTime).getTime() / HOUR_MS) * HOUR_MS;
-  const end = nominal.nominalEndTime ? new Date(nominal.nominalEndTime).getTime() : start + 1;
-  if (end <= start && nominal.nominalEndTime) {
-    throw new BackfillError(ErrorCode.BadInput, 'run.facets.nominalTime.nominalEndTime is not after nominalStartTime.');
-  }
-  const count = Math.ceil((end - start) / HOUR_MS);
-  if (count > maxHours) throw tooMany(count, 'run.facets.nominalTime covers');
-  return Array.from({ length: count }, (_, i) => new Date(start + i * HOUR_MS));
 }
 
 /**

@@ -143,7 +143,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
  * What a publish by swap cost: the catalog changes (readers of the target waited that long), and before them
  * the real wait for the swap's locks, with the tries it took (swap.ts, "Locks").
  */
-export interface SwapCost {
+interface SwapCost {
   swapMs: number;
   lockWaitMs: number;
   lockTries: number;

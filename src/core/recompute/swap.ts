@@ -90,15 +90,15 @@ function scannedRelations(node: PlanNode | undefined): string[] {
 }
 
 /** 2026111503: hours sort by name in the store. */
-export function hourCode(hour: Date): string {
+function hourCode(hour: Date): string {
   return hour.toISOString().slice(0, 13).replace(/[-T]/g, '');
 }
 
-export function stagedTableName(backfillId: number, generation: number, hour: Date): string {
+function stagedTableName(backfillId: number, generation: number, hour: Date): string {
   return `p${hourCode(hour)}_b${backfillId}_g${generation}`;
 }
 
-export function savedTableName(backfillId: number, hour: Date): string {
+function savedTableName(backfillId: number, hour: Date): string {
   return `p${hourCode(hour)}_b${backfillId}_saved`;
 }
 
@@ -109,8 +109,8 @@ export function savedTableName(backfillId: number, hour: Date): string {
  * whose btree on (backfill, generation, hour, key) grows with every row, took about 190 ms; into a table of
  * their own, under 90 ms.
  */
-export const baselineTableName = (backfillId: number, generation: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_g${generation}_baseline`;
-export const writtenTableName = (backfillId: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_written`;
+const baselineTableName = (backfillId: number, generation: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_g${generation}_baseline`;
+const writtenTableName = (backfillId: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_written`;
 
 const inStore = (store: RowStore, name: string) => `${store.schema}.${quoteIdent(name)}`;
 

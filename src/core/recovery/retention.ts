@@ -32,8 +32,8 @@ import { formatTime } from '../time.js';
 
 export const RETENTION_ACTOR = 'retention';
 
-export type RowsKind = 'scratch' | 'undo';
-export const STORE_TABLES: Record<RowsKind, readonly StoreTable[]> = { scratch: ['baseline', 'expected'], undo: ['staged', 'saved'] };
+type RowsKind = 'scratch' | 'undo';
+const STORE_TABLES: Record<RowsKind, readonly StoreTable[]> = { scratch: ['baseline', 'expected'], undo: ['staged', 'saved'] };
 
 export interface RetentionCandidate {
   backfillId: number;
@@ -82,7 +82,7 @@ function undoNeverNeeded(candidate: RetentionCandidate): string | undefined {
 }
 
 /** The backfills that still have rows of some kind, with what the rule needs to know about them. */
-export async function listCandidates(db: Queryable, backfillId?: number): Promise<RetentionCandidate[]> {
+async function listCandidates(db: Queryable, backfillId?: number): Promise<RetentionCandidate[]> {
   const rows = await listRetentionCandidates(db, backfillId);
   return rows.map((row) => ({ ...row, supersededBy: row.supersededBy.map(Number) }));
 }
@@ -107,7 +107,7 @@ async function eachStoreTable(db: Queryable, pipeline: string, kind: RowsKind, r
 }
 
 /** The rows of that kind the backfill has in its store, and their bytes (the rows' own size, without index). */
-export async function measureRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
+async function measureRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
   const measured = await eachStoreTable(db, pipeline, kind, (table) => measureStoredRows(db, pipeline, table, backfillId));
   for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) measured.push({ table, ...(await measureTable(db, table)) });
   return measured;
@@ -124,7 +124,7 @@ async function dropRows(db: Queryable, pipeline: string, backfillId: number, kin
   return dropped;
 }
 
-export interface RetentionItem extends Verdict {
+interface RetentionItem extends Verdict {
   backfillId: number;
   pipeline: string;
   state: BackfillState;

@@ -30,7 +30,7 @@ export interface ChartClients {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** "backfill-1-diff.png" for intent bf1:report:diff: one name per intent, which is how a retry recognises it. */
-export function diffChartFilename(backfillId: number, diffIntent: string): string {
+function diffChartFilename(backfillId: number, diffIntent: string): string {
   const step = (diffIntent.split(':').at(-1) ?? 'diff').replace(/[^A-Za-z0-9_-]/g, '-');
   return `backfill-${backfillId}-${step}.png`;
 }

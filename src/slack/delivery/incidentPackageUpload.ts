@@ -20,7 +20,7 @@ type WebClient = webApi.WebClient;
 // that one, and at most MAX_CONCURRENT_BUILDS at once in a process, so memory does not grow with the requests.
 
 /** How long an upload without a file id is taken for one still under way, before a request takes it over. */
-export const UPLOAD_LEASE_MS = 2 * 60_000;
+const UPLOAD_LEASE_MS = 2 * 60_000;
 /** Packages built at once in this process (one per backfill and change; the rest wait their turn). */
 const MAX_CONCURRENT_BUILDS = 2;
 
@@ -53,7 +53,7 @@ async function oneOfFewBuilds<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-export const packageIntent = (backfillId: number, version: string): string => `bf${backfillId}:package:${version.slice(0, 16)}`;
+const packageIntent = (backfillId: number, version: string): string => `bf${backfillId}:package:${version.slice(0, 16)}`;
 
 const comment = (backfillId: number, version: string) =>
   `Incident package of backfill #${backfillId} (version ${version.slice(0, 8)}): the log row and the whole timeline, as Markdown and as JSON.`;

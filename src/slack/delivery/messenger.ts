@@ -41,7 +41,7 @@ export const MESSAGE_EVENT_TYPE = 'backfill_bot_message';
 const POST_TIMEOUT_MS = 15_000;
 
 /** The intent of a backfill's status message in the incident channel (posted once, then updated). */
-export const statusIntent = (backfillId: number): string => `bf${backfillId}:status`;
+const statusIntent = (backfillId: number): string => `bf${backfillId}:status`;
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -66,7 +66,7 @@ function contentTypeOf(headers: FetchRequestInit['headers']): string {
 }
 
 /** `init` with its text body redacted; a FormData's text fields too; its files as they are. */
-export function redactRequest(init: FetchRequestInit | undefined): FetchRequestInit | undefined {
+function redactRequest(init: FetchRequestInit | undefined): FetchRequestInit | undefined {
   const body = init?.body;
   if (!init || body === undefined) return init;
   if (typeof body === 'string') {
