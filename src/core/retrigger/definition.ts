@@ -1,21 +1,23 @@
 import { z } from 'zod';
 import { BackfillError, ErrorCode } from '../../errors.js';
+import { isTimeZone, partitionFormatProblem } from './partitionKeys.js';
 import { TEMPLATE_NAMES, templateNamesIn } from './templates.js';
 import { queueHostProblem, urlProblem, urlShapeProblem } from './urlPolicy.js';
 
-// What a re-trigger is: how a consumer is re-run after its partitions changed. Four kinds, because teams re-run their readers four
-// ways: SQL in the warehouse, a signed webhook, a job on the consumer's own BullMQ queue (for consumers with
-// workers of their own), or an orchestrator's REST API (start a run with the partitions as its configuration,
-// and wait for its end state when the API says how). The same schema checks a stored definition before a
-// replay and the catalog file before it is applied (src/core/catalog/schema.ts), so neither can hold what the
-// other would refuse.
+// What a re-trigger is: how a consumer is re-run after its partitions changed. Teams re-run their readers in
+// these ways: SQL in the warehouse, a signed webhook, a job on the consumer's own BullMQ queue (for consumers with
+// workers of their own), an Airflow 3 DAG run or a Dagster backfill or run (each spoken in its own API, with its
+// own authentication and its own way of telling a retry from a second run), or any other orchestrator's REST API
+// (start a run with the partitions as its configuration, and wait for its end state when the API says how). The
+// same schema checks a stored definition before a replay and the catalog file before it is applied
+// (src/core/catalog/schema.ts), so neither can hold what the other would refuse.
 
 /**
  * A secret is named, never written: `{env: RETRIGGER_SECRET_…}` is read from the worker's environment when the
  * replay runs. Only that prefix, so that whoever may apply the catalog cannot send the bot's own credentials
  * (DATABASE_URL, SLACK_BOT_TOKEN) to a URL of their choosing.
  */
-export const secretRefSchema = z.strictObject({
+const secretRefSchema = z.strictObject({
   env: z.string().regex(/^RETRIGGER_SECRET_[A-Z0-9_]+$/,
     'names an environment variable, which must start with RETRIGGER_SECRET_ (e.g. RETRIGGER_SECRET_ORCH_TOKEN)'),
 });
@@ -44,6 +46,11 @@ function knownPlaceholders(allowed: readonly string[]) {
 
 const positiveMs = z.number().int().positive();
 
+// How often and how long an orchestrator's run is watched. Bounded: a poll every millisecond would hammer the
+// orchestrator, and a wait of years would hold the step (and the backfill) for ever.
+const pollMs = z.number().int().min(10, 'is below 10 ms: poll every 10 ms or more (e.g. 5000)').max(600_000, 'is above 10 minutes: poll at least every 600000 ms');
+const timeoutMs = z.number().int().min(100, 'is below 100 ms').max(86_400_000, 'is above 24 hours: a replay waits at most 86400000 ms');
+
 /**
  * A URL the bot calls: http(s), no credentials, the host written out (urlPolicy.ts). The hosts allowed are the
  * deployment's, not the schema's: the catalog checks them with retriggerUrlProblems, the worker when it calls.
@@ -64,6 +71,61 @@ const restStatusSchema = z.strictObject({
   runIdField: z.string().min(1).optional(),
   pollMs: positiveMs.optional(),
   timeoutMs: positiveMs.optional(),
+});
+
+/** An Airflow 3 deployment's DAG, triggered through its public REST API (airflowRetrigger.ts). */
+const airflowSchema = z.strictObject({
+  kind: z.literal('airflow'),
+  /** The API server's address, e.g. https://airflow.example.com: the bot calls {url}/auth/token and {url}/api/v2/…. */
+  url: remoteUrl,
+  /** Airflow's own rule for a DAG id: letters, digits, `_`, `.` and `-`, at most 250. */
+  dagId: z.string().regex(/^[A-Za-z0-9_.-]{1,250}$/, "is not an Airflow dag_id (letters, digits, '_', '.', '-', at most 250)"),
+  /** Who the bot logs in as at POST /auth/token: a name written out, or {env: RETRIGGER_SECRET_…}. */
+  username: z.union([z.string().min(1), secretRefSchema]),
+  password: secretRefSchema,
+  /**
+   * The run's logical_date: none (null, Airflow 3's manual run; a DAG may run any number of them), or the first
+   * or last corrected hour, for a DAG whose tasks read the hour from it.
+   */
+  logicalDate: z.enum(['first_partition', 'last_partition']).nullable().optional(),
+  pollMs: pollMs.optional(),
+  timeoutMs: timeoutMs.optional(),
+});
+
+/** A Dagster asset's partition key format, as Dagster writes it: strftime directives (partitionKeys.ts). */
+const partitionFormatSchema = z.string().min(1).superRefine((value, issue) => {
+  const problem = partitionFormatProblem(value);
+  if (problem) issue.addIssue({ code: 'custom', message: problem });
+});
+
+/** An asset key as Dagster's UI writes it, path parts joined by `/` (warehouse/settlement_report). */
+const assetKeySchema = z.string().regex(/^[A-Za-z0-9_.-]+(\/[A-Za-z0-9_.-]+)*$/, 'is not an asset key: its path parts joined by "/", e.g. warehouse/settlement_report');
+
+/** A Dagster deployment: a backfill of assets (launchPartitionBackfill) or runs of a job (launchRun), dagsterRetrigger.ts. */
+const dagsterSchema = z.strictObject({
+  kind: z.literal('dagster'),
+  /** The webserver's address (Dagster+: https://<org>.dagster.cloud/<deployment>); GraphQL is {url}/graphql. */
+  url: remoteUrl,
+  /** A backfill of these assets over the corrected partitions. */
+  assets: z.array(assetKeySchema).min(1).optional(),
+  /** Or one run of this job per corrected partition, the partition in the run's dagster/partition tag. */
+  job: z.strictObject({
+    name: z.string().min(1),
+    location: z.string().min(1),
+    repository: z.string().min(1).default('__repository__'),
+  }).optional(),
+  /** How the asset writes its partition keys: "%Y-%m-%d-%H:%M" for HourlyPartitionsDefinition's default. */
+  partitionFormat: partitionFormatSchema,
+  /** The partitions definition's timezone (an IANA name); its keys are local times there. Default UTC. */
+  timezone: z.string().refine(isTimeZone, 'is not an IANA time zone (e.g. UTC, Europe/Berlin)').optional(),
+  /** Dagster+ takes its API token in a header: {Dagster-Cloud-Api-Token: {env: RETRIGGER_SECRET_…}}. */
+  headers: headersSchema.optional(),
+  pollMs: pollMs.optional(),
+  timeoutMs: timeoutMs.optional(),
+}).superRefine((value, issue) => {
+  if ((value.assets === undefined) === (value.job === undefined)) {
+    issue.addIssue({ code: 'custom', path: [value.job ? 'job' : 'assets'], message: 'names either assets (a backfill of those assets) or job (runs of that job), not both and not neither' });
+  }
 });
 
 const queueConnectionSchema = z.union([
@@ -103,11 +165,13 @@ export const retriggerSchema = z.discriminatedUnion('kind', [
     headers: headersSchema.optional(),
     status: restStatusSchema.optional(),
   }),
+  airflowSchema,
+  dagsterSchema,
 ]);
 export type Retrigger = z.infer<typeof retriggerSchema>;
 export type RemoteRetrigger = Exclude<Retrigger, { kind: 'sql' }>;
 
-export const RETRIGGER_SHAPES = '{kind: sql, statements: […]}, {kind: webhook, url}, {kind: bullmq, queue, jobName, …} or {kind: rest, url, …}';
+export const RETRIGGER_SHAPES = '{kind: sql, statements: […]}, {kind: webhook, url}, {kind: bullmq, queue, jobName, …}, {kind: airflow, url, dagId, username, password, …}, {kind: dagster, url, assets or job, partitionFormat, …} or {kind: rest, url, …}';
 
 export function parseRetrigger(consumer: string, value: unknown): Retrigger {
   const parsed = retriggerSchema.safeParse(value);
@@ -120,12 +184,12 @@ export function parseRetrigger(consumer: string, value: unknown): Retrigger {
 }
 
 /**
- * The URLs of a re-trigger (a webhook's, a REST call's and its status, a queue's connection) whose hosts
+ * The URLs of a re-trigger (a webhook's, an orchestrator's, a REST call's and its status, a queue's connection) whose hosts
  * RETRIGGER_ALLOWED_HOSTS does not allow, each with its place in the
  * definition and a sentence that never repeats a credential: what the catalog refuses besides the schema's checks.
  */
 export function retriggerUrlProblems(retrigger: Retrigger, allowedHosts: readonly string[]): { path: string; problem: string }[] {
-  const urls = retrigger.kind === 'webhook' ? [{ path: 'url', url: retrigger.url }]
+  const urls = retrigger.kind === 'webhook' || retrigger.kind === 'airflow' || retrigger.kind === 'dagster' ? [{ path: 'url', url: retrigger.url }]
     : retrigger.kind === 'rest' ? [{ path: 'url', url: retrigger.url }, ...(retrigger.status ? [{ path: 'status.url', url: retrigger.status.url }] : [])]
       : [];
   const problems = urls.flatMap(({ path, url }) => {

@@ -19,10 +19,10 @@ import { isCredentialParameter, quoteOutside, REDACTED } from '../../redaction.j
 // The catalog checks the first three when it is applied; the worker checks everything again when it calls,
 // after resolving the host, and connects to the addresses it checked (outboundHttp.ts).
 
-export const ALLOWED_HOSTS_VARIABLE = 'RETRIGGER_ALLOWED_HOSTS';
+const ALLOWED_HOSTS_VARIABLE = 'RETRIGGER_ALLOWED_HOSTS';
 const ALLOWED_HOSTS_EXAMPLE = 'airflow.internal,*.orchestrator.example.com,10.0.4.12';
 
-export interface ResolvedAddress {
+interface ResolvedAddress {
   address: string;
   family: 4 | 6;
 }
@@ -52,7 +52,7 @@ const HOST_NAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`);
 const WILDCARD = new RegExp(`^\\*\\.${LABEL}(?:\\.${LABEL})+$`);
 
 /** An IP address as one spelling (IPv6 compressed, lowercase, no brackets), whatever way it was written. */
-export function canonicalAddress(address: string): string {
+function canonicalAddress(address: string): string {
   const bare = address.replace(/^\[|\]$/g, '');
   if (isIP(bare) !== 6) return bare;
   return new URL(`http://[${bare}]/`).hostname.slice(1, -1);
@@ -178,7 +178,7 @@ function coveredByWildcard(host: string, entries: readonly string[]): boolean {
 }
 
 /** Why the host may not be reached, as a sentence naming the host and what to set, or undefined when it may. */
-export function hostProblem(host: string, allowedHosts: readonly string[]): string | undefined {
+function hostProblem(host: string, allowedHosts: readonly string[]): string | undefined {
   if (allowedHosts.length === 0) {
     return `reaches ${host}, and ${ALLOWED_HOSTS_VARIABLE} is not set, so no remote re-trigger host is allowed: set ${ALLOWED_HOSTS_VARIABLE}=${host} (comma-separated; *.example.com covers the names under it) where the catalog is applied and on every worker`;
   }
