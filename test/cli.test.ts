@@ -7,7 +7,6 @@ import { createSlackHarness, type SlackHarness } from './support/slackApp.js';
 
 const me = `cli:${userInfo().username}@${hostname()}`;
 
-
 describe('the backfill CLI', () => {
   let engine: TestEngine;
   const cliWith = (env: Record<string, string>, ...args: string[]) => runCli(engine, env, ...args);

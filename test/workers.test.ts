@@ -28,7 +28,6 @@ afterEach(async () => {
   engine = undefined;
 });
 
-
 async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));

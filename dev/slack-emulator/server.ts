@@ -248,4 +248,3 @@ export async function listen(server: Server): Promise<number> {
   });
   return (server.address() as AddressInfo).port;
 }
-

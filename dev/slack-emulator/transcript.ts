@@ -217,4 +217,3 @@ export function renderTranscript(entries: Entry[]): string {
   for (const [title, lines] of sections) out.push(`=== ${title} ===`, ...lines, '');
   return out.join('\n');
 }
-

@@ -25,7 +25,7 @@ export function parseCommand(surface: Surface, words: readonly string[]): Comman
   // An issue with no path is about the whole command (a reason too long): its message is the sentence.
   const what = !detail ? 'Missing or extra arguments. '
     : detail.path.length === 0 ? `${detail.message} `
-      : `\`${typedText(String(args[Number(detail.path[0] ?? 0)] ?? ''))}\` ${detail.message}. `;
+    : `\`${typedText(String(args[Number(detail.path[0] ?? 0)] ?? ''))}\` ${detail.message}. `;
   const usage = usageOf(spec, surface);
   throw new BackfillError(ErrorCode.BadInput, `${what}Usage: ${surface === 'slack' ? `\`${usage}\`` : `backfill ${usage}`}`);
 }

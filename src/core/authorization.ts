@@ -21,7 +21,6 @@ export { principalOf, runActing, type Acting } from '../db/acting.js';
 
 export type Rule = 'anyone' | 'operator' | 'owner' | 'signer';
 
-
 /**
  * Refuses an action the actor may not take under `rule`, with a sentence saying who may. The owner and signer
  * rules are checked again, against the rows, by the core function that takes the action; this checks what can

@@ -10,8 +10,7 @@ import { replay } from './retrigger/replayStep.js';
 // recompute, retrigger, file). The order they run in is the step graph's (src/core/lifecycle/stepGraph.ts); how
 // one runs (claim, lease, fence, failure) is src/core/lifecycle/runStep.ts.
 
-;
-export { STEP_KINDS,  type StepRef } from './lifecycle/stepGraph.js';
+export { STEP_KINDS, type StepRef } from './lifecycle/stepGraph.js';
 export type { StepContext, StepOutcome } from './lifecycle/runStep.js';
 
 const PROCEDURE: Record<StepRef['kind'], StepBody> = {

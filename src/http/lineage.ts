@@ -194,7 +194,7 @@ async function outcomeAnswer(deps: LineageRouteDeps, outcome: IngestOutcome): Pr
           (deps.log ?? console.error)(`lineage proposal #${outcome.proposalId} could not be posted to Slack: ${describeError(error)}`));
       }
       const withoutHours = outcome.withoutHours > 0
-        ? { withoutHours: outcome.withoutHours, note: "an unknown job: its reads wait for an operator to confirm who it is; those without hours count once the operator gives the job a read rule" }
+        ? { withoutHours: outcome.withoutHours, note: 'an unknown job: its reads wait for an operator to confirm who it is; those without hours count once the operator gives the job a read rule' }
         : { note: 'an unknown job: its reads wait for an operator to confirm who it is' };
       return { status: 202, body: { outcome: 'pending', proposal: outcome.proposalId, reads: outcome.reads, ...withoutHours } };
     }

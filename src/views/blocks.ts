@@ -18,8 +18,6 @@ import { costsBlocks } from './costs.js';
 import { slackText } from '../markup.js';
 import { codeSections, context, fit, header, limitBlocks, LIMITS, mrkdwn, section, sections, type Block } from './layout.js';
 
-;
-
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
 
 export const ActionId = {

@@ -25,7 +25,6 @@ export function incidentPackageJson(p: IncidentPackage): string {
 // ---------------------------------------------------------------------------------------------------------
 // Markdown
 
-
 /** An instant to the second: 2026-11-16 07:00:00 UTC. */
 function formatInstant(isoTime: string): string {
   const at = new Date(isoTime);

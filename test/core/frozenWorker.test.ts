@@ -232,7 +232,6 @@ describe('a worker frozen inside a publish', () => {
   });
 });
 
-
 describe('a worker process stopped (SIGSTOP) inside a publish', () => {
   it('loses its transaction at the takeover, the taker publishes, and resumed (SIGCONT) it commits nothing', async () => {
     engine = await createTestEngine('month-end');

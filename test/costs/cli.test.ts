@@ -5,7 +5,6 @@ import { formatCount, formatDuration } from '../../src/views/costs.js';
 import { runCli } from '../support/cli.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
-
 describe('backfill costs --since, in a terminal', () => {
   let engine: TestEngine;
   let backfillId: number;

@@ -140,7 +140,7 @@ describe('POST /lineage, as the OpenLineage specification allows', () => {
   });
 
   describe('a COMPLETE that does not say which hours it read', () => {
-    it("is not refused: a mapped job without a read rule is ignored, naming the table and what would have said the hours", async () => {
+    it('is not refused: a mapped job without a read rule is ignored, naming the table and what would have said the hours', async () => {
       const sent = await post(complete('finance.settlement'));
       expect(sent.status).toBe(200);
       expect(sent.body.outcome).toBe('ignored');

@@ -122,8 +122,8 @@ async function checkEnvelopes(model: Model, system: ModelSystem): Promise<void> 
     if (t.duplicated > 0) throw new InvariantViolation(`${where} was published with ${t.duplicated} duplicate key(s) in its staged data`);
     const breach = t.missing > 0 ? `${t.missing} live key(s) missing from the staged data`
       : t.lost > 0 ? `${t.lost} planned row(s) gone from the staged data`
-        : t.planned > 0 && t.stagedKnown !== t.expected ? `staged total over planned rows ${t.stagedKnown} ≠ announced ${t.expected}`
-          : undefined;
+      : t.planned > 0 && t.stagedKnown !== t.expected ? `staged total over planned rows ${t.stagedKnown} ≠ announced ${t.expected}`
+      : undefined;
     if (breach && !t.acceptedBy) throw new InvariantViolation(`${where} was published outside its envelope (${breach}) and nobody accepted that partition`);
     const modelled = model.backfills.find((b) => b.id === t.id);
     if (modelled && sourceChangedInsideWindow(model, modelled, t.hour.toISOString()) && !t.acceptedBy) {

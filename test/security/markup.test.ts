@@ -134,7 +134,7 @@ describe('outside text in Slack and on a terminal', () => {
       try {
         expectInert(message);
       } catch (error) {
-        throw new Error(`${name}: ${textsOf(message).filter((t) => (t.match(/```/g) ?? []).length % 2 === 1).join(" || ")}`, { cause: error });
+        throw new Error(`${name}: ${textsOf(message).filter((t) => (t.match(/```/g) ?? []).length % 2 === 1).join(' || ')}`, { cause: error });
       }
     }
     // What was typed is still there, to be read: Slack shows the entities as the characters.

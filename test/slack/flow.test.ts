@@ -11,7 +11,6 @@ const blocksText = (call: RecordedCall | undefined) => JSON.stringify(call?.para
 const postsTo = (h: SlackHarness, channel: string) => h.slack.callsTo('chat.postMessage').filter((c) => c.params.channel === channel && !c.params.thread_ts);
 const threadReplies = (h: SlackHarness, channel: string) => h.slack.callsTo('chat.postMessage').filter((c) => c.params.channel === channel && c.params.thread_ts);
 
-
 describe('night 15 from /backfill start to the diff, through the signed Bolt receiver', () => {
   let h: SlackHarness;
   const value = (consumer: string) => encodeButtonValue({ backfillId: 1, consumer });

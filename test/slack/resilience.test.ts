@@ -4,7 +4,6 @@ import { countRows } from '../support/engine.js';
 import { createSlackHarness, type SlackHarness } from '../support/slackApp.js';
 import { waitUntil } from '../support/wait.js';
 
-
 const dmPosts = (h: SlackHarness) => h.slack.callsTo('chat.postMessage').filter((c) => String(c.params.channel).startsWith('D'));
 
 describe('Slack answering 429 and 500', () => {

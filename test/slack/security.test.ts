@@ -5,7 +5,6 @@ import { countRows } from '../support/engine.js';
 import { createSlackHarness, type SlackHarness } from '../support/slackApp.js';
 import { waitUntil } from '../support/wait.js';
 
-
 describe('who may do what, and forged requests', () => {
   let h: SlackHarness;
   beforeAll(async () => {

@@ -163,4 +163,3 @@ export async function approvedNight15(ctx: StepContext, why: string): Promise<nu
   await startApproved(ctx, backfill.id);
   return backfill.id;
 }
-

@@ -10,7 +10,6 @@ export interface CatalogChangeFacts {
   changed: readonly string[];
 }
 
-
 /**
  * What changed, what was held back because of it (`halted`: nothing more is published, a consumer is not
  * re-triggered, a continue is refused), and the two ways on: the catalog put back as it was announced, then a

@@ -191,7 +191,7 @@ export function parseRetrigger(consumer: string, value: unknown): Retrigger {
 export function retriggerUrlProblems(retrigger: Retrigger, allowedHosts: readonly string[]): { path: string; problem: string }[] {
   const urls = retrigger.kind === 'webhook' || retrigger.kind === 'airflow' || retrigger.kind === 'dagster' ? [{ path: 'url', url: retrigger.url }]
     : retrigger.kind === 'rest' ? [{ path: 'url', url: retrigger.url }, ...(retrigger.status ? [{ path: 'status.url', url: retrigger.status.url }] : [])]
-      : [];
+    : [];
   const problems = urls.flatMap(({ path, url }) => {
     const problem = urlProblem(url, allowedHosts);
     return problem ? [{ path, problem }] : [];

@@ -18,7 +18,6 @@ type WebClient = webApi.WebClient;
 // files.completeUploadExternal) and only the last one shares the file, so an attempt that died before it
 // left nothing anyone can see.
 
-
 export interface ChartClients {
   pool: Pool;
   /** Reads the thread (conversations.replies); its own retries are harmless for a read. */

@@ -304,7 +304,7 @@ export class SlackMessenger implements Messenger {
    * still post after the taker's lookup; its step then commits nothing (the commit's claim check, claim_lost).
    */
   private async postMessage(args: webApi.ChatPostMessageArguments, intent: string, options: DeliveryOptions):
-    Promise<{ posted: webApi.ChatPostMessageResponse } | { recorded: { channel: string; ts: string } }> {
+  Promise<{ posted: webApi.ChatPostMessageResponse } | { recorded: { channel: string; ts: string } }> {
     for (let waited = false; ; waited = true) {
       await options.confirmSending?.();
       if (waited) {
