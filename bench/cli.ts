@@ -10,8 +10,8 @@
 // One more run of each CLI command records which of the heavy packages it loaded (help should load none of them,
 // status only pg). Printed, and written to bench/cli-results.json (the latest run on each kind of database).
 
+import { recordRun } from './resultsFile.js';
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,6 +28,7 @@ import { spread, type Spread } from './stats.js';
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = path.join(ROOT, 'bin/backfill.mjs');
+const RESULTS_NOTE = 'npm run bench -- --cli: the latest run on each kind of database, keyed cli[-embedded]; seconds';
 const RESULTS_FILE = fileURLToPath(new URL('./cli-results.json', import.meta.url));
 const CLI_DATABASE = 'backfill_bot_bench_cli';
 /** Seconds, on this machine: what a person waits for before the answer. */
@@ -134,19 +135,6 @@ function print(rows: Timed[], runs: number): void {
   }
 }
 
-function writeCliResults(key: string, result: Record<string, unknown>): void {
-  let runs: Record<string, unknown> = {};
-  if (existsSync(RESULTS_FILE)) {
-    try {
-      runs = (JSON.parse(readFileSync(RESULTS_FILE, 'utf8')) as { runs?: Record<string, unknown> }).runs ?? {};
-    } catch (error) {
-      console.error(`${RESULTS_FILE} was not readable JSON (${(error as Error).message}); starting it over`);
-    }
-  }
-  runs[key] = result;
-  writeFileSync(RESULTS_FILE, `${JSON.stringify({ note: 'npm run bench -- --cli: the latest run on each kind of database, keyed cli[-embedded]; seconds', runs }, null, 2)}\n`);
-}
-
 export async function benchCli(argv: string[], progress: (message: string) => void): Promise<void> {
   const parsed = parseCliArgs(argv);
   if (parsed === 'help') {
@@ -179,7 +167,7 @@ export async function benchCli(argv: string[], progress: (message: string) => vo
     }
     print(rows, parsed.runs);
     const key = `cli${backends.database === 'embedded' ? '-embedded' : ''}`;
-    writeCliResults(key, { at: new Date().toISOString(), runs: parsed.runs, node: process.version, nproc: os.availableParallelism(), loadAverage: os.loadavg(), commands: rows });
+    recordRun(RESULTS_FILE, RESULTS_NOTE, key, { at: new Date().toISOString(), runs: parsed.runs, node: process.version, nproc: os.availableParallelism(), loadAverage: os.loadavg(), commands: rows });
     progress(`wrote ${path.relative(process.cwd(), RESULTS_FILE)} (entry ${key})`);
   } finally {
     await dropDatabase(databaseUrl).catch((error: unknown) => console.error(`clean-up: could not drop ${CLI_DATABASE}: ${(error as Error).message}`));

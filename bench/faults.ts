@@ -10,7 +10,7 @@
 // PostgreSQL restart runs on an embedded PostgreSQL the script starts for it in a data folder of its own (the one
 // server it restarts); on the shared server the PostgreSQL fault ends the run's sessions instead.
 
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { recordRun } from './resultsFile.js';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +20,7 @@ import { loadConfig } from '../src/config.js';
 import { isBackfillError } from '../src/errors.js';
 import { boundMs, FAULTS, fmt, runFaults, SWEEP_MS, type Fault, type FaultOptions, type FaultSummary } from './faultRun.js';
 
+const RESULTS_NOTE = 'npm run faults: the latest run of each kind, keyed <queue backend>-<server>; times in ms from the fault';
 const RESULTS_FILE = fileURLToPath(new URL('./faults-results.json', import.meta.url));
 
 export const USAGE = `npm run faults -- [options]
@@ -72,20 +73,6 @@ export function faultsTable(summaries: FaultSummary[]): string {
   return [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
 }
 
-/** One entry per kind of run (the queue backend and the server), as bench/results.json keeps the bench's. */
-function writeResults(key: string, result: Record<string, unknown>): void {
-  let runs: Record<string, unknown> = {};
-  if (existsSync(RESULTS_FILE)) {
-    try {
-      runs = (JSON.parse(readFileSync(RESULTS_FILE, 'utf8')) as { runs?: Record<string, unknown> }).runs ?? {};
-    } catch (error) {
-      console.error(`${RESULTS_FILE} was not readable JSON (${(error as Error).message}); starting it over`);
-    }
-  }
-  runs[key] = result;
-  writeFileSync(RESULTS_FILE, `${JSON.stringify({ note: 'npm run faults: the latest run of each kind, keyed <queue backend>-<server>; times in ms from the fault', runs }, null, 2)}\n`);
-}
-
 const started = performance.now();
 function progress(line: string): void {
   console.log(`[${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
@@ -114,7 +101,7 @@ async function main(): Promise<void> {
   console.log(faultsTable(summaries));
   for (const s of summaries) console.log(`  ${s.fault}: ${s.how}`);
   const key = `${config.REDIS_URL ? 'redis' : 'postgres'}-${backends.database}`;
-  writeResults(key, {
+  recordRun(RESULTS_FILE, RESULTS_NOTE, key, {
     at: new Date().toISOString(),
     machine: { nproc: os.availableParallelism(), cpuModel: os.cpus()[0]?.model ?? 'unknown', node: process.version, platform: `${os.platform()} ${os.release()}` },
     args: parsed, sweepMs: SWEEP_MS, boundMs: boundMs(parsed), server: backends.database,

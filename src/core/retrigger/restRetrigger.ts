@@ -1,10 +1,10 @@
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { quoteOutside, redact } from '../../redaction.js';
-import { callChecked, type OutboundCall } from './outboundHttp.js';
-import { replayKey, resolveSecret, urlPolicyFor, type ReplayCall, type RetriggerEnvironment } from './call.js';
+import { retryableStatus, sendJson } from './orchestratorHttp.js';
+import { replayKey, resolveSecret, type ReplayCall, type RetriggerEnvironment } from './call.js';
 import type { Retrigger } from './definition.js';
 import { fillTemplate, valueAt, type TemplateValues } from './templates.js';
-import { checkUrlForCall, type NameOfCall } from './urlPolicy.js';
+import type { NameOfCall } from './urlPolicy.js';
 
 // A re-trigger through an orchestrator's REST API: one call starts a run with the corrected partitions as its
 // configuration, under an idempotency key that every attempt of the step repeats (so an orchestrator that
@@ -22,8 +22,6 @@ type RestStatus = NonNullable<RestRetrigger['status']>;
 
 const DEFAULT_POLL_MS = 2_000;
 const DEFAULT_TIMEOUT_MS = 10 * 60_000;
-// Worth another attempt: the orchestrator is busy or briefly away. Any other 4xx will answer the same again.
-const RETRYABLE_STATUS = new Set([408, 425, 429]);
 
 export interface RestOutcome {
   url: string;
@@ -52,21 +50,8 @@ function headersOf(retrigger: RestRetrigger, call: ReplayCall, env: RetriggerEnv
   return headers;
 }
 
-/** Checks the URL as it is now (placeholders filled, DNS answered), calls it, and reads its answer as JSON if it is. */
-async function send(url: string, call: OutboundCall, what: NameOfCall, env: RetriggerEnvironment): Promise<{ status: number; json: unknown; text: string }> {
-  const checked = await checkUrlForCall(url, urlPolicyFor(env), what);
-  const answer = await callChecked(what, checked, call);
-  let json: unknown;
-  try {
-    json = answer.text ? JSON.parse(answer.text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  return { status: answer.status, json, text: answer.text };
-}
-
 function refuseAnswer(what: NameOfCall, url: string, status: number, text: string): never {
-  const retryable = status >= 500 || RETRYABLE_STATUS.has(status);
+  const retryable = retryableStatus(status);
   throw new BackfillError(ErrorCode.StepFailed, `${what(quoteOutside(url))} answered ${status}${text ? `: ${quoteOutside(text)}` : ''}`, { retryable });
 }
 
@@ -80,7 +65,7 @@ export async function callRest(retrigger: RestRetrigger, call: ReplayCall, env: 
   const values = templateValues(call);
   const url = String(fillTemplate(retrigger.url, values, true));
   const what = (quoted: string) => `the re-trigger of ${call.consumer} at ${quoted}`;
-  const answer = await send(url, {
+  const answer = await sendJson(url, {
     method: retrigger.method ?? 'POST', headers: headersOf(retrigger, call, env),
     body: JSON.stringify(fillTemplate(retrigger.body ?? DEFAULT_BODY, values)), timeoutMs: env.config.WEBHOOK_TIMEOUT_MS,
   }, what, env);
@@ -102,7 +87,7 @@ async function waitForEnd(retrigger: RestRetrigger, status: RestStatus, values: 
   const run = `${call.consumer}'s run ${quoteOutside(String(values.run_id), 100)}`;
   const what = (quoted: string) => `the status of ${run} at ${quoted}`;
   for (;;) {
-    const answer = await send(url, { method: 'GET', headers: headersOf(retrigger, call, env), timeoutMs: env.config.WEBHOOK_TIMEOUT_MS }, what, env);
+    const answer = await sendJson(url, { method: 'GET', headers: headersOf(retrigger, call, env), timeoutMs: env.config.WEBHOOK_TIMEOUT_MS }, what, env);
     if (answer.status < 200 || answer.status > 299) refuseAnswer(what, url, answer.status, answer.text);
     const found = valueAt(answer.json, status.field);
     const state = typeof found === 'string' || typeof found === 'number' || typeof found === 'boolean' ? String(found) : undefined;
