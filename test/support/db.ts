@@ -2,7 +2,9 @@
 // per `vitest run`: a clone of the seeded month takes a fraction of a second, seeding it takes seconds.
 // Set KEEP_TEST_DB=1 to keep each test database (its name is printed) and look at it with psql afterwards.
 
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool, quoteIdent } from '../../src/db/pool.js';
@@ -13,10 +15,27 @@ import type { TargetShape } from '../../dev/demo/seed.js';
 export type TemplateScenario = DemoScenario | 'month-end-partitioned';
 export type TestScenario = 'empty' | TemplateScenario;
 
+/**
+ * What the templates are built from: the migrations and the demo world. Two checkouts testing on one server (a
+ * branch with a migration more, say) each get templates of their own, named by this digest, instead of cloning a
+ * template the other migrated past them ("the database is at migration 25 but this code only knows 24"). Those of
+ * an older digest stay on the server (another checkout may still clone them): drop them by hand when done.
+ */
+function templateDigest(): string {
+  const hash = createHash('sha256');
+  for (const folder of ['../../migrations/', '../../dev/demo/']) {
+    const dir = fileURLToPath(new URL(folder, import.meta.url));
+    for (const name of readdirSync(dir).sort()) hash.update(name).update(readFileSync(`${dir}${name}`));
+  }
+  return hash.digest('hex').slice(0, 8);
+}
+
+const DIGEST = templateDigest();
+
 export const TEMPLATE_DATABASES: Record<TemplateScenario, string> = {
-  'month-end': 'backfill_bot_test_tpl_month_end',
-  'night-9-outage': 'backfill_bot_test_tpl_night9',
-  'month-end-partitioned': 'backfill_bot_test_tpl_month_end_part',
+  'month-end': `backfill_bot_test_tpl_month_end_${DIGEST}`,
+  'night-9-outage': `backfill_bot_test_tpl_night9_${DIGEST}`,
+  'month-end-partitioned': `backfill_bot_test_tpl_month_end_part_${DIGEST}`,
 };
 
 /**
