@@ -4,4 +4,6 @@
 
 export { startSlackEmulator, type PostedMessage, type SlackEmulator } from './emulator.js';
 export type { RecordedCall } from './state.js';
-export { postBlockAction, postEvent, postSlashCommand, signSlackBody, type EventPostOptions, type SignedPostOptions } from './requests.js';
+export {
+  postBlockAction, postEvent, postShortcut, postSlashCommand, postViewSubmission, signSlackBody, type EventPostOptions, type SignedPostOptions, type SubmittedView,
+} from './requests.js';

@@ -107,6 +107,8 @@ export async function postBlockAction(
     messageTs?: string;
     responseUrl?: string;
     teamId?: string;
+    /** The trigger_id the press carries (a fresh one when not given), to find the views.open it led to. */
+    triggerId?: string;
   },
   options: SignedPostOptions = {},
 ): Promise<Response> {
@@ -122,7 +124,7 @@ export async function postBlockAction(
     api_app_id: TEST_API_APP_ID,
     token: LEGACY_TOKEN,
     container: { type: 'message', message_ts: messageTs, channel_id: channel, is_ephemeral: false },
-    trigger_id: triggerId(),
+    trigger_id: payload.triggerId ?? triggerId(),
     team: { id: teamId, domain: TEAM_DOMAIN },
     enterprise: null,
     is_enterprise_install: false,
@@ -144,6 +146,85 @@ export async function postBlockAction(
     state: { values: {} },
     response_url: payload.responseUrl ?? DEAD_RESPONSE_URL,
     actions: [action],
+  };
+  const body = new URLSearchParams({ payload: JSON.stringify(json) }).toString();
+  return postSigned(eventsUrl, secret, body, 'application/x-www-form-urlencoded', options);
+}
+
+/** A view as Slack sends it back in a submission: the view the app opened, with what the person entered. */
+export interface SubmittedView {
+  id?: string;
+  callbackId: string;
+  privateMetadata?: string;
+  /** The input blocks' state: block id → action id → the element's value, shaped as Slack sends it. */
+  values: Record<string, Record<string, Record<string, unknown>>>;
+  blocks?: unknown[];
+}
+
+export async function postViewSubmission(
+  eventsUrl: string,
+  secret: string,
+  payload: { user: string; userName?: string; view: SubmittedView; teamId?: string },
+  options: SignedPostOptions = {},
+): Promise<Response> {
+  const teamId = payload.teamId ?? TEST_TEAM_ID;
+  const name = payload.userName ?? payload.user.toLowerCase();
+  const { view } = payload;
+  const json = {
+    type: 'view_submission',
+    team: { id: teamId, domain: TEAM_DOMAIN },
+    user: { id: payload.user, username: name, name, team_id: teamId },
+    api_app_id: TEST_API_APP_ID,
+    token: LEGACY_TOKEN,
+    trigger_id: triggerId(),
+    view: {
+      id: view.id ?? `V${unique().toUpperCase()}`,
+      team_id: teamId,
+      type: 'modal',
+      blocks: view.blocks ?? [],
+      private_metadata: view.privateMetadata ?? '',
+      callback_id: view.callbackId,
+      state: { values: view.values },
+      hash: `${nowSeconds()}.${unique()}`,
+      title: { type: 'plain_text', text: 'Modal', emoji: true },
+      clear_on_close: false,
+      notify_on_close: false,
+      close: null,
+      submit: { type: 'plain_text', text: 'Submit', emoji: true },
+      previous_view_id: null,
+      root_view_id: view.id ?? null,
+      app_id: TEST_API_APP_ID,
+      external_id: '',
+      app_installed_team_id: teamId,
+      bot_id: 'BBOT',
+    },
+    response_urls: [],
+    is_enterprise_install: false,
+    enterprise: null,
+  };
+  const body = new URLSearchParams({ payload: JSON.stringify(json) }).toString();
+  return postSigned(eventsUrl, secret, body, 'application/x-www-form-urlencoded', options);
+}
+
+/** A global shortcut (the lightning-bolt menu), with a fresh trigger_id. */
+export async function postShortcut(
+  eventsUrl: string,
+  secret: string,
+  payload: { user: string; userName?: string; callbackId: string; teamId?: string },
+  options: SignedPostOptions = {},
+): Promise<Response> {
+  const teamId = payload.teamId ?? TEST_TEAM_ID;
+  const name = payload.userName ?? payload.user.toLowerCase();
+  const json = {
+    type: 'shortcut',
+    token: LEGACY_TOKEN,
+    action_ts: actionTs(),
+    team: { id: teamId, domain: TEAM_DOMAIN },
+    user: { id: payload.user, username: name, team_id: teamId },
+    is_enterprise_install: false,
+    enterprise: null,
+    callback_id: payload.callbackId,
+    trigger_id: triggerId(),
   };
   const body = new URLSearchParams({ payload: JSON.stringify(json) }).toString();
   return postSigned(eventsUrl, secret, body, 'application/x-www-form-urlencoded', options);

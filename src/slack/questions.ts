@@ -19,8 +19,23 @@ export async function answerQuestion(ctx: EngineContext, text: string, user: str
   return paidAgainstMessage(answer);
 }
 
-/** The Home tab: the backfills in flight with their gate, the latest log rows, what backfills cost, the latest diff chart. */
-export async function homeTab(ctx: EngineContext): Promise<types.HomeView> {
+/** A message's permalink from Slack (chat.getPermalink), or undefined when Slack gives none. */
+export type Permalink = (channel: string, ts: string) => Promise<string | undefined>;
+
+/**
+ * The Home tab: a "Start a backfill" button, the backfills in flight with their gate and a link to their incident
+ * thread, the latest log rows, what backfills cost, the latest diff chart. A thread whose link Slack does not give
+ * is named by its channel: the tab is published all the same.
+ */
+export async function homeTab(ctx: EngineContext, permalink?: Permalink): Promise<types.HomeView> {
   const home = await loadHome(ctx);
-  return withLatestDiffChart(homeView(home), home.latestChart);
+  const threadLinks = new Map<number, string>();
+  if (permalink) {
+    await Promise.all(home.inFlight.map(async ({ backfill }) => {
+      if (!backfill.incidentChannel || !backfill.statusTs) return;
+      const link = await permalink(backfill.incidentChannel, backfill.statusTs).catch(() => undefined);
+      if (link) threadLinks.set(backfill.id, link);
+    }));
+  }
+  return withLatestDiffChart(homeView({ ...home, threadLinks }), home.latestChart);
 }

@@ -15,6 +15,7 @@ import { backfillProgress, slackProgress } from './progress.js';
 import { formatHour, formatHourRange, formatMoney, formatSignedMoney, formatTime, moneyOrNone, slackPerson } from './format.js';
 import type { CostSummary } from '../core/file/costs.js';
 import { costsBlocks } from './costs.js';
+import { statusActionsBlocks } from './statusActions.js';
 import { slackText } from '../markup.js';
 import { codeSections, context, fit, header, limitBlocks, LIMITS, mrkdwn, section, sections, type Block } from './layout.js';
 
@@ -140,7 +141,12 @@ export function statusMessage(report: BackfillReport, now: Date = new Date()): M
     ...sections(`*Progress:* ${progress}`, [...why, waitingOn(report, slackPerson, backticks, outside)]),
     context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
   ];
-  return { text: outside(title), blocks: limitBlocks(blocks, LIMITS.messageBlocks, `\`/backfill log ${backfill.id}\` puts the whole backfill in the incident thread.`) };
+  // The actions possible now close the message, and never give way to a long gate (src/views/statusActions.ts).
+  const actions = statusActionsBlocks(report);
+  return {
+    text: outside(title),
+    blocks: [...limitBlocks(blocks, LIMITS.messageBlocks - actions.length, `\`/backfill log ${backfill.id}\` puts the whole backfill in the incident thread.`), ...actions],
+  };
 }
 
 /**
@@ -150,6 +156,60 @@ export function statusMessage(report: BackfillReport, now: Date = new Date()): M
  */
 const DIFF_TABLE_CHARS = 9000;
 
+/**
+ * Slack's table block has room for 100 rows, its column heads among them; Slack is known to show one table per
+ * message, after the message's other blocks, whatever its place among them. Its cells are raw text (no markup, no mentions), so they hold
+ * the bot's own hours and figures only; what people wrote stays in the sections around it.
+ */
+const TABLE_ROWS = 100;
+
+/** A table block over the first rows that fit, how many those are, and how many characters its cells hold. */
+interface Table {
+  block: Block;
+  shown: number;
+  chars: number;
+}
+
+function tableBlock(head: readonly string[], rows: readonly (readonly string[])[], align: readonly ('left' | 'right')[]): Table {
+  const shown = rows.slice(0, TABLE_ROWS - 1);
+  const all = [head, ...shown];
+  return {
+    // A raw_text cell must hold a character: a missing value shows as the dash it shows as everywhere.
+    block: { type: 'table', column_settings: align.map((side) => ({ align: side })), rows: all.map((row) => row.map((text) => ({ type: 'raw_text' as const, text: text || '—' }))) },
+    shown: shown.length,
+    chars: all.reduce((sum, row) => sum + row.reduce((cells, text) => cells + text.length, 0), 0),
+  };
+}
+
+/**
+ * The per-partition diff twice: as Slack's table, and as the code-fenced text that every client shows (an app that
+ * cannot show tables, a notification's preview), sharing DIFF_TABLE_CHARS. Each says where the rest is when it
+ * cannot hold every partition. The table comes last, where Slack shows it.
+ */
+function perPartitionBlocks(report: BackfillReport, room: number): { text: Block[]; table: Block | undefined } {
+  const { backfill, targets } = report;
+  const diffOf = (t: BackfillReport['targets'][number]) => (t.totalAfter === null ? '—' : formatSignedMoney(subtractMoney(t.totalAfter, t.totalBefore)));
+  const grid = tableBlock(['Partition', 'Rows before', 'Rows after', 'Total before', 'Total after', 'Difference'],
+    targets.map((t) => [formatHour(t.partitionHour), String(t.rowsBefore), t.rowsAfter === null ? '—' : String(t.rowsAfter), money(t.totalBefore), money(t.totalAfter), diffOf(t)]),
+    ['left', 'right', 'right', 'right', 'right', 'right']);
+  const where = `the incident package has every one (\`/backfill log ${backfill.id}\` puts it in the incident thread)`;
+  const tableNote = grid.shown < targets.length
+    ? [context(`:page_facing_up: The table holds the first ${grid.shown} of the ${targets.length} partitions (${formatHourRange(targets[0]?.partitionHour ?? backfill.firstHour, targets[grid.shown - 1]?.partitionHour ?? backfill.lastHour)}): ` +
+      `a Slack table has room for ${TABLE_ROWS - 1}; ${where}.`)]
+    : [];
+  const rows = targets.map((t) =>
+    `${formatHour(t.partitionHour)}  ${String(t.rowsBefore).padStart(4)} → ${String(t.rowsAfter ?? '—').padEnd(4)}  ${money(t.totalBefore).padStart(11)} → ${money(t.totalAfter).padStart(11)}  ${diffOf(t)}`);
+  // The text takes the blocks the rest leaves, keeping one for its note and one for the table's.
+  const text = codeSections('*Per partition* (rows, total)', 'partition          rows          before →       after  difference', rows,
+    room - 2, DIFF_TABLE_CHARS - grid.chars);
+  const rest = targets.slice(text.shown);
+  const more = rest.length > 0
+    ? [section(`:page_facing_up: ${rest.length} more partition(s), ${formatHourRange(rest[0]?.partitionHour ?? backfill.firstHour, rest.at(-1)?.partitionHour ?? backfill.lastHour)}, ` +
+      `are not shown here as text: ${grid.shown === targets.length ? 'the table holds them, and ' : ''}${where}.`)]
+    : [];
+  return { text: [...text.blocks, ...more, ...tableNote], table: targets.length > 0 ? grid.block : undefined };
+}
+
 /** The diff posted when the compare is done: what finance asks for, next to every correction. */
 export function diffMessage(report: BackfillReport): Message {
   const { backfill } = report;
@@ -157,10 +217,6 @@ export function diffMessage(report: BackfillReport): Message {
     `*${outside(f.report)} ${outside(f.period)}*: signed *${money(f.signedTotal)}* by ${slackPerson(f.signedBy)} at ${formatTime(f.signedAt)} → now *${money(f.reportAfter)}*, difference *${f.diff === null ? '—' : formatSignedMoney(f.diff)}*`);
   const replays = report.steps.filter((s) => s.kind === 'replay').map((s, i) =>
     `${i + 1}. ${outside(s.key)}: ${s.status}${s.finishedAt ? ` at ${formatTime(s.finishedAt)}` : ''}`);
-  const rows = report.targets.map((t) => {
-    const diff = t.totalAfter === null ? '—' : formatSignedMoney(subtractMoney(t.totalAfter, t.totalBefore));
-    return `${formatHour(t.partitionHour)}  ${String(t.rowsBefore).padStart(4)} → ${String(t.rowsAfter ?? '—').padEnd(4)}  ${money(t.totalBefore).padStart(11)} → ${money(t.totalAfter).padStart(11)}  ${diff}`;
-  });
   const unavailable = report.targets.filter((t) => t.status === 'unavailable').map((t) => formatHour(t.partitionHour));
   const restored = report.targets.filter((t) => t.status === 'restored').map((t) => formatHour(t.partitionHour));
   const notes = [
@@ -185,18 +241,14 @@ export function diffMessage(report: BackfillReport): Message {
     ].join('\n')),
     ...sections('*Consumers re-triggered, in order*', replays.length ? replays : ['none']),
   ];
-  // The table takes the blocks the rest leaves, keeping one for the note when it does not all fit.
-  const table = codeSections('*Per partition* (rows, total)', 'partition          rows          before →       after  difference', rows,
-    LIMITS.messageBlocks - lead.length - 1, DIFF_TABLE_CHARS);
-  const left = rows.length - table.shown;
-  const rest = report.targets.slice(table.shown);
-  const more = left > 0
-    ? [section(`:page_facing_up: ${left} more partition(s), ${formatHourRange(rest[0]?.partitionHour ?? backfill.firstHour, rest.at(-1)?.partitionHour ?? backfill.lastHour)}, ` +
-      `are not shown here: the full table is in the incident package (\`/backfill log ${backfill.id}\` puts it in the incident thread).`)]
-    : [];
+  // The per-partition rows take the blocks the rest leaves, the table one of them.
+  const partitions = perPartitionBlocks(report, LIMITS.messageBlocks - lead.length - 1);
   return {
     text: `Backfill #${backfill.id} ${title}: total ${money(backfill.totalBefore)} → ${money(backfill.totalAfter)} (${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)})`,
-    blocks: limitBlocks([...lead, ...table.blocks, ...more], LIMITS.messageBlocks, `the whole diff is in the incident package (\`/backfill log ${backfill.id}\`).`),
+    blocks: [
+      ...limitBlocks([...lead, ...partitions.text], LIMITS.messageBlocks - (partitions.table ? 1 : 0), `the whole diff is in the incident package (\`/backfill log ${backfill.id}\`).`),
+      ...(partitions.table ? [partitions.table] : []),
+    ],
   };
 }
 
@@ -239,15 +291,36 @@ export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
     : `*Current figure:* ${formatMoney(answer.current.total)} (after backfill #${answer.current.backfillId ?? '?'}; not signed again since)`;
   // The signed figure and the current one lead: however many corrections there are, those two are always shown.
   const report = outside(answer.report);
+  const whole = `\`backfill paid-against ${report} ${outside(answer.period)}\` on the CLI lists every correction.`;
+  const table = correctionsTable(answer, whole);
   return {
     text: `${report} ${outside(answer.period)}: paid against ${formatMoney(answer.signatures[0]?.total ?? '0')}; current ${formatMoney(answer.current.total)}`,
-    blocks: limitBlocks([
-      header(`What we paid against: ${answer.report}, ${answer.period}`),
-      ...sections('*Signed*', signatures),
-      section(current),
-      ...sections('*Corrections since*', corrections.length ? corrections : ['none: the signed figure stands']),
-    ], LIMITS.messageBlocks, `\`backfill paid-against ${report} ${outside(answer.period)}\` on the CLI lists every correction.`),
+    blocks: [
+      ...limitBlocks([
+        header(`What we paid against: ${answer.report}, ${answer.period}`),
+        ...sections('*Signed*', signatures),
+        section(current),
+        ...sections('*Corrections since*', corrections.length ? corrections : ['none: the signed figure stands']),
+        ...table.note,
+      ], LIMITS.messageBlocks - table.blocks.length, whole),
+      ...table.blocks,
+    ],
   };
+}
+
+/**
+ * The corrections' figures as Slack's table, beside the sections that say them in words (with the people and
+ * the reasons, which a table's raw cells cannot hold as Slack's markup); none when nothing was corrected.
+ */
+function correctionsTable(answer: PaidAgainstAnswer, whole: string): { blocks: Block[]; note: Block[] } {
+  if (answer.corrections.length === 0) return { blocks: [], note: [] };
+  const grid = tableBlock(['Backfill', 'Corrected to', 'Against signed', 'Announced', 'Ran', 'Finished'],
+    answer.corrections.map((c) => [`#${c.backfillId}`, formatMoney(c.corrected), formatSignedMoney(c.diffFromSigned), formatTime(c.announcedAt), c.ranAt ? formatTime(c.ranAt) : '—', formatTime(c.finishedAt)]),
+    ['left', 'right', 'right', 'left', 'left', 'left']);
+  const note = grid.shown < answer.corrections.length
+    ? [context(`:page_facing_up: The table holds the first ${grid.shown} of the ${answer.corrections.length} corrections: a Slack table has room for ${TABLE_ROWS - 1}; ${whole}`)]
+    : [];
+  return { blocks: [grid.block], note };
 }
 
 export interface HomeData {
@@ -255,13 +328,31 @@ export interface HomeData {
   recent: BackfillRow[];
   /** What the backfills of the last quarters cost (src/views/costs.ts renders it). */
   costs?: CostSummary;
+  /** The permalink of each backfill's status message (the head of its incident thread), by backfill id, where Slack gave one. */
+  threadLinks?: ReadonlyMap<number, string>;
 }
 
-/** The App Home tab: backfills in flight with their gate, and the latest log rows with their differences. */
+/** The action id of the Home tab's "Start a backfill" button: it opens the start form (src/views/startModal.ts). */
+export const START_FORM_ACTION = 'backfill_start_form';
+
+/** Where a backfill in flight is followed: its incident thread, else its channel; one started on the CLI has neither. */
+function incidentLine(backfill: BackfillRow, link: string | undefined): string {
+  if (!backfill.incidentChannel) return '_No incident channel: started from the CLI._';
+  // The link is Slack's own permalink; escaped so that nothing in it can end the link early.
+  if (link) return `<${outside(link).replaceAll('|', '%7C')}|Incident thread> in <#${backfill.incidentChannel}>`;
+  return `Incident channel: <#${backfill.incidentChannel}>`;
+}
+
+/** The App Home tab: a "Start a backfill" button, backfills in flight with their gate, and the latest log rows with their differences. */
 export function homeView(data: HomeData, now: Date = new Date()): types.HomeView {
   const inFlight = data.inFlight.flatMap((report): Block[] => sections(
     `*#${report.backfill.id} ${outside(report.backfill.pipeline)}*, ${formatHourRange(report.backfill.firstHour, report.backfill.lastHour)}: ${describeState(report.backfill.state)}`,
-    report.consumers.length ? report.consumers.map((c) => gateLine(c, now)) : ['no readers']));
+    [incidentLine(report.backfill, data.threadLinks?.get(report.backfill.id)), ...(report.consumers.length ? report.consumers.map((c) => gateLine(c, now)) : ['no readers'])]));
+  const start: Block = {
+    type: 'actions',
+    block_id: 'home_start',
+    elements: [{ type: 'button', action_id: START_FORM_ACTION, style: 'primary', text: { type: 'plain_text', text: 'Start a backfill' } }],
+  };
   const recent = data.recent.map((b) =>
     `#${b.id} ${outside(b.pipeline)} ${formatHourRange(b.firstHour, b.lastHour)}: ${b.state} · before ${money(b.totalBefore)} · after ${money(b.totalAfter)} · ` +
     `difference ${b.diff === null ? '—' : formatSignedMoney(b.diff)}`);
@@ -273,10 +364,12 @@ export function homeView(data: HomeData, now: Date = new Date()): types.HomeView
     context('Ask "what did we pay against on YYYY-MM-DD?" by mentioning the bot or in a DM, or use `/backfill paid-against &lt;report&gt; &lt;date&gt;`.'),
     ...(data.costs ? [{ type: 'divider' } as const, ...costsBlocks(data.costs)] : []),
   ];
-  const room = Math.max(2, LIMITS.viewBlocks - CHART_BLOCKS - after.length - 1);
+  // The button and the header come first, whatever gives way.
+  const room = Math.max(2, LIMITS.viewBlocks - CHART_BLOCKS - after.length - 2);
   return {
     type: 'home',
     blocks: limitBlocks([
+      start,
       header('Backfills in flight'),
       ...limitBlocks(inFlight.length ? inFlight : [section('None right now.')], room, '`/backfill status` lists the recent backfills.'),
       ...after,

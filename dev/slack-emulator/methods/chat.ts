@@ -73,9 +73,19 @@ function chatPostEphemeral(state: EmulatorState, params: Rec): Rec {
   return { ok: true, message_ts: ts };
 }
 
+/** A message's permalink, as Slack words it for a workspace (the domain is the emulator's team). */
+function chatGetPermalink(state: EmulatorState, params: Rec): Rec {
+  const channel = str(params.channel);
+  const ts = str(params.message_ts);
+  const entry = channel === undefined || ts === undefined ? undefined : state.messages.get(messageKey(channel, ts));
+  if (!entry || entry.deleted || channel === undefined || ts === undefined) return { ok: false, error: 'message_not_found' };
+  return { ok: true, channel, permalink: `https://harborlight.slack.com/archives/${channel}/p${ts.replace('.', '')}` };
+}
+
 export const CHAT_METHODS: Record<string, MethodHandler> = {
   'chat.postMessage': chatPostMessage,
   'chat.update': chatUpdate,
   'chat.delete': chatDelete,
   'chat.postEphemeral': chatPostEphemeral,
+  'chat.getPermalink': chatGetPermalink,
 };
