@@ -3,17 +3,11 @@ import { rememberName, runCommand } from '../commands/run.js';
 import { recordingRefusals } from '../core/refusals.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { ButtonReference } from '../views/blocks.js';
+import { jsonText } from './buttonValue.js';
 import { slackEffects, type SlackDeps } from './deps.js';
 
-const buttonValueSchema = z.string().transform((value, issue) => {
-  try {
-    return JSON.parse(value) as unknown;
-  } catch {
-    issue.addIssue({ code: 'custom', message: 'not JSON' });
-    return z.NEVER;
-  }
 // The consumer is a catalog name: anything else (a NUL, markup) is no button of the bot's, refused before the database.
-}).pipe(z.object({ b: z.number().int().positive(), c: z.string().regex(/^[a-z][a-z0-9_]{0,62}$/) }).transform((v): ButtonReference => ({ backfillId: v.b, consumer: v.c })));
+const buttonValueSchema = jsonText.pipe(z.object({ b: z.number().int().positive(), c: z.string().regex(/^[a-z][a-z0-9_]{0,62}$/) }).transform((v): ButtonReference => ({ backfillId: v.b, consumer: v.c })));
 
 /** The button's reference, or a refusal: a value is never trusted beyond naming what was clicked. */
 export function parseButtonValue(value: string | undefined): ButtonReference {

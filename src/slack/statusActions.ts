@@ -13,6 +13,7 @@ import {
   alreadyDoneSentence, ConfirmationField, confirmationModal, continueChoice, possibleActions, refusedModal, STATUS_ACTIONS, staleButtonSentence,
   type ConfirmationReference, type StatusAction, type StatusButtonReference,
 } from '../views/statusActions.js';
+import { jsonText } from './buttonValue.js';
 import { slackEffects, type SlackDeps } from './deps.js';
 
 // The buttons of the status message and the confirmations they open. A press is checked (who, and whether the
@@ -20,14 +21,6 @@ import { slackEffects, type SlackDeps } from './deps.js';
 // since time passed and someone else may have acted, and then runs the typed command's use case with the typed
 // command's rule. Every refusal is recorded in the timeline (recordingRefusals) and changes nothing else.
 
-const jsonText = z.string().transform((value, issue) => {
-  try {
-    return JSON.parse(value) as unknown;
-  } catch {
-    issue.addIssue({ code: 'custom', message: 'not JSON' });
-    return z.NEVER;
-  }
-});
 const referenceFields = { b: z.number().int().positive(), s: z.enum(BackfillState), a: z.enum(STATUS_ACTIONS) };
 const buttonSchema = jsonText.pipe(z.object(referenceFields).transform((v): StatusButtonReference => ({ backfillId: v.b, state: v.s, action: v.a })));
 const confirmationSchema = jsonText.pipe(z.object({ ...referenceFields, c: z.string().regex(/^[CDG][A-Z0-9]+$/) })
