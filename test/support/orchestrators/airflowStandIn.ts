@@ -1,7 +1,7 @@
 import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { serveStandIn } from './standInServer.js';
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
@@ -216,20 +216,9 @@ export async function startAirflowStandIn(options: AirflowStandInOptions): Promi
     return refuse(res, req, 404, 'Not Found');
   };
 
-  const server: Server = createServer((req, res) => {
-    let text = '';
-    req.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-    req.on('end', () => {
-      try {
-        handle(req, res, text);
-      } catch (error) {
-        res.writeHead(500, { 'content-type': 'text/plain' }).end(`stand-in fault: ${(error as Error).message}`);
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const served = await serveStandIn(handle, (res, message) => res.writeHead(500, { 'content-type': 'text/plain' }).end(message));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: served.url,
     runs, requests, logins,
     revokeTokens: () => {
       for (const { token } of logins) {
@@ -237,9 +226,6 @@ export async function startAirflowStandIn(options: AirflowStandInOptions): Promi
         if (claims) revoked.add(claims.jti);
       }
     },
-    close: () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: served.close,
   };
 }

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { serveStandIn } from './standInServer.js';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { GraphqlSchema, parseOperation, type Selection } from './graphqlSchema.js';
 
 // A Dagster webserver's GraphQL endpoint (POST /graphql) as Dagster's published schema defines it
@@ -183,24 +183,10 @@ export async function startDagsterStandIn(options: DagsterStandInOptions): Promi
     reply(200, { data: { [root.name]: schema.project(root.selections as Selection[], value) } }, data.operationName, variables);
   };
 
-  const server: Server = createServer((req, res) => {
-    let text = '';
-    req.on('data', (chunk: Buffer) => { text += chunk.toString(); });
-    req.on('end', () => {
-      try {
-        handle(req, res, text);
-      } catch (error) {
-        res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ data: null, errors: [{ message: `stand-in fault: ${(error as Error).message}` }] }));
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const served = await serveStandIn(handle, (res, message) => res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ data: null, errors: [{ message }] })));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: served.url,
     backfills, runs, requests,
-    close: () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: served.close,
   };
 }
