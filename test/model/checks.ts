@@ -38,20 +38,31 @@ export function isRawDatabaseMessage(message: string): boolean {
 
 /**
  * What a refusal must leave as it was: states, steps, targets, acknowledgements, overrides and the day's live
- * rows. (The timeline is left out: a refusal is recorded there.)
+ * rows, one line each. (The timeline is left out: a refusal is recorded there.)
  */
-export async function fingerprint(system: ModelSystem): Promise<string> {
-  const { rows } = await system.ctx.pool.query<{ f: string }>(
-    `SELECT md5(coalesce(string_agg(x, '|' ORDER BY x), '')) AS f FROM (
+export async function fingerprint(system: ModelSystem): Promise<readonly string[]> {
+  const { rows } = await system.ctx.pool.query<{ x: string }>(
+    `SELECT x FROM (
        SELECT concat_ws(',', 'b', id, state, paused_reason) FROM backfill.backfills
        UNION ALL SELECT concat_ws(',', 's', backfill_id, kind, step_key, status) FROM backfill.backfill_steps
        UNION ALL SELECT concat_ws(',', 't', backfill_id, partition_hour, status, accepted_by) FROM backfill.backfill_targets
        UNION ALL SELECT concat_ws(',', 'a', backfill_id, consumer) FROM backfill.acknowledgements
        UNION ALL SELECT concat_ws(',', 'o', backfill_id, consumer) FROM backfill.gate_overrides
-       UNION ALL SELECT concat_ws(',', 'r', md5(coalesce(string_agg(t::text, '|' ORDER BY partition_hour, order_id), '')))
+       UNION ALL SELECT concat_ws(',', 'r', order_id, md5(t::text))
          FROM warehouse.orders t WHERE partition_hour >= $1::timestamptz AND partition_hour < $1::timestamptz + interval '1 day'
-     ) q(x)`, [`${DAY}T00:00:00Z`]);
-  return rows[0]?.f ?? '';
+     ) q(x) ORDER BY x COLLATE "C"`, [`${DAY}T00:00:00Z`]);
+  return rows.map((row) => row.x);
+}
+
+/**
+ * Whether two fingerprints agree, leaving out the live rows another writer (a late row landing between a
+ * rollback's statements) wrote between them: those rows are that writer's, not the refused action's.
+ */
+export function sameFingerprint(before: readonly string[], after: readonly string[], otherWriters: readonly string[] = []): boolean {
+  const theirs = new Set(otherWriters.map((orderId) => `r,${orderId},`));
+  const ours = (lines: readonly string[]) => lines.filter((line) => !theirs.has(line.slice(0, line.indexOf(',', 2) + 1)));
+  const [left, right] = [ours(before), ours(after)];
+  return left.length === right.length && left.every((line, index) => line === right[index]);
 }
 
 /**
