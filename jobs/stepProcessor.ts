@@ -3,9 +3,10 @@ import { executeStep, type StepContext, type StepOutcome } from '../src/core/pro
 import { isBackfillError } from '../src/errors.js';
 import { logger } from '../src/log.js';
 import { dispatch } from '../src/queue/stepQueue.js';
-import { REMIND_JOB, remindPayloadSchema, RETENTION_JOB, retentionPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from '../src/queue/registry.js';
+import { ESCALATE_JOB, escalatePayloadSchema, REMIND_JOB, remindPayloadSchema, RETENTION_JOB, retentionPayloadSchema, STALE_READER_JOB, staleReaderPayloadSchema, stepPayloadSchema } from '../src/queue/registry.js';
 import { tellStaleReader } from '../src/core/retrigger/catchUps.js';
 import { sendReminder } from '../src/core/announce/reminders.js';
+import { failEscalation, sendEscalation, type EscalationOutcome } from '../src/core/announce/escalation.js';
 import { pruneStoredRows, RETENTION_ACTOR } from '../src/core/recovery/retention.js';
 
 /**
@@ -13,7 +14,7 @@ import { pruneStoredRows, RETENTION_ACTOR } from '../src/core/recovery/retention
  * failure against the step; on the last attempt (or one that retrying cannot fix) BullMQ is told not to retry.
  */
 export function createStepProcessor(ctx: StepContext, queue: Queue) {
-  return async (job: Job): Promise<StepOutcome | 'reminded' | 'not_due' | 'told' | { pruned: number }> => {
+  return async (job: Job): Promise<StepOutcome | EscalationOutcome | 'reminded' | 'not_due' | 'told' | { pruned: number }> => {
     if (job.name === RETENTION_JOB) {
       retentionPayloadSchema.parse(job.data);
       // Only what no rollback can need: the rows of a backfill whose rollback is still allowed wait for an operator.
@@ -31,8 +32,9 @@ export function createStepProcessor(ctx: StepContext, queue: Queue) {
       (ctx.log ?? logger()).info({ job: job.name, backfillId, consumer, sent }, sent ? `reminded the owner of ${consumer}` : `no reminder due for ${consumer}`);
       return sent ? 'reminded' : 'not_due';
     }
-    const step = stepPayloadSchema.parse(job.data);
     const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+    if (job.name === ESCALATE_JOB) return escalate(ctx, escalatePayloadSchema.parse(job.data), finalAttempt);
+    const step = stepPayloadSchema.parse(job.data);
     try {
       // executeStep records a failure against the step itself (retry, or on the last attempt fail it and the backfill).
       const outcome = await executeStep(ctx, step, { finalAttempt });
@@ -46,4 +48,22 @@ export function createStepProcessor(ctx: StepContext, queue: Queue) {
       throw error;
     }
   };
+}
+
+/**
+ * One escalation step (src/core/announce/escalation.ts). A failure is retried like a step's; the last one marks the
+ * step failed, so that nothing names it as next any more.
+ */
+async function escalate(ctx: StepContext, key: { backfillId: number; consumer: string; step: number }, finalAttempt: boolean): Promise<EscalationOutcome> {
+  try {
+    const outcome = await sendEscalation(ctx, key);
+    if (outcome !== 'not_due' && outcome !== 'already_done') await ctx.messenger.changed(key.backfillId);
+    (ctx.log ?? logger()).info({ job: ESCALATE_JOB, ...key, outcome }, `escalation step ${key.step} of ${key.consumer}: ${outcome}`);
+    return outcome;
+  } catch (error) {
+    if (!finalAttempt) throw error;
+    await failEscalation(ctx, key, error);
+    await ctx.messenger.changed(key.backfillId);
+    throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
+  }
 }

@@ -3,6 +3,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { EngineMetrics } from './core/context.js';
 import { BackfillState } from './core/states.js';
 import { countBackfillsByState, findOutstandingAcknowledgements, type OutstandingAcknowledgements } from './db/metrics.js';
+import { listAcknowledgementWaits } from './db/escalations.js';
 import type { Pool } from './db/pool.js';
 import { logger, type Logger } from './log.js';
 import { redact } from './redaction.js';
@@ -10,9 +11,9 @@ import { redact } from './redaction.js';
 // The Prometheus metrics of one app (GET /metrics). Each app has a registry of its own, not prom-client's
 // global one: the tests run several apps in one process, and two registrations of one name in one registry throw.
 //
-// Two kinds of series. Read from the rows when scraped (collect callbacks): backfills by state and the
-// acknowledgements outstanding, which the database knows whichever process did the work, and the queue's
-// depth. Counted where they happen, in this process: step durations, rows published, Slack API errors and 429s.
+// Two kinds of series. Read from the rows when scraped (collect callbacks): backfills by state, the
+// acknowledgements outstanding and how long each given one took, which the database knows whichever process did
+// the work, and the queue's depth. Counted where they happen, in this process: step durations, rows published, Slack API errors and 429s.
 
 /** The series' names, as the dashboard (ops/grafana/backfill-bot.json) and docs/operating.md list them. */
 const METRIC_NAMES = {
@@ -20,6 +21,7 @@ const METRIC_NAMES = {
   stepDuration: 'backfill_step_duration_seconds',
   acksOutstanding: 'backfill_acknowledgements_outstanding',
   oldestAckAge: 'backfill_acknowledgement_oldest_age_seconds',
+  ackWait: 'backfill_acknowledgement_wait_seconds',
   slackErrors: 'backfill_slack_api_errors_total',
   slackRateLimited: 'backfill_slack_api_rate_limited_total',
   queueJobs: 'backfill_queue_jobs',
@@ -51,6 +53,9 @@ const GATE_STATES = [BackfillState.Announced, BackfillState.Held];
 const QUEUE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'failed'] as const;
 /** Step bodies run from milliseconds (a message) to many minutes (a large partition's stage). */
 const STEP_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/** An owner answers in minutes, after an escalation in hours, over a weekend in days. */
+const ACK_WAIT_BUCKETS = [60, 300, 600, 1800, 3600, 7200, 14_400, 28_800, 86_400, 259_200];
 
 /** Default Node series that are gauges despite their `_total` (see the constructor). */
 const GAUGES_NAMED_TOTAL = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
@@ -184,6 +189,20 @@ export class Metrics implements EngineMetrics {
       name: METRIC_NAMES.acksOutstanding, help: 'Acknowledgements the gates still wait for (read from the database when scraped).', registers,
       async collect() {
         await guarded('acknowledgements', async () => this.set((await read()).count), () => this.reset());
+      },
+    });
+    // From the rows, like the gauges: the acknowledgement is pressed in whichever process Slack reached, and the
+    // record keeps every one. Labels from the catalog's fixed sets only (the consumer's kind; the last escalation
+    // step sent before it, or none), never a consumer's name.
+    new Histogram({
+      name: METRIC_NAMES.ackWait, help: 'Time from an announcement going out to its acknowledgement, by consumer kind and how far its escalation had gone (read from the database when scraped).',
+      labelNames: ['kind', 'escalated_to'], buckets: ACK_WAIT_BUCKETS, registers,
+      async collect() {
+        await guarded('acknowledgement_waits', async () => {
+          const waits = await listAcknowledgementWaits(pool);
+          this.reset();
+          for (const wait of waits) this.observe({ kind: wait.kind, escalated_to: wait.escalatedTo }, wait.seconds);
+        }, () => this.reset());
       },
     });
     new Gauge({

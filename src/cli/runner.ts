@@ -1,7 +1,9 @@
 import type { EngineContext } from '../core/context.js';
-import type { Messenger, OwnerMessage } from '../core/messenger.js';
+import type { EscalationMessage, EscalationReach, Messenger, OwnerMessage } from '../core/messenger.js';
 import type { Notice } from '../core/notices.js';
 import { person, PLAIN, terminalNoticeText, type TextStyle } from '../views/text.js';
+import { escalationText } from '../views/waiting.js';
+import { terminalText } from '../markup.js';
 import { loadBackfillReport, type BackfillReport } from '../core/file/status.js';
 import { ACTIVE_STATES } from '../core/states.js';
 import { backfillProgress, plainProgressLine, terminalProgressLine } from '../views/progress.js';
@@ -34,6 +36,14 @@ export class PrintingMessenger implements Messenger {
 
   async remind(message: OwnerMessage): Promise<void> {
     this.print(`(reminder to ${person(message.owner, this.style)}: backfill #${message.backfillId} still waits for ${message.consumer})`);
+  }
+
+  async escalate(message: EscalationMessage): Promise<EscalationReach> {
+    const { to } = message;
+    const whom = to.kind === 'channel' ? `channel ${to.channel}` : to.kind === 'delegates' ? to.users.map((user) => person(user, this.style)).join(', ')
+      : 'user' in to ? person(to.user, this.style) : `user group ${to.usergroup}`;
+    this.print(`--- escalation to ${whom} ---\n${escalationText(message, (id) => person(id, this.style), terminalText, terminalText)}`);
+    return { users: to.kind === 'delegates' ? to.users : 'user' in to ? [to.user] : [], ...(to.kind === 'channel' ? { channel: to.channel } : {}), unreachable: [] };
   }
 
   async changed(): Promise<void> {}

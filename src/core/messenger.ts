@@ -51,6 +51,33 @@ export interface DeliveryOptions {
   confirmSending?: () => Promise<void>;
 }
 
+/** Whom one step of an owner's escalation path tells (src/core/announce/escalation.ts decides, a messenger delivers). */
+export type EscalationRecipients =
+  | { kind: 'delegates'; users: string[] }
+  | { kind: 'channel'; channel: string }
+  | { kind: 'oncall'; user: string }
+  | { kind: 'oncall'; usergroup: string };
+
+export interface EscalationMessage {
+  backfillId: number;
+  consumer: string;
+  owner: string;
+  /** The owner's announcement: a delegate gets it again, with its buttons, to answer in the owner's place. */
+  notice: Notice;
+  /** What is said about the wait; the messenger words it for where it goes (src/views/waiting.ts). */
+  facts: { pipeline: string; since: Date | null; step: number; steps: number };
+  to: EscalationRecipients;
+  /** Names this step's delivery: a channel's post is `<intent>`, each person's DM `<intent>:<user>`, each once. */
+  intent: string;
+}
+
+/** Whom a step reached: the people sent a DM (a user group's members as Slack listed them), or the channel; and whom Slack refused. */
+export interface EscalationReach {
+  users: string[];
+  channel?: string;
+  unreachable: { user: string; slackError: string }[];
+}
+
 export interface Messenger {
   /** The announcement to an owner who must acknowledge; returns where it landed, so it can be updated. */
   announce(message: OwnerMessage, options?: DeliveryOptions): Promise<Landed | undefined>;
@@ -62,6 +89,11 @@ export interface Messenger {
   reportReconciliation(backfillId: number, intent: string, options?: DeliveryOptions): Promise<void>;
   /** An owner has not acknowledged after the configured delay: say it again, and say so where it was asked. */
   remind(message: OwnerMessage): Promise<void>;
+  /**
+   * An owner has not acknowledged within a step of their consumer's escalation path: tell the step's people.
+   * Throws `undeliverable` when it can reach none of them (a channel Slack refuses, a user group with no member).
+   */
+  escalate(message: EscalationMessage): Promise<EscalationReach>;
   /** A plain message to one person (a stale reader told the numbers are now real). */
   directMessage(user: string, notice: Notice, intent: string): Promise<void>;
   /** A plain message in the backfill's incident channel (an announcement that cannot be delivered, say). */

@@ -26,6 +26,8 @@ export interface CatalogConsumerRow {
   dependsOn: string[];
   retrigger: unknown;
   reportTotalSql: string | null;
+  /** The escalation path, as the file declares it (src/core/announce/escalationPath.ts); empty: none. */
+  escalation: unknown[];
 }
 
 export interface CatalogSignerRow {
@@ -63,7 +65,7 @@ export async function readCatalogRows(db: Queryable): Promise<CatalogRows> {
   const consumers = await db.query<CatalogConsumerRow>(
     `SELECT c.name, c.kind, c.owner, c.pipeline, c.notify_rule AS "notifyRule", c.explicit_rank AS "explicitRank",
             coalesce((SELECT array_agg(d.depends_on ORDER BY d.depends_on) FROM backfill.consumer_dependencies d WHERE d.consumer = c.name), '{}') AS "dependsOn",
-            c.retrigger, c.report_total_sql AS "reportTotalSql"
+            c.retrigger, c.report_total_sql AS "reportTotalSql", c.escalation
      FROM backfill.consumers c ORDER BY c.name`);
   const signers = await db.query<CatalogSignerRow>('SELECT report, signer FROM backfill.signers ORDER BY report, signer');
   return { pipelines: pipelines.rows, consumers: consumers.rows, signers: signers.rows };
@@ -84,13 +86,13 @@ export async function upsertCatalogPipeline(tx: Queryable, pipeline: CatalogPipe
 /** The consumer's row; its dependencies are written by setConsumerDependencies. */
 export async function upsertCatalogConsumer(tx: Queryable, consumer: Omit<CatalogConsumerRow, 'dependsOn'>): Promise<void> {
   await tx.query(
-    `INSERT INTO backfill.consumers (name, kind, owner, pipeline, notify_rule, explicit_rank, retrigger, report_total_sql)
-     VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::int, $7::jsonb, $8::text)
+    `INSERT INTO backfill.consumers (name, kind, owner, pipeline, notify_rule, explicit_rank, retrigger, report_total_sql, escalation)
+     VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::int, $7::jsonb, $8::text, $9::jsonb)
      ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, owner = EXCLUDED.owner, pipeline = EXCLUDED.pipeline,
        notify_rule = EXCLUDED.notify_rule, explicit_rank = EXCLUDED.explicit_rank, retrigger = EXCLUDED.retrigger,
-       report_total_sql = EXCLUDED.report_total_sql`,
+       report_total_sql = EXCLUDED.report_total_sql, escalation = EXCLUDED.escalation`,
     [consumer.name, consumer.kind, consumer.owner, consumer.pipeline, consumer.notifyRule, consumer.explicitRank,
-      JSON.stringify(consumer.retrigger), consumer.reportTotalSql]);
+      JSON.stringify(consumer.retrigger), consumer.reportTotalSql, JSON.stringify(consumer.escalation)]);
 }
 
 /**

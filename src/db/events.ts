@@ -12,7 +12,8 @@ export type EventKind =
   | 'staged' | 'unavailable' | 'paused' | 'continued' | 'stopped' | 'write_fenced' | 'rolled_back'
   | 'capacity_approved' | 'late_rows_kept' | 'delegate_added' | 'delegate_removed'
   | 'claim_lost' | 'step_blocked' | 'undeliverable' | 'sized' | 'pruned' | 'catalog_applied'
-  | 'lineage_proposed' | 'lineage_confirmed' | 'lineage_rejected' | 'lineage_emitted' | 'lineage_emit_failed';
+  | 'lineage_proposed' | 'lineage_confirmed' | 'lineage_rejected' | 'lineage_emitted' | 'lineage_emit_failed'
+  | 'escalated' | 'escalation_stopped' | 'escalation_not_sent';
 
 export interface TimelineEvent {
   id: number;

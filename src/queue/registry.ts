@@ -18,6 +18,18 @@ export const remindPayloadSchema = z.object({
   consumer: z.string().min(1),
 });
 
+/**
+ * A delayed job: one step of an owner's escalation path. Not a step either: whether it is due, and whether the
+ * owner has answered, is read from the rows (src/core/announce/escalation.ts).
+ */
+export const ESCALATE_JOB = 'escalate';
+
+export const escalatePayloadSchema = z.object({
+  backfillId: z.number().int().positive(),
+  consumer: z.string().min(1),
+  step: z.number().int().positive(),
+});
+
 /** Tell one stale reader that hours it read while missing are now real (a catch-up notice row). */
 export const STALE_READER_JOB = 'tell-stale-reader';
 

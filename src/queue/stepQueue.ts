@@ -4,9 +4,11 @@ import { createQueue } from './connection.js';
 import type { EngineContext } from '../core/context.js';
 import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/lifecycle/dispatch.js';
 import type { StepRef } from '../core/procedure.js';
-import { REMIND_JOB, remindPayloadSchema, RETENTION_JOB, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from './registry.js';
+import { ESCALATE_JOB, escalatePayloadSchema, REMIND_JOB, remindPayloadSchema, RETENTION_JOB, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from './registry.js';
 import { listUntoldNotices } from '../db/catchUps.js';
 import { findDueReminders } from '../db/reminders.js';
+import { listOutstandingEscalations } from '../db/escalations.js';
+import { prepareEscalations } from '../core/announce/escalation.js';
 
 /** The step queue on the backend src/backends.ts chose for this configuration. */
 export function createStepQueue(config: RunConfig): Queue {
@@ -46,6 +48,7 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
     added.push({ backfillId: step.backfillId, kind: step.kind, key: step.key });
   }
   await scheduleReminders(ctx, queue, backfillId);
+  await scheduleEscalations(ctx, queue, backfillId);
   if (backfillId === undefined) await scheduleStaleReaderNotices(ctx, queue);
   return added;
 }
@@ -95,6 +98,25 @@ async function scheduleReminders(ctx: EngineContext, queue: Queue, backfillId?: 
     }
     await queue.add(REMIND_JOB, remindPayloadSchema.parse({ backfillId: due.backfillId, consumer: due.consumer }), {
       jobId,
+      delay: due.dueInMs,
+      attempts: ctx.config.JOB_ATTEMPTS,
+      backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
+      removeOnComplete: { age: 24 * 3600 },
+    });
+  }
+}
+
+/**
+ * One delayed job per escalation step still to send, due when its row says by the database's clock, under a
+ * deterministic id (bf<backfill>-escalate-<consumer>-<step>: a stop's dequeue takes it out with the rest). First
+ * the rows are brought up to date: steps an answer made pointless are stopped, steps whose announcement went out
+ * are dated. A finished job whose step is still outstanding came early or lost its worker: it is added again.
+ */
+async function scheduleEscalations(ctx: EngineContext, queue: Queue, backfillId?: number): Promise<void> {
+  await prepareEscalations(ctx, backfillId);
+  for (const due of await listOutstandingEscalations(ctx.pool, backfillId)) {
+    await addWhileOutstanding(queue, ESCALATE_JOB, escalatePayloadSchema.parse({ backfillId: due.backfillId, consumer: due.consumer, step: due.step }), {
+      jobId: `bf${due.backfillId}-escalate-${due.consumer}-${due.step}`,
       delay: due.dueInMs,
       attempts: ctx.config.JOB_ATTEMPTS,
       backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },

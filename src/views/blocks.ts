@@ -94,6 +94,15 @@ export function announcementMessage(reference: ButtonReference, notice: Notice, 
   };
 }
 
+/**
+ * A delegate's DM when the owner has not answered (src/views/waiting.ts words `why`): the owner's announcement,
+ * with its Acknowledge and Hold, which answer in the owner's place.
+ */
+export function escalationMessage(reference: ButtonReference, notice: Notice, why: string): Message {
+  const announcement = announcementMessage(reference, notice);
+  return { text: fit(why, LIMITS.sectionText), blocks: limitBlocks([section(why), ...announcement.blocks], LIMITS.messageBlocks, `\`/backfill status ${reference.backfillId}\` shows the whole backfill.`) };
+}
+
 /** The announcement after the owner answered: the buttons give way to what they did. */
 export function answeredAnnouncementMessage(reference: ButtonReference, notice: Notice, answer: string): Message {
   return {

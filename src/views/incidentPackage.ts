@@ -169,13 +169,28 @@ function partitionsSection(p: IncidentPackage): string[] {
       signedMoney(t.diff), t.checksumBefore, text(t.checksumAfter), instant(t.recomputedAt)]), [1, 2, 3, 4, 5]), ''];
 }
 
+/** How long the owner took: "45 min 00 s (2700 s)", counted from when their announcement went out. */
+function waited(c: IncidentPackage['consumers'][number]): string {
+  return c.acknowledgedAfterSeconds === null ? NONE : `${formatDuration(c.acknowledgedAfterSeconds * 1000)} (${c.acknowledgedAfterSeconds} s)`;
+}
+
+/** The owner's escalation path, one line per step: whom it named, when it was due, and what came of it. */
+function escalationLines(p: IncidentPackage, c: IncidentPackage['consumers'][number]): string {
+  if (c.escalation.length === 0) return NONE;
+  return c.escalation.map((e) => {
+    const outcome = e.status === 'sent' ? `sent at ${instant(e.sentAt)} to ${e.reached.map((id) => who(p, id)).join(', ')}`
+      : e.status === 'stopped' ? `stopped (${e.stopReason ?? ''}) at ${instant(e.stoppedAt)}` : e.status;
+    return `#${e.step} after ${e.after} to ${e.to}${e.names === null ? '' : ` ${e.names}`}: ${outcome}; due ${instant(e.dueAt)}${e.note === null ? '' : `; ${e.note}`}`;
+  }).join('\n');
+}
+
 function consumersSection(p: IncidentPackage): string[] {
   return ['## Consumers, in dependency order', '', ...table(
-    ['Rank', 'Consumer', 'Kind', 'Owner', 'Rule', 'Depends on', 'Read directly', 'Partitions read', 'Gate', 'Acknowledged at', 'Acknowledged by',
-      'Overridden by', 'Overridden at', 'Override reason'],
+    ['Rank', 'Consumer', 'Kind', 'Owner', 'Rule', 'Depends on', 'Read directly', 'Partitions read', 'Gate', 'Announcement went out', 'Acknowledged at', 'Acknowledged by',
+      'Acknowledged after', 'Overridden by', 'Overridden at', 'Override reason', 'Escalation'],
     p.consumers.map((c) => [String(c.dependencyRank), c.name, c.kind, who(p, c.owner), c.rule, c.dependsOn.join(', '), c.readDirectly ? 'yes' : 'no',
-      String(c.partitionsRead), c.gate, instant(c.acknowledgedAt), who(p, c.acknowledgedBy), who(p, c.overriddenBy), instant(c.overriddenAt),
-      text(c.overrideReason)]), [0, 7]), ''];
+      String(c.partitionsRead), c.gate, instant(c.announcementSentAt), instant(c.acknowledgedAt), who(p, c.acknowledgedBy), waited(c), who(p, c.overriddenBy),
+      instant(c.overriddenAt), text(c.overrideReason), escalationLines(p, c)]), [0, 7]), ''];
 }
 
 /** Each owner's announcement, worded from the facts stored when the backfill was created, people by name and id. */

@@ -1,5 +1,8 @@
 import { isCatalogPause } from '../core/catalog/catalogPause.js';
 import type { BackfillReport } from '../core/file/status.js';
+import type { EscalationMessage } from '../core/messenger.js';
+import type { EscalationStepFacts } from '../core/announce/escalation.js';
+import { formatTime } from './format.js';
 import type { NamePerson, Outside, Quote } from './notices.js';
 
 // Where a backfill stands, in one sentence, for every view: the status message in Slack, the CLI's status.
@@ -8,6 +11,30 @@ import type { NamePerson, Outside, Quote } from './notices.js';
 function rateLimited(report: BackfillReport): string {
   const waiting = report.consumers.filter((c) => c.announceRetryAt && !c.messageTs && !c.undeliverable).length;
   return waiting ? `, ${waiting} of them waiting out Slack's rate limit` : '';
+}
+
+/** Whom an escalation step tells, as a sentence names it. */
+function escalationTarget(step: EscalationStepFacts, name: NamePerson, outside: Outside): string {
+  if (step.names === null) return 'the delegates';
+  if ('channel' in step.names) return outside(`#${step.names.channel}`);
+  if ('usergroup' in step.names) return `the on-call group ${outside(step.names.usergroup)}`;
+  return `the on-call ${name(step.names.user)}`;
+}
+
+/**
+ * Since when an owner has been waited on (their announcement went out), how far their escalation path has gone
+ * and which step is next: `since 2026-11-16 09:02 UTC; escalated to the delegates at …; next: #C0FINANCE at …`.
+ */
+function waitedSince(report: BackfillReport, consumer: string, name: NamePerson, outside: Outside): string {
+  const announced = report.steps.find((s) => s.kind === 'announce' && s.key === consumer && (s.status === 'done' || s.status === 'undeliverable'));
+  const path = report.escalations.filter((e) => e.consumer === consumer);
+  const sent = path.filter((e) => e.status === 'sent').at(-1);
+  const next = path.find((e) => e.status === 'waiting' || e.status === 'sending');
+  return [
+    ...(announced?.finishedAt ? [`since ${formatTime(announced.finishedAt)}`] : []),
+    ...(sent ? [`escalated to ${escalationTarget(sent, name, outside)}${sent.sentAt ? ` at ${formatTime(sent.sentAt)}` : ''}`] : []),
+    ...(next ? [`next: ${escalationTarget(next, name, outside)} ${next.dueAt ? `at ${formatTime(next.dueAt)}` : `${next.after} after the announcement`}`] : []),
+  ].join('; ');
 }
 
 /**
@@ -21,13 +48,15 @@ export function waitingOn(report: BackfillReport, name: NamePerson, quote: Quote
   const missing = consumers.filter((c) => c.notifyRule === 'before' && !c.ackedAt && !c.overriddenBy);
   const unreachable = missing.filter((c) => c.undeliverable);
   const reachable = missing.filter((c) => !c.undeliverable);
-  const cannot = unreachable.map((c) => `${name(c.owner)} (${outside(c.consumer)}) cannot be reached (Slack: ${outside(c.undeliverable ?? '')}): a delegate's acknowledgement or an operator's override with a reason`);
+  // "(settlement_report, since …; next: …)": the consumer, then how long and how far it has been escalated.
+  const about = (c: (typeof missing)[number]) => [outside(c.consumer), waitedSince(report, c.consumer, name, outside)].filter(Boolean).join(', ');
+  const cannot = unreachable.map((c) => `${name(c.owner)} (${about(c)}) cannot be reached (Slack: ${outside(c.undeliverable ?? '')}): a delegate's acknowledgement or an operator's override with a reason`);
   switch (backfill.state) {
     case 'announced':
     case 'held': {
       const parts = [
         ...(backfill.state === 'held' ? ['the owner who held it to acknowledge (or an operator to cancel it)'] : []),
-        ...(reachable.length ? [`acknowledgements from ${reachable.map((c) => `${name(c.owner)} (${outside(c.consumer)})`).join(', ')}`] : []),
+        ...(reachable.length ? [`acknowledgements from ${reachable.map((c) => `${name(c.owner)} (${about(c)})`).join(', ')}`] : []),
         ...cannot,
         ...(open('announce') ? [`${open('announce')} announcement(s) still being delivered${rateLimited(report)}`] : []),
       ];
@@ -68,6 +97,29 @@ export function waitingOn(report: BackfillReport, name: NamePerson, quote: Quote
     default: {
       const unreachableState: never = backfill.state;
       return unreachableState;
+    }
+  }
+}
+
+/**
+ * What one step of an escalation path tells its people: whose acknowledgement is missing and since when, and
+ * what they can do about it. The delegates' DM carries the announcement with its buttons below these words.
+ */
+export function escalationText(message: Pick<EscalationMessage, 'backfillId' | 'consumer' | 'owner' | 'facts' | 'to'>, name: NamePerson, quote: Quote, outside: Outside): string {
+  const { backfillId, consumer, owner, facts } = message;
+  const waiting = `backfill #${backfillId} of ${outside(facts.pipeline)} is waiting for ${name(owner)} to acknowledge it for ${outside(consumer)}` +
+    `${facts.since ? ` since ${formatTime(facts.since)}` : ''} (escalation step ${facts.step} of ${facts.steps})`;
+  const override = `an operator can ${quote(`/backfill override ${backfillId} <reason>`)}`;
+  switch (message.to.kind) {
+    case 'delegates':
+      return `The ${waiting}. You are their delegate: Acknowledge or Hold answers in their place.`;
+    case 'channel':
+      return `The ${waiting}. Their delegates can acknowledge in their place, or ${override}.`;
+    case 'oncall':
+      return `You are on call: the ${waiting}. Reach them, or ${override}.`;
+    default: {
+      const unknown: never = message.to;
+      return unknown;
     }
   }
 }

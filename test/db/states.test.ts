@@ -7,6 +7,7 @@ import { catalogConsumerSchema } from '../../src/core/catalog/schema.js';
 import { BackfillState } from '../../src/core/states.js';
 import { STEP_KINDS, StepStatus } from '../../src/core/lifecycle/stepGraph.js';
 import type { BackfillRow, BackfillTargetRow, PauseCause } from '../../src/db/backfills.js';
+import type { EscalationStatus, EscalationStopReason } from '../../src/db/escalations.js';
 import type { EmittedEventType, LineageEventType, ProposalState, recordSeenOutcome } from '../../src/db/lineageEvents.js';
 import type { ConsumerPlacement } from '../../src/db/readLog.js';
 import type { ReconciliationRow } from '../../src/db/reconciliations.js';
@@ -41,6 +42,8 @@ const CODE: Record<string, readonly string[]> = {
   'backfill.lineage_events.event_type': membersOf<LineageEventType>()(['START', 'RUNNING', 'COMPLETE', 'ABORT', 'FAIL', 'OTHER']),
   'backfill.lineage_events.outcome': membersOf<Parameters<typeof recordSeenOutcome>[3]>()(['recorded', 'pending', 'rejected_job']),
   'backfill.lineage_emissions.event_type': membersOf<EmittedEventType>()(['START', 'COMPLETE', 'ABORT', 'FAIL']),
+  'backfill.escalations.status': membersOf<EscalationStatus>()(['waiting', 'sending', 'sent', 'stopped', 'skipped', 'undeliverable', 'failed']),
+  'backfill.escalations.stop_reason': membersOf<EscalationStopReason>()(['acknowledged', 'overridden', 'held', 'left_gate']),
 };
 
 /**

@@ -98,8 +98,11 @@ describe('GET /metrics beside /slack/events', () => {
     const { reply } = await h.command('start orders 2026-11-15 currency parsed as text');
     expect(reply).toMatch(/Backfill #1 created: 6 partitions/);
     await waitUntil(() => postsTo(h, `D${OWNERS.settlementLead}`).length === 1 && postsTo(h, `D${OWNERS.payouts}`).length === 1, 'two announcements');
-    // Two reminders wait (delayed) in the queue while the two acknowledgements are outstanding.
-    await waitUntil(async () => (await scrape()).count('backfill_queue_jobs', { state: 'delayed' }) === before.count('backfill_queue_jobs', { state: 'delayed' }) + 2, 'the reminders in the queue');
+    // Two reminders wait (delayed) in the queue while the two acknowledgements are outstanding, and one job per
+    // step of the demo's escalation path (dev/demo/catalog.yml).
+    const steps = Number((await h.engine.ctx.pool.query<{ n: string }>('SELECT count(*) AS n FROM backfill.escalations WHERE backfill_id = 1')).rows[0]?.n);
+    expect(steps).toBeGreaterThan(0);
+    await waitUntil(async () => (await scrape()).count('backfill_queue_jobs', { state: 'delayed' }) === before.count('backfill_queue_jobs', { state: 'delayed' }) + 2 + steps, 'the reminders and escalation steps in the queue');
     const gate = await scrape();
     expect(gate.value('backfill_backfills', { state: 'announced' })).toBe(1);
     expect(gate.value('backfill_acknowledgements_outstanding')).toBe(2);

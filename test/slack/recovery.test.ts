@@ -59,11 +59,16 @@ describe('recovering a backfill from Slack', () => {
     // The reminders wait in the queue as delayed jobs (next to the retention job's next run, which is not the backfill's).
     const delayedReminders = async () => (await harness.bot.workers?.queue.getDelayed())?.filter((job) => job.name === 'remind').length;
     await waitUntil(async () => (await delayedReminders()) === 2, 'the delayed reminders');
+    // So do the steps of the settlement report's escalation path (dev/demo/catalog.yml): the stop removes them too.
+    const steps = Number((await harness.engine.ctx.pool.query<{ n: string }>('SELECT count(*) AS n FROM backfill.escalations WHERE backfill_id = 1')).rows[0]?.n);
+    const delayedSteps = async () => (await harness.bot.workers?.queue.getDelayed())?.filter((job) => job.name === 'escalate').length;
+    await waitUntil(async () => steps > 0 && (await delayedSteps()) === steps, 'the delayed escalation steps');
     expect((await harness.command('stop 1')).reply).toMatch(/Usage: `\/backfill stop <id> <reason>`/);
     expect((await harness.command('stop 1 the owners want the whole week redone instead')).reply).toBe('Backfill #1 stopped and fenced.');
     await waitUntil(() => channelTexts(harness).some((t) => t.includes('stopped backfill #1: the owners want the whole week redone instead. It is fenced')), 'the stop notice');
-    expect(channelTexts(harness).find((t) => t.includes('It is fenced'))).toContain('2 queued job(s) removed');
+    expect(channelTexts(harness).find((t) => t.includes('It is fenced'))).toContain(`${2 + steps} queued job(s) removed`);
     expect(await delayedReminders()).toBe(0);
+    expect(await delayedSteps()).toBe(0);
     expect(await state(harness)).toBe('stopped');
     const row = await harness.engine.ctx.pool.query('SELECT stopped_by FROM backfill.backfills WHERE id = 1');
     expect(row.rows[0]).toEqual({ stopped_by: 'U07ONCALL' });

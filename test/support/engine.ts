@@ -1,9 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { RunConfig } from '../../src/backends.js';
 import { loadConfig } from '../../src/config.js';
-import type { Messenger, OwnerMessage } from '../../src/core/messenger.js';
+import type { EscalationMessage, EscalationReach, Messenger, OwnerMessage } from '../../src/core/messenger.js';
 import type { Notice } from '../../src/core/notices.js';
-import { slackNoticeText } from '../../src/views/notices.js';
+import { backticks, slackNoticeText } from '../../src/views/notices.js';
+import { escalationText } from '../../src/views/waiting.js';
+import { slackPerson } from '../../src/views/format.js';
+import { slackText } from '../../src/markup.js';
 import { startApproved } from '../../src/core/lifecycle/dispatch.js';
 import { overrideGate } from '../../src/core/announce/gate.js';
 import { startBackfill } from '../../src/core/announce/start.js';
@@ -31,6 +34,10 @@ export class RecordingMessenger implements Messenger {
   readonly reminded: Told[] = [];
   readonly direct: { user: string; notice: Notice; text: string; intent: string }[] = [];
   readonly incidentNotices: { backfillId: number; notice: Notice; text: string; intent: string }[] = [];
+  /** Each escalation step delivered, one entry per person told (or the channel), with the words Slack would show. */
+  readonly escalations: { backfillId: number; consumer: string; step: number; to: string; text: string; intent: string }[] = [];
+  /** The members escalate() finds in a user group, by its id (none unless a test sets them). */
+  readonly usergroups = new Map<string, string[]>();
   /** Every delivery in order: which method, which intent (the diffs and reconciliations keep theirs here). */
   readonly deliveries: { method: MessengerMethod; intent: string }[] = [];
   /** Calls whose intent was delivered already, and so were not delivered again. */
@@ -69,6 +76,25 @@ export class RecordingMessenger implements Messenger {
 
   async remind(message: OwnerMessage): Promise<void> {
     if (this.deliver('remind', message.intent)) this.reminded.push(told(message));
+  }
+
+  /**
+   * Like the Slack messenger: a channel's post under the step's intent, each person's DM under `<intent>:<user>`,
+   * each at most once; a user group's members are its entry in `usergroups`.
+   */
+  async escalate(message: EscalationMessage): Promise<EscalationReach> {
+    const { to } = message;
+    const text = escalationText(message, slackPerson, backticks, slackText);
+    const record = (whom: string, intent: string) => {
+      if (this.deliver('escalate', intent)) this.escalations.push({ backfillId: message.backfillId, consumer: message.consumer, step: message.facts.step, to: whom, text, intent });
+    };
+    if (to.kind === 'channel') {
+      record(to.channel, message.intent);
+      return { users: [], channel: to.channel, unreachable: [] };
+    }
+    const users = to.kind === 'delegates' ? to.users : 'user' in to ? [to.user] : (this.usergroups.get(to.usergroup) ?? []);
+    for (const user of users) record(user, `${message.intent}:${user}`);
+    return { users, unreachable: [] };
   }
 
   async incidentNotice(backfillId: number, notice: Notice, intent: string): Promise<void> {

@@ -3,7 +3,7 @@
 // a transient one is a plain Error (Slack answered 503), an undeliverable one is the BackfillError the Slack
 // messenger throws for user_not_found. changed() never fails: the contract says it must not throw.
 
-import type { Landed, Messenger, OwnerMessage } from '../../src/core/messenger.js';
+import type { EscalationMessage, EscalationReach, Landed, Messenger, OwnerMessage } from '../../src/core/messenger.js';
 import type { Notice } from '../../src/core/notices.js';
 import { slackNoticeText } from '../../src/views/notices.js';
 import { BackfillError, ErrorCode } from '../../src/errors.js';
@@ -24,7 +24,7 @@ function injectedFault(kind: FaultKind, method: FaultyMethod): Error {
 }
 
 export interface Delivery {
-  method: FaultyMethod | 'remind' | 'directMessage';
+  method: FaultyMethod | 'remind' | 'directMessage' | 'escalate';
   intent: string;
   backfillId?: number;
   to?: string;
@@ -84,6 +84,11 @@ export class ModelMessenger implements Messenger {
 
   async directMessage(user: string, notice: Notice, intent: string): Promise<void> {
     this.deliveries.push({ method: 'directMessage', intent, to: user, text: slackNoticeText(notice) });
+  }
+
+  async escalate(message: EscalationMessage): Promise<EscalationReach> {
+    this.deliveries.push({ method: 'escalate', intent: message.intent, backfillId: message.backfillId, to: message.owner });
+    return { users: message.to.kind === 'delegates' ? message.to.users : [], unreachable: [] };
   }
 
   async incidentNotice(backfillId: number, notice: Notice, intent: string): Promise<void> {

@@ -4,6 +4,7 @@ import type { Queryable } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { Plan } from '../identify/plan.js';
 import { catalogChangedSentence } from './catalogPause.js';
+import { freezeEscalationPaths } from '../announce/escalation.js';
 
 export { catalogChangedSentence, isCatalogPause } from './catalogPause.js';
 
@@ -16,6 +17,11 @@ export { catalogChangedSentence, isCatalogPause } from './catalogPause.js';
 // enough to name what changed, without a second copy of SQL or of a re-trigger's URL), `catalog apply` refuses
 // to change them while it is in flight (apply.ts), and before a stage, publish or replay, the engine compares
 // them with the live catalog and pauses on a difference (src/core/lifecycle/catalogGuard.ts).
+//
+// A consumer's escalation path is frozen by value instead: start copies it into the backfill's own rows
+// (src/core/announce/escalation.ts), which the escalation reads from then on. A catalog change to a path is then
+// neither refused nor a reason to pause: the running backfill keeps the path it started with, the next one
+// takes the new one.
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -70,7 +76,7 @@ function changedFields(frozen: Record<string, string>, live: Record<string, stri
 
 /**
  * Inside start's transaction, once the backfill's readers are rows: records the fields the plan previewed and
- * announced. Refused, nothing started, when the catalog no longer holds them (an apply landed between the
+ * announced, and copies the readers' escalation paths. Refused, nothing started, when the catalog no longer holds them (an apply landed between the
  * plan and this transaction): what would run is then not what was previewed.
  */
 export async function freezeCatalog(tx: Queryable, backfillId: number, plan: Pick<Plan, 'pipeline' | 'readers'>): Promise<void> {
@@ -87,6 +93,7 @@ export async function freezeCatalog(tx: Queryable, backfillId: number, plan: Pic
       'Start it again: it previews and announces what the catalog says now.', { details: { changed } });
   }
   await recordFrozenCatalog(tx, backfillId, catalogHashOf(announced), announced);
+  await freezeEscalationPaths(tx, backfillId);
 }
 
 /**

@@ -39,6 +39,7 @@ function consumerRow(consumer: CatalogConsumer): CatalogConsumerRow {
   return {
     name: consumer.name, kind: consumer.kind, owner: consumer.owner, pipeline: consumer.pipeline, notifyRule: consumer.rule,
     explicitRank: consumer.rank, dependsOn: [...consumer.depends_on].sort(), retrigger: consumer.retrigger, reportTotalSql: consumer.report_total_sql,
+    escalation: consumer.escalation,
   };
 }
 
@@ -58,7 +59,7 @@ const PIPELINE_FIELDS: Record<Exclude<keyof CatalogPipelineRow, 'name'>, string>
 };
 const CONSUMER_FIELDS: Record<Exclude<keyof CatalogConsumerRow, 'name'>, string> = {
   kind: 'kind', owner: 'owner', pipeline: 'pipeline', notifyRule: 'rule', explicitRank: 'rank', dependsOn: 'depends_on',
-  retrigger: 'retrigger', reportTotalSql: 'report_total_sql',
+  retrigger: 'retrigger', reportTotalSql: 'report_total_sql', escalation: 'escalation',
 };
 
 /** JSON with object keys sorted: jsonb gives keys back in its own order, which is no change. */

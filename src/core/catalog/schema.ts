@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { quoteOutside } from '../../redaction.js';
 import { RETRIGGER_SHAPES, retriggerSchema, retriggerUrlProblems } from '../retrigger/definition.js';
+import { escalationPathSchema } from '../announce/escalationPath.js';
 import { parseHour } from '../time.js';
 
 // The catalog file: the pipelines, their consumers (owner, kind, dependencies, rule, re-trigger) and who signs
@@ -64,6 +65,8 @@ export const catalogConsumerSchema = z.strictObject({
   retrigger: retriggerSchema,
   /** A report's figure for the date $1: what finance signs and the compare reads. */
   report_total_sql: sql.nullable().default(null),
+  /** Whom to tell, and after how long, while the owner has not acknowledged (src/core/announce/escalationPath.ts). */
+  escalation: escalationPathSchema.default([]),
 });
 
 const catalogSignersSchema = z.strictObject({
@@ -153,6 +156,9 @@ function crossCheck(catalog: Catalog): string[] {
     for (const dependency of consumer.depends_on) {
       if (dependency === consumer.name) problems.push(`consumer ${consumer.name}: depends_on names itself; list only the consumers whose output it reads`);
       else if (!consumers.has(dependency)) problems.push(`consumer ${consumer.name}: depends_on "${dependency}" is not a consumer in the file; consumers: ${[...consumers.keys()].join(', ')}`);
+    }
+    if (consumer.escalation.length > 0 && consumer.rule !== 'before') {
+      problems.push(`consumer ${consumer.name}: escalation is for a consumer whose rule is before: nobody waits for the acknowledgement of one told after the run (remove it, or make the rule before)`);
     }
     if (consumer.report_total_sql !== null && consumer.kind !== 'report') {
       problems.push(`consumer ${consumer.name}: report_total_sql is for reports only; this one is a ${consumer.kind} (remove it, or make the kind report)`);

@@ -7,6 +7,7 @@ import type { BackfillState } from '../states.js';
 import { loadBackfillReport, type BackfillReport } from './status.js';
 import { storedAnnouncement, type Notice } from '../notices.js';
 import { loadBackfillCost, type BackfillCost } from './costs.js';
+import type { EscalationStepFacts } from '../announce/escalation.js';
 
 // The incident package of one backfill: the record finance and the incident review keep, built from the
 // database and nothing else, as facts; src/views/incidentPackage.ts renders it as JSON (the record) and as
@@ -85,6 +86,28 @@ interface IncidentConsumer {
   overrideReason: string | null;
   /** What the owner was told before anything ran: the announcement's facts as stored with the backfill. */
   told: Notice;
+  /** When their announcement went out (its step finished); null while it had not. */
+  announcementSentAt: string | null;
+  /** Seconds from then (or from the backfill's announcement, while it had not) to the acknowledgement; null without one. */
+  acknowledgedAfterSeconds: number | null;
+  /** Their escalation path as frozen with the backfill, step by step. */
+  escalation: IncidentEscalationStep[];
+}
+
+interface IncidentEscalationStep {
+  step: number;
+  /** The wait after the announcement, as the catalog wrote it. */
+  after: string;
+  to: EscalationStepFacts['to'];
+  /** The channel, user group or user it names; null for the delegates. */
+  names: string | null;
+  dueAt: string | null;
+  status: EscalationStepFacts['status'];
+  sentAt: string | null;
+  reached: string[];
+  stoppedAt: string | null;
+  stopReason: EscalationStepFacts['stopReason'];
+  note: string | null;
 }
 
 interface IncidentStep {
@@ -154,7 +177,7 @@ export async function buildIncidentPackage(db: Queryable, backfillId: number): P
       diff: t.totalAfter === null ? null : subtractMoney(t.totalAfter, t.totalBefore),
       checksumBefore: t.checksumBefore, checksumAfter: t.checksumAfter, recomputedAt: isoOrNull(t.recomputedAt),
     })),
-    consumers: report.consumers.map((c) => consumer(c, gates)),
+    consumers: report.consumers.map((c) => consumer(c, gates, waitOf(report, c))),
     steps: report.steps.map((s) => ({
       kind: s.kind, key: s.key, status: s.status, attempts: s.attempts, startedAt: isoOrNull(s.startedAt), finishedAt: isoOrNull(s.finishedAt), error: s.error,
     })),
@@ -182,7 +205,24 @@ function costOf(cost: BackfillCost | undefined): IncidentCost | null {
   return cost === undefined ? null : { ...cost, filedAt: iso(cost.filedAt) };
 }
 
-function consumer(c: BackfillReport['consumers'][number], gates: { ackedBy: Map<string, string>; overriddenAt: Map<string, Date> }): IncidentConsumer {
+/** When the consumer's announcement went out, how long its acknowledgement took, and its escalation steps. */
+function waitOf(report: BackfillReport, c: BackfillReport['consumers'][number]): Pick<IncidentConsumer, 'announcementSentAt' | 'acknowledgedAfterSeconds' | 'escalation'> {
+  const sent = report.steps.find((s) => s.kind === 'announce' && s.key === c.consumer && (s.status === 'done' || s.status === 'undeliverable'))?.finishedAt ?? null;
+  return {
+    announcementSentAt: isoOrNull(sent),
+    // From the backfill's announcement when the step has no time (an acknowledgement given before it went out), as the metric counts it.
+    acknowledgedAfterSeconds: c.ackedAt ? Math.max(0, Math.round((c.ackedAt.getTime() - (sent ?? report.backfill.announcedAt).getTime()) / 1000)) : null,
+    escalation: report.escalations.filter((e) => e.consumer === c.consumer).map((e) => ({
+      step: e.step, after: e.after, to: e.to,
+      names: e.names === null ? null : 'channel' in e.names ? e.names.channel : 'usergroup' in e.names ? e.names.usergroup : e.names.user,
+      dueAt: isoOrNull(e.dueAt), status: e.status, sentAt: isoOrNull(e.sentAt), reached: [...e.reached], stoppedAt: isoOrNull(e.stoppedAt), stopReason: e.stopReason,
+      note: e.note,
+    })),
+  };
+}
+
+function consumer(c: BackfillReport['consumers'][number], gates: { ackedBy: Map<string, string>; overriddenAt: Map<string, Date> },
+  wait: Pick<IncidentConsumer, 'announcementSentAt' | 'acknowledgedAfterSeconds' | 'escalation'>): IncidentConsumer {
   return {
     name: c.consumer, kind: c.kind, owner: c.owner, rule: c.notifyRule, dependencyRank: c.dependencyRank, dependsOn: [...c.dependsOn],
     readDirectly: c.readDirectly, partitionsRead: c.partitionsRead,
@@ -190,6 +230,7 @@ function consumer(c: BackfillReport['consumers'][number], gates: { ackedBy: Map<
     acknowledgedAt: isoOrNull(c.ackedAt), acknowledgedBy: gates.ackedBy.get(c.consumer) ?? null,
     overriddenBy: c.overriddenBy, overriddenAt: isoOrNull(gates.overriddenAt.get(c.consumer) ?? null), overrideReason: c.overrideReason,
     told: storedAnnouncement(c),
+    ...wait,
   };
 }
 
@@ -197,7 +238,7 @@ function consumer(c: BackfillReport['consumers'][number], gates: { ackedBy: Map<
 function namesOf(pkg: Omit<IncidentPackage, 'people'>, people: People): { [slackId: string]: string } {
   const ids = new Set<string | null>([
     pkg.backfill.requestedBy, pkg.backfill.ranBy, ...pkg.signedFigures.map((s) => s.signedBy),
-    ...pkg.consumers.flatMap((c) => [c.owner, c.acknowledgedBy, c.overriddenBy]),
+    ...pkg.consumers.flatMap((c) => [c.owner, c.acknowledgedBy, c.overriddenBy, ...c.escalation.flatMap((e) => e.reached)]),
     ...pkg.timeline.flatMap((e) => [e.actor, e.onBehalfOf]),
   ]);
   return Object.fromEntries([...ids].flatMap((id) => {

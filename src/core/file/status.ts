@@ -5,6 +5,8 @@ import {
 import type { Queryable } from '../../db/pool.js';
 import { listSteps, type StepRow } from '../../db/steps.js';
 import { catalogChangeOf } from '../catalog/frozen.js';
+import { listEscalations } from '../../db/escalations.js';
+import { escalationFacts, type EscalationStepFacts } from '../announce/escalation.js';
 
 /** Everything known about one backfill, read in one place for the CLI, the demo and (later) Slack views. */
 export interface BackfillReport {
@@ -13,6 +15,8 @@ export interface BackfillReport {
   targets: BackfillTargetRow[];
   signed: BackfillSignoffRow[];
   steps: StepRow[];
+  /** Each "before" reader's escalation steps, as frozen with the backfill: due, sent, stopped. */
+  escalations: EscalationStepFacts[];
   /**
    * While it is paused: the fields it froze that the live catalog no longer holds (empty: the catalog is as
    * announced), so that where it stands says whether a continue would be refused. Unset in any other state.
@@ -29,6 +33,7 @@ export async function loadBackfillReport(db: Queryable, backfillId: number): Pro
     targets: await listTargets(db, backfillId),
     signed: await listBackfillSignoffs(db, backfillId),
     steps,
+    escalations: escalationFacts(await listEscalations(db, backfillId)),
     ...(backfill.state === 'paused' ? { catalogChanged: (await catalogChangeOf(db, backfillId))?.changed ?? [] } : {}),
   };
 }

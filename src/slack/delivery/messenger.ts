@@ -5,11 +5,15 @@ import type { Pool } from '../../db/pool.js';
 import { recordEvent } from '../../db/events.js';
 import { findMessageIntent, forgetUndeliveredIntent, insertMessageIntent, recordMessageDelivered } from '../../db/messageIntents.js';
 import { loadReconciliation } from '../../db/reconciliations.js';
-import type { DeliveryOptions, Landed, Messenger, OwnerMessage } from '../../core/messenger.js';
+import type { DeliveryOptions, EscalationMessage, EscalationReach, Landed, Messenger, OwnerMessage } from '../../core/messenger.js';
 import { storedAnnouncement, type Notice } from '../../core/notices.js';
-import { slackNoticeText } from '../../views/notices.js';
+import { backticks, slackNoticeText } from '../../views/notices.js';
+import { escalationText } from '../../views/waiting.js';
+import { slackPerson } from '../../views/format.js';
+import { slackText } from '../../markup.js';
+import { BackfillError, ErrorCode, isBackfillError } from '../../errors.js';
 import { loadBackfillReport } from '../../core/file/status.js';
-import { announcementMessage, answeredAnnouncementMessage, diffMessage, reconciliationMessage, statusMessage, type Message } from '../../views/blocks.js';
+import { announcementMessage, answeredAnnouncementMessage, diffMessage, escalationMessage, reconciliationMessage, statusMessage, textMessage, type Message } from '../../views/blocks.js';
 import { answeredLine } from '../../views/replies.js';
 import { answeredWithoutPosting, asUndeliverable, rateLimitedFor, type Recipient } from './deliveryErrors.js';
 import { uploadDiffChartOnce } from './diffChart.js';
@@ -120,6 +124,44 @@ export class SlackMessenger implements Messenger {
 
   async notifyOwner(message: OwnerMessage, options: DeliveryOptions = {}): Promise<void> {
     await this.toOwner(message, { text: slackNoticeText(message.notice) }, options);
+  }
+
+  /**
+   * One escalation step: a post in the channel, or a DM to each person (the delegates get the announcement with
+   * its buttons). A person Slack refuses does not keep the others from being told; a step that reaches nobody is
+   * undeliverable. A retry after a partial delivery re-sends nobody: each DM is its own intent.
+   */
+  async escalate(message: EscalationMessage): Promise<EscalationReach> {
+    const words = escalationText(message, slackPerson, backticks, slackText);
+    const { to } = message;
+    if (to.kind === 'channel') {
+      const landed = await this.deliverOnce(message.intent, message.backfillId, { channel: to.channel }, textMessage(words));
+      return { users: [], channel: landed.channel, unreachable: [] };
+    }
+    const group = to.kind === 'oncall' && 'usergroup' in to ? to.usergroup : undefined;
+    const users = to.kind === 'delegates' ? to.users : 'user' in to ? [to.user] : await this.membersOf(group ?? '');
+    const outgoing = to.kind === 'delegates' ? escalationMessage(message, message.notice, words) : textMessage(words);
+    const reach: EscalationReach = { users: [], unreachable: [] };
+    for (const user of users) {
+      try {
+        await this.deliverOnce(`${message.intent}:${user}`, message.backfillId, { user }, outgoing);
+        reach.users.push(user);
+      } catch (error) {
+        if (!isBackfillError(error) || error.code !== ErrorCode.Undeliverable) throw error;
+        reach.unreachable.push({ user, slackError: typeof error.details.slackError === 'string' ? error.details.slackError : 'undeliverable' });
+      }
+    }
+    if (reach.users.length > 0) return reach;
+    if (users.length === 0) {
+      throw new BackfillError(ErrorCode.Undeliverable, `The user group ${group ?? ''} has no members: nobody was told.`, { details: { slackError: 'no_members', intent: message.intent } });
+    }
+    const slackError = reach.unreachable[0]?.slackError ?? 'undeliverable';
+    throw new BackfillError(ErrorCode.Undeliverable, `Slack cannot deliver the escalation ${message.intent} to anyone it names (${slackError}).`, { details: { slackError, intent: message.intent } });
+  }
+
+  /** Who is in the user group now (usergroups.users.list, the usergroups:read scope). */
+  private async membersOf(usergroup: string): Promise<string[]> {
+    return (await this.client.usergroups.users.list({ usergroup })).users ?? [];
   }
 
   async directMessage(user: string, notice: Notice, intent: string): Promise<void> {
