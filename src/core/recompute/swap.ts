@@ -5,7 +5,7 @@ import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileByKey, type Reconciliation } from '../../db/reconcile.js';
 import { preferHashJoins, storeSchemaName, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import {
-  addConstraintUsingIndex, analyzeTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
+  addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
   beginPublishTry, explainHourQuery, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes,
   readLockTimeoutMs, readNestloopSetting, setLocalNestloop, swapTables, tryTableLocks, undoPublishTry, keepPublishTry, type HourPartition, type PlanNode, type TableLock,
 } from '../../db/swap.js';
@@ -158,8 +158,8 @@ async function refuseIfAttached(db: Queryable, table: string): Promise<void> {
 
 /**
  * Builds on the staged table every index the target has (the parent's partitioned indexes), so ATTACH adopts
- * them instead of building them while the target is locked; then analyzes it, so the partition it becomes has
- * statistics from its first query (autovacuum may be off).
+ * them instead of building them while the target is locked; then analyzes it (at a lower target: analyzeStagedTable),
+ * so the partition it becomes has statistics from its first query (autovacuum may be off).
  */
 export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, store: RowStore, table: string, tableName: string): Promise<void> {
   const indexes = await listTargetIndexes(tx, store);
@@ -179,7 +179,7 @@ export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, store:
     // without one it would build another index while readers wait.
     if (index.constraint) await addConstraintUsingIndex(tx, table, name, index.constraint);
   }
-  await analyzeTable(tx, table);
+  await analyzeStagedTable(tx, table);
 }
 
 /** How long one try waits for a lock it is not granted, first and at most: short, so readers queued behind it pass soon. */
