@@ -29,7 +29,13 @@ export async function deletePartitionRows(tx: Queryable, pipeline: Pipeline, hou
  * expression for every snapshot and for the rollback's check against the published one, so they compare.
  */
 export function rowsChecksum(keyColumns: readonly string[]): string {
-  return `md5(coalesce(string_agg(t::text, '|' ORDER BY ${keyColumns.map((key) => `t.${quoteIdent(key)}`).join(', ')}), ''))`;
+  return checksumOver('t', keyColumns.map(quoteIdent));
+}
+
+/** rowsChecksum over rows `alias`, by key columns already quoted, counting only the rows `filter` holds for. */
+export function checksumOver(alias: string, quotedKeys: readonly string[], filter?: string): string {
+  const ordered = `string_agg(${alias}::text, '|' ORDER BY ${quotedKeys.map((key) => `${alias}.${key}`).join(', ')})`;
+  return `md5(coalesce(${ordered}${filter ? ` FILTER (WHERE ${filter})` : ''}, ''))`;
 }
 
 /** The hour's rows of the target, or of `table` (a table of the target's shape about to become that partition). */

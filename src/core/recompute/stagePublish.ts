@@ -2,10 +2,10 @@ import type { BackfillRow } from '../../db/backfills.js';
 import { recordEvent } from '../../db/events.js';
 import { insertNextGeneration, insertPreservedPartition } from '../../db/lineage.js';
 import { markPartitionBackfilled } from '../../db/partitionLog.js';
-import { lockPartition, rowsChecksum, snapshotPartition, type PartitionSnapshot } from '../../db/partitions.js';
+import { lockPartition, rowsChecksum, type PartitionSnapshot } from '../../db/partitions.js';
 import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
-import { againstPlan, reconcileByKey, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
+import { againstPlan, reconcileByKey, reconcileWithSnapshot, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation } from '../../db/reconciliations.js';
 import { keepBaselineKeys, saveAndDeletePrior, stageStepRows, writeRunRows, type RowsWritten } from '../../db/rewrite.js';
 import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
@@ -171,8 +171,9 @@ async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run:
   const rows = await saveAndDeletePrior(tx, store, run);
   await savedOnce(tx, run, rows, null);
   const written = await writeRunRows(tx, store, run, rowsChecksum(pipeline.keyColumns));
-  const published = await reconcileByKey(tx, store, run, runSource(store, store.saved), liveSource(store));
-  return { published, lateRows: written.lateRows, snapshot: await snapshotPartition(tx, pipeline, run[2]), rowsWritten: written };
+  // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each.
+  const measured = await reconcileWithSnapshot(tx, store, run, runSource(store, store.saved), liveSource(store));
+  return { published: measured.reconciliation, lateRows: written.lateRows, snapshot: measured.after, rowsWritten: written };
 }
 
 /** Publish by swap (swap.ts): the live partition is detached into the store, the staged table attached. */

@@ -1,8 +1,8 @@
 import { findSwappedPartition } from '../../db/lineage.js';
-import { snapshotPartition, type PartitionSnapshot } from '../../db/partitions.js';
+import type { PartitionSnapshot } from '../../db/partitions.js';
 import type { Pipeline } from '../../db/pipelines.js';
 import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
-import { reconcileByKey, type Reconciliation } from '../../db/reconcile.js';
+import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.js';
 import { preferHashJoins, storeSchemaName, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import {
   addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
@@ -369,10 +369,9 @@ async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
   }
   const lateRows = await carryLateRowsIntoStaged(tx, store, run, { live: live.qualified, staged, baseline: inStore(store, baselineTableName(...run)) });
   await recordWrittenKeys(tx, store, run, staged);
-  const published = await reconcileByKey(tx, store, run, tableSource(store, live.qualified), tableSource(store, staged));
-  const savedRows = await countRows(tx, live.qualified);
-  const snapshot = await snapshotPartition(tx, pipeline, hour, staged);
-  return { live, lateRows, published, savedRows, snapshot };
+  // The partition swapped out is the rows saved; the staged table with the carried rows, the snapshot published.
+  const measured = await reconcileWithSnapshot(tx, store, run, tableSource(store, live.qualified), tableSource(store, staged));
+  return { live, lateRows, published: measured.reconciliation, savedRows: measured.beforeRows, snapshot: measured.after };
 }
 
 /** The catalog changes, every lock held. */
