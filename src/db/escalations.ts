@@ -122,6 +122,14 @@ export async function stopAnsweredEscalations(db: Queryable, backfillId?: number
  * The steps still to send (waiting, or decided and not yet sent), dated, with how long until each is due by the
  * database's clock (0: due now): a worker whose clock runs ahead must not do this sum.
  */
+/** Whether any step of an escalation (of the backfill, or of any) is still to send or to date (the partial index). */
+export async function hasOutstandingEscalations(db: Queryable, backfillId?: number): Promise<boolean> {
+  const { rows } = await db.query<{ outstanding: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM backfill.escalations
+                    WHERE status IN ('waiting', 'sending') AND ($1::bigint IS NULL OR backfill_id = $1::bigint)) AS outstanding`, [backfillId ?? null]);
+  return rows[0]?.outstanding ?? false;
+}
+
 export async function listOutstandingEscalations(db: Queryable, backfillId?: number): Promise<(EscalationKey & { dueInMs: number })[]> {
   const { rows } = await db.query<EscalationKey & { dueInMs: number }>(
     `SELECT backfill_id::int AS "backfillId", consumer, step,
