@@ -1,9 +1,13 @@
 // npm run bench -- [--rows-per-partition N] [--partitions P] [--target plain|partitioned] [--workers 1,2,4] [--queues redis,postgres]
-//                  [--jobs N] [--jobs-reps R] [--reps R] [--backfill-reps B] [--explain]
+//                  [--jobs N] [--jobs-reps R] [--reps R] [--backfill-reps B] [--explain] [--results FILE]
+// npm run bench -- --suite full|quick [--queues redis|postgres] [--backfill-timeout S] [--results FILE]
 
+import os from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { TARGET_SHAPES, type TargetShape } from '../dev/demo/seed.js';
 import { MAX_PARTITIONS, MAX_ROWS_PER_PARTITION } from './data.js';
+import { SUITE_NAMES, SUITE_WORKERS, SUITES, type SuiteName, type SuiteSize } from './suite.js';
 
 /** The queue backends the bench can put BullMQ on (src/backends.ts): Redis, or BullMQ's PostgreSQL backend. */
 export const QUEUE_KINDS = ['redis', 'postgres'] as const;
@@ -21,11 +25,13 @@ export interface BenchArgs {
    * undefined: both when REDIS_URL is set, else postgres (bench/run.ts decides, it knows the configuration).
    */
   queues: QueueKind[] | undefined;
-  /** No-op jobs per timed pass of the jobs-per-second measurement, and the timed passes per backend. */
+  /** No-op jobs per timed pass of the jobs-per-second measurement, and the timed passes per backend (0: not measured). */
   jobs: number;
   jobsReps: number;
   /** Timed passes of the raw step and of replacePartition each (interleaved). */
   writeReps: number;
+  /** false: the raw step alone (the suite's table has no replacePartition column, and its passes cost a raw step each). */
+  measureReplacePartition: boolean;
   /** Timed backfills with the first worker-process count; later counts run `laterBackfillReps`. */
   backfillReps: number;
   laterBackfillReps: number;
@@ -54,7 +60,16 @@ export const USAGE = `npm run bench -- [options]
   --backfill-timeout S    stop a backfill not done S seconds after its approval, and report it unfinished
                           (default 100 × the raw step, at least 300 s)
   --explain               after the timed runs, one backfill under auto_explain: prints EXPLAIN (ANALYZE, BUFFERS)
-                          of the statements that take the time`;
+                          of the statements that take the time
+  --results FILE          the results file to add the run to (default bench/results.json)
+
+  --suite NAME            every size of the suite on both targets, one after the other, instead of one size:
+                          ${SUITE_NAMES.map((name) => `${name} (${SUITES[name].map((size) => `${size.rowsPerPartition}×${size.partitions}`).join(', ')})`).join(', ')};
+                          ${SUITE_WORKERS} worker process, one queue backend (--queues: Redis when REDIS_URL is set),
+                          repetitions by size as above, no replacePartition or jobs-per-second passes; takes
+                          --queues, --backfill-timeout and --results only. quick checks the suite itself: its
+                          results go to a temporary file unless --results says otherwise
+                          (npm run bench:table makes docs/benchmark.md's table from the full suite's)`;
 
 function positive(name: string, text: string | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (text === undefined) return fallback;
@@ -63,13 +78,21 @@ function positive(name: string, text: string | undefined, fallback: number, max 
   return value;
 }
 
-export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
+/** What one invocation runs: one size, or a suite of them; and the results file it adds to (undefined: bench/results.json). */
+export type BenchRequest = { results: string | undefined } & (
+  | { kind: 'size'; args: BenchArgs }
+  | { kind: 'suite'; suite: SuiteName; queues: QueueKind[] | undefined; backfillTimeoutSeconds: number | undefined });
+
+/** Options of one size's run that the suite sets itself. */
+const SIZE_ONLY = ['rows-per-partition', 'partitions', 'target', 'workers', 'jobs', 'jobs-reps', 'reps', 'backfill-reps', 'explain'] as const;
+
+export function parseBenchArgs(argv: string[]): BenchRequest | 'help' {
   const { values } = parseArgs({
     args: argv,
     options: {
       'rows-per-partition': { type: 'string' },
       partitions: { type: 'string' },
-      target: { type: 'string', default: 'plain' },
+      target: { type: 'string' },
       workers: { type: 'string' },
       queues: { type: 'string' },
       jobs: { type: 'string' },
@@ -77,32 +100,80 @@ export function parseBenchArgs(argv: string[]): BenchArgs | 'help' {
       reps: { type: 'string' },
       'backfill-reps': { type: 'string' },
       'backfill-timeout': { type: 'string' },
-      explain: { type: 'boolean', default: false },
+      explain: { type: 'boolean' },
+      results: { type: 'string' },
+      suite: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
   if (values.help) return 'help';
-  const rowsPerPartition = positive('rows-per-partition', values['rows-per-partition'], 60, MAX_ROWS_PER_PARTITION);
-  const partitions = positive('partitions', values.partitions, 24, MAX_PARTITIONS);
-  const target = TARGET_SHAPES.find((shape) => shape === values.target);
-  if (!target) throw new Error(`--target must be ${TARGET_SHAPES.join(' or ')}, not "${values.target}"\n\n${USAGE}`);
-  const workers = (values.workers ?? '1,2,4').split(',').map((part) => positive('workers', part.trim(), 1, 16));
   const queues = values.queues === undefined ? undefined : parseQueues(values.queues);
-  // Fewer repetitions as the data grows, so 50,000 × 24 finishes in minutes; spreads stay visible at small sizes.
+  const backfillTimeoutSeconds = values['backfill-timeout'] === undefined ? undefined : positive('backfill-timeout', values['backfill-timeout'], 0);
+  const results = values.results === undefined ? undefined : path.resolve(values.results);
+  if (values.suite === undefined) return { kind: 'size', results, args: sizeArgs(values, queues, backfillTimeoutSeconds) };
+  const suite = SUITE_NAMES.find((name) => name === values.suite);
+  if (!suite) throw new Error(`--suite must be ${SUITE_NAMES.join(' or ')}, not "${values.suite}"\n\n${USAGE}`);
+  const given = SIZE_ONLY.filter((option) => values[option] !== undefined);
+  if (given.length > 0) throw new Error(`--suite sets ${given.map((option) => `--${option}`).join(', ')} itself: leave ${given.length === 1 ? 'it' : 'them'} out\n\n${USAGE}`);
+  if (queues && queues.length > 1) throw new Error(`--suite runs one queue backend: --queues ${queues.join(',')} names ${queues.length}\n\n${USAGE}`);
+  // A quick suite checks the bench, it measures nothing worth keeping: bench/results.json keeps the measured history.
+  const quickResults = path.join(os.tmpdir(), 'backfill-bench-quick-results.json');
+  return { kind: 'suite', suite, queues, backfillTimeoutSeconds, results: results ?? (suite === 'quick' ? quickResults : undefined) };
+}
+
+type Size = 'small' | 'medium' | 'large';
+
+/** Fewer repetitions as the data grows, so 50,000 × 24 finishes in minutes; spreads stay visible at small sizes. */
+function sizeOf(rowsPerPartition: number, partitions: number): Size {
   const rows = rowsPerPartition * partitions;
-  const size = rows <= 100_000 ? 'small' : rows <= 500_000 ? 'medium' : 'large';
-  const backfillReps = positive('backfill-reps', values['backfill-reps'], { small: 5, medium: 2, large: 1 }[size]);
+  return rows <= 100_000 ? 'small' : rows <= 500_000 ? 'medium' : 'large';
+}
+
+const REPS_BY_SIZE = {
+  writeReps: { small: 15, medium: 5, large: 3 },
+  backfillReps: { small: 5, medium: 2, large: 1 },
+  reconcileReps: { small: 15, medium: 7, large: 5 },
+} as const;
+
+function sizeArgs(values: Record<string, string | boolean | undefined>, queues: QueueKind[] | undefined, backfillTimeoutSeconds: number | undefined): BenchArgs {
+  const text = (name: string) => (typeof values[name] === 'string' ? values[name] : undefined);
+  const rowsPerPartition = positive('rows-per-partition', text('rows-per-partition'), 60, MAX_ROWS_PER_PARTITION);
+  const partitions = positive('partitions', text('partitions'), 24, MAX_PARTITIONS);
+  const targetText = text('target') ?? 'plain';
+  const target = TARGET_SHAPES.find((shape) => shape === targetText);
+  if (!target) throw new Error(`--target must be ${TARGET_SHAPES.join(' or ')}, not "${targetText}"\n\n${USAGE}`);
+  const workers = (text('workers') ?? '1,2,4').split(',').map((part) => positive('workers', part.trim(), 1, 16));
+  const size = sizeOf(rowsPerPartition, partitions);
+  const backfillReps = positive('backfill-reps', text('backfill-reps'), REPS_BY_SIZE.backfillReps[size]);
   return {
     rowsPerPartition, partitions, target, workers, queues,
-    jobs: positive('jobs', values.jobs, 2000, 1_000_000),
-    jobsReps: positive('jobs-reps', values['jobs-reps'], 5, 100),
-    writeReps: positive('reps', values.reps, { small: 15, medium: 5, large: 3 }[size]),
+    jobs: positive('jobs', text('jobs'), 2000, 1_000_000),
+    jobsReps: positive('jobs-reps', text('jobs-reps'), 5, 100),
+    writeReps: positive('reps', text('reps'), REPS_BY_SIZE.writeReps[size]),
+    measureReplacePartition: true,
     backfillReps,
     laterBackfillReps: size === 'small' ? Math.min(3, backfillReps) : 1,
-    reconcileReps: { small: 15, medium: 7, large: 5 }[size],
-    backfillTimeoutSeconds: values['backfill-timeout'] === undefined ? undefined : positive('backfill-timeout', values['backfill-timeout'], 0),
-    explain: values.explain,
+    reconcileReps: REPS_BY_SIZE.reconcileReps[size],
+    backfillTimeoutSeconds,
+    explain: values.explain === true,
     warmUp: size === 'small',
+  };
+}
+
+/** One size of a suite on one target: the defaults by size, one worker-process count, no jobs-per-second passes. */
+export function suiteSizeArgs(size: SuiteSize, target: TargetShape, queues: QueueKind[], backfillTimeoutSeconds: number | undefined): BenchArgs {
+  const bySize = sizeOf(size.rowsPerPartition, size.partitions);
+  return {
+    ...size, target, workers: [SUITE_WORKERS], queues,
+    jobs: 0, jobsReps: 0,
+    writeReps: REPS_BY_SIZE.writeReps[bySize],
+    measureReplacePartition: false,
+    backfillReps: REPS_BY_SIZE.backfillReps[bySize],
+    laterBackfillReps: 0,
+    reconcileReps: REPS_BY_SIZE.reconcileReps[bySize],
+    backfillTimeoutSeconds,
+    explain: false,
+    warmUp: bySize === 'small',
   };
 }
 

@@ -37,7 +37,8 @@ export function benchmarkHours(partitions: number): Date[] {
 /**
  * Replaces the raw rows of the hours with `rowsPerPartition` generated rows each: all three shards (row n is
  * in shard 1 + n mod 3), 40 merchants, the currency mix above, amounts 5.00 … 1,504.99, landed 49, 53 and 57
- * minutes past the hour as the demo's shards do.
+ * minutes past the hour as the demo's shards do. The amount's product is taken in bigint: in int it overflows from
+ * row 271,189 on (7919 × n > 2³¹), and the same rows come out below that.
  */
 export async function inflateRawOrders(pool: Pool, hours: Date[], rowsPerPartition: number): Promise<number> {
   await pool.query('DELETE FROM warehouse.orders_raw WHERE event_hour = ANY ($1::timestamptz[])', [hours]);
@@ -45,7 +46,7 @@ export async function inflateRawOrders(pool: Pool, hours: Date[], rowsPerPartiti
     `INSERT INTO warehouse.orders_raw (order_id, shard, event_hour, merchant_id, currency_raw, amount_local, landed_at)
      SELECT $3::bigint + h.i * $4::bigint + g.n, 1 + g.n % 3, h.hour, 1001 + (g.n * 7) % 40,
             ($5::text[])[1 + (g.n * 13 + h.i) % 20],
-            round((((g.n * 7919 + h.i * 104729) % 150000) + 500) / 100.0, 2),
+            round((((g.n::bigint * 7919 + h.i * 104729) % 150000) + 500) / 100.0, 2),
             h.hour + make_interval(mins => 45 + 4 * (1 + g.n % 3))
      FROM (SELECT hour, ((extract(epoch FROM hour) - extract(epoch FROM $6::timestamptz)) / 3600)::bigint AS i
            FROM unnest($1::timestamptz[]) AS hour) h

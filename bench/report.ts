@@ -6,6 +6,7 @@ import os from 'node:os';
 import type { StatementSummary } from './autoExplain.js';
 import type { BackfillRun, Phases } from './backfill.js';
 import type { Spread } from './stats.js';
+import type { SuiteRecord } from './suite.js';
 
 export interface Machine {
   nproc: number;
@@ -173,24 +174,47 @@ export function explainReport(statements: StatementSummary[]): string {
 
 /**
  * bench/results.json holds the latest run of each kind (rows per partition × partitions, target, queue backends,
- * embedded server or not), so one file keeps the figures docs/benchmark.md's tables quote; a run replaces only its
- * own kind's entry. Entries keyed without queue backends are from before the bench compared them: their queues
- * were on Redis.
+ * embedded server or not, suite or not), so one file keeps the figures docs/benchmark.md's tables are made from; a
+ * run replaces only its own kind's entry. Entries keyed without queue backends are from before the bench compared
+ * them: their queues were on Redis. Beside the entries, `suites` holds each suite's latest record (bench/suite.ts):
+ * when it ran, on what, with what, and which entries it wrote.
  */
-export function writeResults(path: string, key: string, run: RunResult): void {
-  let runs: Record<string, RunResult> = {};
-  if (existsSync(path)) {
-    try {
-      const parsed = JSON.parse(readFileSync(path, 'utf8')) as { runs?: Record<string, RunResult> };
-      runs = parsed.runs ?? {};
-    } catch (error) {
-      console.error(`${path} was not readable JSON (${(error as Error).message}); starting it over`);
-    }
+export interface ResultsFile {
+  note: string;
+  runs: Record<string, RunResult>;
+  suites?: Partial<Record<string, SuiteRecord>>;
+}
+
+const RESULTS_NOTE = 'npm run bench: the latest run of each kind, keyed <rows per partition>x<partitions>[-partitioned]-<queue backends>[-embedded][-suite-<name>]; ' +
+  'keys without queue backends are runs from before the bench compared them (queues on Redis); suites: the latest run of each --suite, naming its entries';
+
+/** The results file as it stands; a file that is not readable JSON is started over, and says so. */
+export function readResults(path: string): ResultsFile {
+  if (!existsSync(path)) return { note: RESULTS_NOTE, runs: {} };
+  try {
+    const parsed = JSON.parse(readFileSync(path, 'utf8')) as Partial<ResultsFile>;
+    return { note: RESULTS_NOTE, runs: parsed.runs ?? {}, ...(parsed.suites ? { suites: parsed.suites } : {}) };
+  } catch (error) {
+    console.error(`${path} was not readable JSON (${(error as Error).message}); starting it over`);
+    return { note: RESULTS_NOTE, runs: {} };
   }
-  runs[key] = run;
-  const ordered = Object.fromEntries(Object.entries(runs).sort(([, a], [, b]) => rowsOf(a) - rowsOf(b) || partitionsOf(a) - partitionsOf(b)));
-  writeFileSync(path, `${JSON.stringify({ note: 'npm run bench: the latest run of each kind, keyed <rows per partition>x<partitions>[-partitioned]-<queue backends>[-embedded]; ' +
-    'keys without queue backends are runs from before the bench compared them (queues on Redis)', runs: ordered }, null, 2)}\n`);
+}
+
+function write(path: string, results: ResultsFile): void {
+  const ordered = Object.fromEntries(Object.entries(results.runs).sort(([, a], [, b]) => rowsOf(a) - rowsOf(b) || partitionsOf(a) - partitionsOf(b)));
+  writeFileSync(path, `${JSON.stringify({ note: RESULTS_NOTE, runs: ordered, ...(results.suites ? { suites: results.suites } : {}) }, null, 2)}\n`);
+}
+
+export function writeResults(path: string, key: string, run: RunResult): void {
+  const results = readResults(path);
+  results.runs[key] = run;
+  write(path, results);
+}
+
+export function writeSuiteRecord(path: string, record: SuiteRecord): void {
+  const results = readResults(path);
+  results.suites = { ...results.suites, [record.suite]: record };
+  write(path, results);
 }
 
 const rowsOf = (run: RunResult) => Number(run.args.rowsPerPartition ?? 0);
