@@ -15,8 +15,11 @@ import { redact } from './redaction.js';
 // acknowledgements outstanding and how long each given one took, which the database knows whichever process did
 // the work, and the queue's depth. Counted where they happen, in this process: step durations, rows published, Slack API errors and 429s.
 
-/** The series' names, as the dashboard (ops/grafana/backfill-bot.json) and docs/operating.md list them. */
-const METRIC_NAMES = {
+/**
+ * The series' names, as the dashboard (ops/grafana/backfill-bot.json) and docs/operating.md list them; exported
+ * for the test that holds the dashboard to a panel for each.
+ */
+export const METRIC_NAMES = {
   backfills: 'backfill_backfills',
   stepDuration: 'backfill_step_duration_seconds',
   acksOutstanding: 'backfill_acknowledgements_outstanding',

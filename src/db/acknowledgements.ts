@@ -69,3 +69,9 @@ export async function hasCapacityApproval(db: Queryable, backfillId: number): Pr
   const { rows } = await db.query('SELECT 1 FROM backfill.capacity_approvals WHERE backfill_id = $1::bigint', [backfillId]);
   return rows.length > 0;
 }
+
+/** Who gave a backfill its second operator's approval, and when; undefined while nobody has. */
+export async function findCapacityApproval(db: Queryable, backfillId: number): Promise<{ operator: string; at: Date } | undefined> {
+  const { rows } = await db.query<{ operator: string; at: Date }>('SELECT operator, at FROM backfill.capacity_approvals WHERE backfill_id = $1::bigint', [backfillId]);
+  return rows[0];
+}

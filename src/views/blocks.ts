@@ -17,7 +17,7 @@ import type { CostSummary } from '../core/file/costs.js';
 import { costsBlocks } from './costs.js';
 import { statusActionsBlocks } from './statusActions.js';
 import { slackText } from '../markup.js';
-import { codeSections, context, fit, header, limitBlocks, LIMITS, mrkdwn, section, sections, type Block } from './layout.js';
+import { codeSections, context, fit, header, limitBlocks, LIMITS, messageText, mrkdwn, section, sections, type Block } from './layout.js';
 
 // Block Kit, built by pure functions: data in, blocks out. Listeners and the messenger never inline JSON.
 
@@ -129,6 +129,24 @@ function gateLine(c: BackfillConsumerRow, now: Date): string {
 }
 
 /**
+ * The second operator's approval, for a backfill whose size needs one: who gave it and when, where the Approve
+ * button stood; while nobody has, that it is still needed (the button offers it).
+ */
+function approvalLine(report: BackfillReport): string[] {
+  const { backfill, secondApproval } = report;
+  if (!backfill.needsSecondApproval) return [];
+  const what = 'second operator\'s approval (size over the capacity limits)';
+  if (secondApproval) return [`:white_check_mark: ${what}: approved by ${slackPerson(secondApproval.operator)} at ${formatTime(secondApproval.at)}`];
+  return [backfill.state === 'announced' || backfill.state === 'held' ? `:hourglass: ${what}: waiting` : `${what}: not given`];
+}
+
+/** The gate, line by line: each reader's answer, then the second operator's approval when the size needs one. */
+function gateLines(report: BackfillReport, now: Date): string[] {
+  const lines = [...report.consumers.map((c) => gateLine(c, now)), ...approvalLine(report)];
+  return report.consumers.length ? lines : ['no readers', ...lines];
+}
+
+/**
  * The one status message in the incident channel, re-rendered from the database on every change. `now` is
  * when it is rendered: the time left is estimated against it.
  */
@@ -146,7 +164,7 @@ export function statusMessage(report: BackfillReport, now: Date = new Date()): M
     header(title),
     section(`*${backfill.partitionCount} partitions*, ${formatHourRange(backfill.firstHour, backfill.lastHour)}\n*Asked by* ${slackPerson(backfill.requestedBy)}`),
     section(`*Why:* ${outside(backfill.reason)}`),
-    ...sections('*Gate*', report.consumers.length ? report.consumers.map((c) => gateLine(c, now)) : ['no readers']),
+    ...sections('*Gate*', gateLines(report, now)),
     ...sections(`*Progress:* ${progress}`, [...why, waitingOn(report, slackPerson, backticks, outside)]),
     context(`total before ${money(backfill.totalBefore)} · announced ${formatTime(backfill.announcedAt)}${backfill.ranAt ? ` · ran ${formatTime(backfill.ranAt)}` : ''}`),
   ];
@@ -159,9 +177,9 @@ export function statusMessage(report: BackfillReport, now: Date = new Date()): M
 }
 
 /**
- * How much of a message the per-partition table may take: Slack has refused messages well below the documented
- * per-block limits (`msg_blocks_too_long` at about 13,000 characters in all), so the table keeps to this and
- * the rest of the diff to what is left; a table that does not fit says where the whole is.
+ * How much of a message a per-partition listing in code blocks may take (the reconciliation's): Slack has refused
+ * messages well below the documented per-block limits (`msg_blocks_too_long` at about 13,000 characters in all),
+ * so the listing keeps to this and the rest of the message to what is left; what does not fit says where the whole is.
  */
 const DIFF_TABLE_CHARS = 9000;
 
@@ -172,51 +190,48 @@ const DIFF_TABLE_CHARS = 9000;
  */
 const TABLE_ROWS = 100;
 
-/** A table block over the first rows that fit, how many those are, and how many characters its cells hold. */
+/** A table block over the first rows that fit, and how many those are. */
 interface Table {
   block: Block;
   shown: number;
-  chars: number;
 }
 
 function tableBlock(head: readonly string[], rows: readonly (readonly string[])[], align: readonly ('left' | 'right')[]): Table {
   const shown = rows.slice(0, TABLE_ROWS - 1);
-  const all = [head, ...shown];
   return {
     // A raw_text cell must hold a character: a missing value shows as the dash it shows as everywhere.
-    block: { type: 'table', column_settings: align.map((side) => ({ align: side })), rows: all.map((row) => row.map((text) => ({ type: 'raw_text' as const, text: text || '—' }))) },
+    block: { type: 'table', column_settings: align.map((side) => ({ align: side })), rows: [head, ...shown].map((row) => row.map((text) => ({ type: 'raw_text' as const, text: text || '—' }))) },
     shown: shown.length,
-    chars: all.reduce((sum, row) => sum + row.reduce((cells, text) => cells + text.length, 0), 0),
   };
 }
 
+/** What a message with a table shows: the table (last, where Slack shows it), the note when it cannot hold every row, and the rows as text. */
+interface Tabled {
+  table: Block | undefined;
+  note: Block[];
+  /** The rows as the message's top-level text lists them, for a client that does not render the table. */
+  lines: string[];
+}
+
 /**
- * The per-partition diff twice: as Slack's table, and as the code-fenced text that every client shows (an app that
- * cannot show tables, a notification's preview), sharing DIFF_TABLE_CHARS. Each says where the rest is when it
- * cannot hold every partition. The table comes last, where Slack shows it.
+ * The per-partition diff: in the blocks, Slack's table alone (the same rows as code-fenced text beside it made
+ * people read every figure twice), with a note when it cannot hold every partition; as text, for the message's
+ * top-level text (notifications, screen readers, a client without tables), the fixed-width rows.
  */
-function perPartitionBlocks(report: BackfillReport, room: number): { text: Block[]; table: Block | undefined } {
+function perPartition(report: BackfillReport, where: string): Tabled {
   const { backfill, targets } = report;
+  if (targets.length === 0) return { table: undefined, note: [], lines: [] };
   const diffOf = (t: BackfillReport['targets'][number]) => (t.totalAfter === null ? '—' : formatSignedMoney(subtractMoney(t.totalAfter, t.totalBefore)));
   const grid = tableBlock(['Partition', 'Rows before', 'Rows after', 'Total before', 'Total after', 'Difference'],
     targets.map((t) => [formatHour(t.partitionHour), String(t.rowsBefore), t.rowsAfter === null ? '—' : String(t.rowsAfter), money(t.totalBefore), money(t.totalAfter), diffOf(t)]),
     ['left', 'right', 'right', 'right', 'right', 'right']);
-  const where = `the incident package has every one (\`/backfill log ${backfill.id}\` puts it in the incident thread)`;
-  const tableNote = grid.shown < targets.length
+  const note = grid.shown < targets.length
     ? [context(`:page_facing_up: The table holds the first ${grid.shown} of the ${targets.length} partitions (${formatHourRange(targets[0]?.partitionHour ?? backfill.firstHour, targets[grid.shown - 1]?.partitionHour ?? backfill.lastHour)}): ` +
       `a Slack table has room for ${TABLE_ROWS - 1}; ${where}.`)]
     : [];
-  const rows = targets.map((t) =>
+  const lines = targets.map((t) =>
     `${formatHour(t.partitionHour)}  ${String(t.rowsBefore).padStart(4)} → ${String(t.rowsAfter ?? '—').padEnd(4)}  ${money(t.totalBefore).padStart(11)} → ${money(t.totalAfter).padStart(11)}  ${diffOf(t)}`);
-  // The text takes the blocks the rest leaves, keeping one for its note and one for the table's.
-  const text = codeSections('*Per partition* (rows, total)', 'partition          rows          before →       after  difference', rows,
-    room - 2, DIFF_TABLE_CHARS - grid.chars);
-  const rest = targets.slice(text.shown);
-  const more = rest.length > 0
-    ? [section(`:page_facing_up: ${rest.length} more partition(s), ${formatHourRange(rest[0]?.partitionHour ?? backfill.firstHour, rest.at(-1)?.partitionHour ?? backfill.lastHour)}, ` +
-      `are not shown here as text: ${grid.shown === targets.length ? 'the table holds them, and ' : ''}${where}.`)]
-    : [];
-  return { text: [...text.blocks, ...more, ...tableNote], table: targets.length > 0 ? grid.block : undefined };
+  return { table: grid.block, note, lines };
 }
 
 /** The diff posted when the compare is done: what finance asks for, next to every correction. */
@@ -250,12 +265,18 @@ export function diffMessage(report: BackfillReport): Message {
     ].join('\n')),
     ...sections('*Consumers re-triggered, in order*', replays.length ? replays : ['none']),
   ];
-  // The per-partition rows take the blocks the rest leaves, the table one of them.
-  const partitions = perPartitionBlocks(report, LIMITS.messageBlocks - lead.length - 1);
+  const where = `the incident package has every one (\`/backfill log ${backfill.id}\` puts it in the incident thread)`;
+  const partitions = perPartition(report, where);
+  const summary = `Backfill #${backfill.id} ${title}: total ${money(backfill.totalBefore)} → ${money(backfill.totalAfter)} (${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)})`;
+  const left = (count: number) => {
+    const rest = report.targets.slice(report.targets.length - count);
+    const inTable = report.targets.length <= TABLE_ROWS - 1 ? 'the table in the message holds them, and ' : '';
+    return `${count} more partition(s), ${formatHourRange(rest[0]?.partitionHour ?? backfill.firstHour, rest.at(-1)?.partitionHour ?? backfill.lastHour)}, are not listed here: ${inTable}${where}.`;
+  };
   return {
-    text: `Backfill #${backfill.id} ${title}: total ${money(backfill.totalBefore)} → ${money(backfill.totalAfter)} (${backfill.diff === null ? '—' : formatSignedMoney(backfill.diff)})`,
+    text: messageText(summary, partitions.lines, left, { title: '*Per partition* (rows, total)', head: 'partition          rows          before →       after  difference' }),
     blocks: [
-      ...limitBlocks([...lead, ...partitions.text], LIMITS.messageBlocks - (partitions.table ? 1 : 0), `the whole diff is in the incident package (\`/backfill log ${backfill.id}\`).`),
+      ...limitBlocks([...lead, ...partitions.note], LIMITS.messageBlocks - (partitions.table ? 1 : 0), `the whole diff is in the incident package (\`/backfill log ${backfill.id}\`).`),
       ...(partitions.table ? [partitions.table] : []),
     ],
   };
@@ -288,13 +309,20 @@ export function planMessage(plan: Plan): Message {
 export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
   const signatures = answer.signatures.map((s, i) =>
     `${answer.signatures.length > 1 ? `${i + 1}. ` : ''}*${formatMoney(s.total)}*, signed by ${slackPerson(s.signedBy)} at ${formatTime(s.signedAt)}`);
-  // One correction is one entry: its lines stay together in one block.
-  const corrections = answer.corrections.map((c) => [
+  const people = (c: PaidAgainstAnswer['corrections'][number]) =>
+    `   acknowledged by ${c.acknowledgedBy.map((a) => `${slackPerson(a.owner)} (${outside(a.consumer)}, ${formatTime(a.at)})`).join(', ') || 'nobody'}` +
+    `${c.overriddenBy.length ? `; overridden by ${c.overriddenBy.map((o) => `${slackPerson(o.operator)} for ${outside(o.consumer)}: ${outside(fit(o.reason, GATE_REASON_SHOWN))}`).join(', ')}` : ''}`;
+  // One correction is one entry: its lines stay together in one block. In words, whole: its figures, when, and who.
+  const inWords = (c: PaidAgainstAnswer['corrections'][number]) => [
     `• *Backfill #${c.backfillId}* (${outside(c.reason)}): corrected to *${formatMoney(c.corrected)}*, ${formatSignedMoney(c.diffFromSigned)} against the signed ${formatMoney(c.signedTotal)}`,
     `   announced ${formatTime(c.announcedAt)}, ran ${c.ranAt ? formatTime(c.ranAt) : '—'} by ${slackPerson(c.ranBy ?? '?')}, finished ${formatTime(c.finishedAt)}`,
-    `   acknowledged by ${c.acknowledgedBy.map((a) => `${slackPerson(a.owner)} (${outside(a.consumer)}, ${formatTime(a.at)})`).join(', ') || 'nobody'}` +
-      `${c.overriddenBy.length ? `; overridden by ${c.overriddenBy.map((o) => `${slackPerson(o.operator)} for ${outside(o.consumer)}: ${outside(fit(o.reason, GATE_REASON_SHOWN))}`).join(', ')}` : ''}`,
-  ].join('\n'));
+    people(c),
+  ].join('\n');
+  // Beside the table, which holds its figures and times: what the cells cannot (the reason, the people), once.
+  const besideTable = (c: PaidAgainstAnswer['corrections'][number]) => [
+    `• *Backfill #${c.backfillId}* (${outside(c.reason)}): against the signed ${formatMoney(c.signedTotal)}, ran by ${slackPerson(c.ranBy ?? '?')}`,
+    people(c),
+  ].join('\n');
   const current = answer.current.source === 'signature'
     ? `*Current figure:* ${formatMoney(answer.current.total)} (the latest signature)`
     : `*Current figure:* ${formatMoney(answer.current.total)} (after backfill #${answer.current.backfillId ?? '?'}; not signed again since)`;
@@ -302,14 +330,16 @@ export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
   const report = outside(answer.report);
   const whole = `\`backfill paid-against ${report} ${outside(answer.period)}\` on the CLI lists every correction.`;
   const table = correctionsTable(answer, whole);
+  const corrections = answer.corrections.map((c, i) => (i < table.shown ? besideTable(c) : inWords(c)));
+  const summary = `${report} ${outside(answer.period)}: paid against ${formatMoney(answer.signatures[0]?.total ?? '0')}; current ${formatMoney(answer.current.total)}`;
   return {
-    text: `${report} ${outside(answer.period)}: paid against ${formatMoney(answer.signatures[0]?.total ?? '0')}; current ${formatMoney(answer.current.total)}`,
+    text: messageText(summary, answer.corrections.map(inWords), (left) => `${left} more correction(s) are not listed here: ${whole}`),
     blocks: [
       ...limitBlocks([
         header(`What we paid against: ${answer.report}, ${answer.period}`),
         ...sections('*Signed*', signatures),
         section(current),
-        ...sections('*Corrections since*', corrections.length ? corrections : ['none: the signed figure stands']),
+        ...sections(table.shown ? '*Corrections since* (their figures in the table)' : '*Corrections since*', corrections.length ? corrections : ['none: the signed figure stands']),
         ...table.note,
       ], LIMITS.messageBlocks - table.blocks.length, whole),
       ...table.blocks,
@@ -318,18 +348,19 @@ export function paidAgainstMessage(answer: PaidAgainstAnswer): Message {
 }
 
 /**
- * The corrections' figures as Slack's table, beside the sections that say them in words (with the people and
- * the reasons, which a table's raw cells cannot hold as Slack's markup); none when nothing was corrected.
+ * The corrections' figures as Slack's table, beside the sections that give the people and the reasons (which a
+ * table's raw cells cannot hold as Slack's markup); none when nothing was corrected. `shown`: how many it holds.
  */
-function correctionsTable(answer: PaidAgainstAnswer, whole: string): { blocks: Block[]; note: Block[] } {
-  if (answer.corrections.length === 0) return { blocks: [], note: [] };
+function correctionsTable(answer: PaidAgainstAnswer, whole: string): { blocks: Block[]; note: Block[]; shown: number } {
+  if (answer.corrections.length === 0) return { blocks: [], note: [], shown: 0 };
   const grid = tableBlock(['Backfill', 'Corrected to', 'Against signed', 'Announced', 'Ran', 'Finished'],
     answer.corrections.map((c) => [`#${c.backfillId}`, formatMoney(c.corrected), formatSignedMoney(c.diffFromSigned), formatTime(c.announcedAt), c.ranAt ? formatTime(c.ranAt) : '—', formatTime(c.finishedAt)]),
     ['left', 'right', 'right', 'left', 'left', 'left']);
   const note = grid.shown < answer.corrections.length
-    ? [context(`:page_facing_up: The table holds the first ${grid.shown} of the ${answer.corrections.length} corrections: a Slack table has room for ${TABLE_ROWS - 1}; ${whole}`)]
+    ? [context(`:page_facing_up: The table holds the first ${grid.shown} of the ${answer.corrections.length} corrections: a Slack table has room for ${TABLE_ROWS - 1}; ` +
+      `the others are in words, with their figures, as far as the message has room; ${whole}`)]
     : [];
-  return { blocks: [grid.block], note };
+  return { blocks: [grid.block], note, shown: grid.shown };
 }
 
 export interface HomeData {
@@ -356,7 +387,7 @@ function incidentLine(backfill: BackfillRow, link: string | undefined): string {
 export function homeView(data: HomeData, now: Date = new Date()): types.HomeView {
   const inFlight = data.inFlight.flatMap((report): Block[] => sections(
     `*#${report.backfill.id} ${outside(report.backfill.pipeline)}*, ${formatHourRange(report.backfill.firstHour, report.backfill.lastHour)}: ${describeState(report.backfill.state)}`,
-    [incidentLine(report.backfill, data.threadLinks?.get(report.backfill.id)), ...(report.consumers.length ? report.consumers.map((c) => gateLine(c, now)) : ['no readers'])]));
+    [incidentLine(report.backfill, data.threadLinks?.get(report.backfill.id)), ...gateLines(report, now)]));
   const start: Block = {
     type: 'actions',
     block_id: 'home_start',

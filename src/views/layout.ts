@@ -15,6 +15,11 @@ export const LIMITS = {
   headerText: 150,
   messageBlocks: 50,
   viewBlocks: 100,
+  /**
+   * A message's top-level text: Slack advises at most 4,000 characters, and chat.update refuses longer text
+   * (`msg_too_long`); it is what notifications, screen readers and a client that cannot render a block show.
+   */
+  messageText: 4000,
 } as const;
 
 /** Room kept for bounded()'s "… (N more characters not shown)". */
@@ -108,4 +113,25 @@ export function limitBlocks<T extends types.AnyBlock>(blocks: readonly T[], max:
   if (blocks.length <= max) return [...blocks];
   const kept = blocks.slice(0, max - 1);
   return [...kept, context(`:page_facing_up: ${blocks.length - kept.length} more block(s) not shown here: ${whereTheRestIs}`)];
+}
+
+/**
+ * A message's top-level text: `lead`, then as many whole `lines` as fit within LIMITS.messageText (in one code
+ * fence under `fence.head` when given, the fence always closed); when some do not fit, a last line `rest(left)`
+ * says how many were left out and where they are.
+ */
+export function messageText(lead: string, lines: readonly string[], rest: (left: number) => string, fence?: { title: string; head: string }): string {
+  const open = fence ? [fence.title, `${FENCE}${fence.head}`] : [];
+  const close = fence ? FENCE : '';
+  const compose = (shown: number): string => {
+    const body = [...open, ...lines.slice(0, shown)].join('\n');
+    const fenced = fence ? `${body}${close}` : body;
+    const note = shown < lines.length ? `\n${rest(lines.length - shown)}` : '';
+    return `${lead}${lines.length ? `\n${fenced}` : ''}${note}`;
+  };
+  // The most lines that fit: the note's room is taken only while some are left out.
+  let shown = lines.length;
+  while (shown > 0 && compose(shown).length > LIMITS.messageText) shown -= 1;
+  // No line fits: the lead and where they all are (and were even that too long, bounded, saying so).
+  return fit(shown === 0 && lines.length > 0 ? `${lead}\n${rest(lines.length)}` : compose(shown), LIMITS.messageText);
 }

@@ -11,9 +11,10 @@ import { section, sections, type Block } from './layout.js';
 // The actions of the status message in the incident channel, and the confirmation each opens. Pure: a report in,
 // blocks out. Which actions a state offers, in the order the buttons show them:
 //
-//   announced   Approve (when its size needs a second operator), Override (when an owner's acknowledgement is
-//               missing, the owners listed in the confirmation), Stop
-//   held        Approve (size), Stop. A hold is an owner's explicit "no": the gate refuses an override of it.
+//   announced   Approve (when its size needs a second operator and none has approved it yet), Override (when an
+//               owner's acknowledgement is missing, the owners listed in the confirmation), Stop
+//   held        Approve (size, not yet approved), Stop. A hold is an owner's explicit "no": the gate refuses an
+//               override of it.
 //   approved, running, replaying, comparing
 //               Stop
 //   paused      Continue (accepting the partitions outside their envelope that the operator picks; with none to
@@ -98,14 +99,14 @@ function missingOwners(report: BackfillReport): { consumer: string; owner: strin
 
 /**
  * The actions possible in the backfill's state, in the order they are shown. Approve is offered while the size
- * needs a second operator and the gate is closed: the report does not say whether that approval was given
- * already, so a second approval is answered as one that changed nothing.
+ * needs a second operator, nobody has given that approval yet and the gate is closed; once it is given the message
+ * names who gave it instead, and a press of a button rendered before is refused as no longer possible.
  */
 export function possibleActions(report: BackfillReport): StatusAction[] {
   const { state, needsSecondApproval } = report.backfill;
   const offered: Record<StatusAction, boolean> = {
     continue: continueChoice(report) !== undefined,
-    approve: (state === 'announced' || state === 'held') && needsSecondApproval,
+    approve: (state === 'announced' || state === 'held') && needsSecondApproval && report.secondApproval === null,
     override: state === 'announced' && missingOwners(report).length > 0,
     rollback: ROLLBACK_FROM.includes(state) && report.targets.some((t) => t.status === 'published'),
     stop: STOPPABLE.includes(state),

@@ -107,6 +107,8 @@ export function renderStatus(raw: BackfillReport, style: TextStyle = PLAIN): str
     `  now          ${waitingOn(report, (id) => person(id, style), terminalText, terminalText)}`,
     '  gate:',
     ...report.consumers.map((c) => `    ${c.consumer} ${person(c.owner, style)} (${c.notifyRule}): ${gateWord(c, style)}`),
+    ...(backfill.needsSecondApproval ? [`    second operator's approval (size): ${report.secondApproval
+      ? `approved by ${person(report.secondApproval.operator, style)} at ${formatTime(report.secondApproval.at)}` : 'not given'}`] : []),
   ];
   const steps = report.steps;
   if (steps.length) {

@@ -58,6 +58,7 @@ export function waitingOn(report: BackfillReport, name: NamePerson, quote: Quote
         ...(backfill.state === 'held' ? ['the owner who held it to acknowledge (or an operator to cancel it)'] : []),
         ...(reachable.length ? [`acknowledgements from ${reachable.map((c) => `${name(c.owner)} (${about(c)})`).join(', ')}`] : []),
         ...cannot,
+        ...(backfill.needsSecondApproval && !report.secondApproval ? ['a second operator\'s approval of its size'] : []),
         ...(open('announce') ? [`${open('announce')} announcement(s) still being delivered${rateLimited(report)}`] : []),
       ];
       return `Waiting on ${parts.join('; ') || 'a second operator\'s approval'}.`;

@@ -300,26 +300,31 @@ describe('limits: nothing is cut silently', () => {
     expect(() => parseButtonValue(JSON.stringify({ b: 1, c: 'settlement_report\u0000' }))).toThrow(/does not belong to a backfill announcement/);
   });
 
-  it(`a diff of 48 partitions (MAX_PARTITIONS) lists every hour, each table block closing its own fence, within Slack's limits`, () => {
+  it(`a diff of 48 partitions (MAX_PARTITIONS) lists every hour in its table and its text, the text's fence closed, within Slack's limits`, () => {
     const first = report.targets[0]!;
     const hours = Array.from({ length: 48 }, (_, i) => new Date(Date.UTC(2026, 10, 14, 0) + i * 3_600_000));
     const targets = hours.map((hour) => ({ ...first, partitionHour: hour, rowsAfter: 1234, totalAfter: '123456.78', totalBefore: '123450.00' }));
     const diff = diffMessage({ ...report, targets, backfill: { ...report.backfill, partitionCount: 48 } });
     expectWithinLimits(diff);
     expectInert(diff);
-    const tables = textsOf(diff.blocks).filter((t) => t.includes('```'));
-    expect(tables.length).toBeGreaterThan(1);
-    for (const table of tables) expect(table.trimEnd().endsWith('```')).toBe(true);
-    for (const hour of hours) expect(tables.join('\n')).toContain(formatHour(hour));
+    // The blocks hold the rows once, in the table; the message's text holds them all, in one closed fence.
+    expect(allText(diff)).not.toContain('```');
+    const table = diff.blocks.find((b) => b.type === 'table');
+    for (const hour of hours) expect(JSON.stringify(table)).toContain(formatHour(hour));
+    for (const hour of hours) expect(diff.text).toContain(formatHour(hour));
+    expect(diff.text.length).toBeLessThanOrEqual(4000);
+    expect(diff.text.trimEnd().endsWith('```')).toBe(true);
     expect(allText(diff)).not.toContain('not shown here');
 
-    // Raised far beyond, what does not fit says where the whole table is, and nothing of it is half shown.
+    // Raised far beyond, what does not fit says where the whole is, and nothing of it is half shown.
     const many = Array.from({ length: 720 }, (_, i) => ({ ...first, partitionHour: new Date(Date.UTC(2026, 9, 1) + i * 3_600_000) }));
     const big = diffMessage({ ...report, targets: many, backfill: { ...report.backfill, partitionCount: 720 } });
     expectWithinLimits(big);
     expectInert(big);
-    const shown = textsOf(big.blocks).filter((t) => t.includes('```')).join('\n').split('\n').filter((line) => /^2026-\d\d-\d\d \d\d:00/.test(line.replace('```', ''))).length;
-    expect(allText(big)).toContain(`${720 - shown} more partition(s)`);
+    expect(big.text.length).toBeLessThanOrEqual(4000);
+    const listed = big.text.split('\n').filter((line) => /^2026-\d\d-\d\d \d\d:00/.test(line.replace('```', ''))).length;
+    expect(big.text).toContain(`${720 - listed} more partition(s)`);
+    expect(allText(big)).toContain('The table holds the first 99 of the 720 partitions');
     expect(allText(big)).toContain(`\`/backfill log ${report.backfill.id}\``);
   });
 });

@@ -70,8 +70,9 @@ async function before(world: World): Promise<Before> {
 
 /** What the status message should offer, read from the rows (the issue's table of states), in the order shown. */
 async function expectedActions(world: World): Promise<{ state: string; actions: StatusAction[] }> {
-  const { rows } = await world.h.engine.ctx.pool.query<{ state: string; needsSecond: boolean; inBreach: boolean; published: boolean; missing: boolean }>(
+  const { rows } = await world.h.engine.ctx.pool.query<{ state: string; needsSecond: boolean; secondGiven: boolean; inBreach: boolean; published: boolean; missing: boolean }>(
     `SELECT b.state, b.needs_second_approval AS "needsSecond",
+            EXISTS (SELECT 1 FROM backfill.capacity_approvals a WHERE a.backfill_id = b.id) AS "secondGiven",
             EXISTS (SELECT 1 FROM backfill.backfill_targets t WHERE t.backfill_id = b.id AND t.breach IS NOT NULL) AS "inBreach",
             EXISTS (SELECT 1 FROM backfill.backfill_targets t WHERE t.backfill_id = b.id AND t.status = 'published') AS published,
             EXISTS (SELECT 1 FROM backfill.backfill_consumers c WHERE c.backfill_id = b.id AND c.notify_rule = 'before'
@@ -83,8 +84,8 @@ async function expectedActions(world: World): Promise<{ state: string; actions: 
   const { state } = row;
   const offered: Record<StatusAction, boolean> = {
     continue: state === 'paused' && row.inBreach,
-    // The status facts do not say whether the second approval was given: it is offered until the gate opens.
-    approve: (state === 'announced' || state === 'held') && row.needsSecond,
+    // Offered until a second operator approves (the message names them then) or the gate opens.
+    approve: (state === 'announced' || state === 'held') && row.needsSecond && !row.secondGiven,
     override: state === 'announced' && row.missing,
     rollback: ['paused', 'done', 'failed', 'stopped'].includes(state) && row.published,
     stop: ['announced', 'held', 'approved', 'running', 'paused', 'replaying', 'comparing'].includes(state),

@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OWNERS } from '../../dev/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
+import { formatTime } from '../../src/views/format.js';
 import { ConfirmationField } from '../../src/views/statusActions.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, INCIDENT_CHANNEL, OPERATOR, type SlackHarness } from '../support/slackApp.js';
 import { waitUntil } from '../support/wait.js';
 import {
-  announcementsOut, button, buttonsWhen, labels, modalOf, optionsOf, pressStatus, rowsFingerprint, stateOf, submitConfirmation,
+  announcementsOut, button, buttonsOf, buttonsWhen, labels, modalOf, optionsOf, pressStatus, rowsFingerprint, stateOf, submitConfirmation,
 } from './statusActionsDriver.js';
 
 const LEAD = 'U07LEAD';
@@ -78,12 +79,66 @@ describe('the status message offers what the state allows, and each button does 
     await waitUntil(() => channelPosts(h).some((c) => String(c.params.text).startsWith('Backfill #1 diff')), 'the diff');
     const diff = channelPosts(h).find((c) => String(c.params.text).startsWith('Backfill #1 diff'));
     expect((diff?.params.blocks as { type: string; rows?: unknown[] }[]).find((b) => b.type === 'table')?.rows).toHaveLength(7);
+    // Said once in the blocks (the table), in full in the text a client shows where it renders no table.
+    expect(JSON.stringify(diff?.params.blocks)).not.toContain('```');
+    expect(String(diff?.params.text).split('\n').filter((line) => /^(```)?2026-11-15 \d\d:00 /.test(line))).toHaveLength(6);
     const rollback = modalOf(await pressStatus(h, button(await buttonsWhen(h, 1, ': done'), 'Roll back…'), LEAD));
     expect(await submitConfirmation(h, rollback, LEAD, { reason: 'finance wants the old figure until Monday' })).toEqual({ told: 'Backfill #1 rolled back: 6 partition(s) restored.' });
     expect(await eventsOf(h, 1, 'rolled_back')).toEqual([expect.objectContaining({ actor: LEAD, detail: expect.objectContaining({ reason: 'finance wants the old figure until Monday' }) })]);
     await waitUntil(async () => (await stateOf(h, 1)) === 'rolled_back', 'the rollback', 60_000);
     expect(await buttonsWhen(h, 1, 'rolled back')).toEqual([]);
   }, 120_000);
+});
+
+describe('a second operator approves before the owners answer', () => {
+  const THIRD = 'U07THIRD';
+  let h: SlackHarness;
+  beforeAll(async () => {
+    h = await createSlackHarness({ BACKFILL_OPERATORS: `${OPERATOR},${LEAD},${THIRD}`, CAPACITY_LIMIT: '4' });
+    await h.command(`start orders ${NIGHT} currency parsed as text`);
+  });
+  afterAll(async () => h.close());
+
+  /** The chat.update calls that re-rendered backfill #1's status message, oldest first. */
+  const statusUpdates = async () => {
+    const { rows } = await h.engine.ctx.pool.query<{ ts: string | null }>('SELECT status_ts AS ts FROM backfill.backfills WHERE id = 1');
+    return h.slack.callsTo('chat.update').filter((c) => c.params.channel === INCIDENT_CHANNEL && c.params.ts === rows[0]?.ts && c.response.ok === true)
+      .map((c) => ({ text: String(c.params.text), blocks: c.params.blocks as unknown[] }));
+  };
+
+  it('the updated status message names who approved and when instead of Approve; a stale Approve is refused and changes nothing', async () => {
+    const before = await buttonsWhen(h, 1, 'announced');
+    expect(labels(before)).toEqual(['Approve size…', 'Override…', 'Stop…']);
+    // A confirmation the third operator opens before the approval, and submits after it.
+    const opened = modalOf(await pressStatus(h, button(before, 'Approve size…'), THIRD));
+    const updatesBefore = (await statusUpdates()).length;
+
+    const byLead = await submitConfirmation(h, modalOf(await pressStatus(h, button(before, 'Approve size…'), LEAD)), LEAD, {});
+    expect(byLead).toEqual({ told: expect.stringMatching(/^Approved\. Still waiting for: settlement_report/) });
+    const { rows: [given] } = await h.engine.ctx.pool.query<{ operator: string; at: Date }>('SELECT operator, at FROM backfill.capacity_approvals WHERE backfill_id = 1');
+    expect(given?.operator).toBe(LEAD);
+    let updated: Awaited<ReturnType<typeof statusUpdates>>[number] | undefined;
+    await waitUntil(async () => {
+      updated = (await statusUpdates()).slice(updatesBefore).find((u) => JSON.stringify(u.blocks).includes(`approved by <@${LEAD}>`));
+      return updated !== undefined;
+    }, 'the status message updated with the approval');
+    expect(labels(buttonsOf(updated))).toEqual(['Override…', 'Stop…']);
+    expect(JSON.stringify(updated?.blocks)).toContain(`second operator's approval (size over the capacity limits): approved by <@${LEAD}> at ${formatTime(given!.at)}`);
+    expect(JSON.stringify(updated?.blocks)).not.toContain('approval of its size');
+
+    // The Approve button rendered before: refused as no longer possible, for whoever presses it, changing nothing.
+    await announceStepsDone(h);
+    const rows = await rowsFingerprint(h);
+    for (const who of [LEAD, THIRD]) {
+      expect(await pressStatus(h, button(before, 'Approve size…'), who)).toEqual({
+        refused: 'A second approval is no longer possible for backfill #1 (announced) — the message shows what is possible now. Nothing was changed.',
+      });
+    }
+    expect(await submitConfirmation(h, opened, THIRD, {})).toEqual({ refused: expect.stringContaining('A second approval is no longer possible for backfill #1 (announced)') });
+    expect(await rowsFingerprint(h)).toBe(rows);
+    expect(await eventsOf(h, 1, 'capacity_approved')).toEqual([expect.objectContaining({ actor: LEAD })]);
+    expect(await countRows(h.engine.ctx, `SELECT 1 FROM backfill.events WHERE kind = 'refused' AND detail ->> 'action' = 'status button approve'`)).toBe(3);
+  });
 });
 
 describe('Stop from the status message', () => {

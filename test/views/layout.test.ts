@@ -2,7 +2,7 @@
 // sections as they need and never split, code tables close every fence, and what cannot fit says so.
 
 import { describe, expect, it } from 'vitest';
-import { codeSections, fit, header, LIMITS, limitBlocks, section, sections, type Block } from '../../src/views/layout.js';
+import { codeSections, fit, header, LIMITS, limitBlocks, messageText, section, sections, type Block } from '../../src/views/layout.js';
 
 /** A section's or header's text. */
 function textOf(block: Block | undefined): string {
@@ -44,6 +44,18 @@ describe('layout within Slack\'s limits', () => {
     const shown = table.blocks.map(textOf).join('\n').split('\n').filter((line) => line.startsWith('row ')).length;
     expect(shown).toBe(table.shown);
     expect(table.shown).toBeLessThan(300);
+  });
+
+  it('keeps a message\'s top-level text within 4,000 characters, whole rows in a closed fence, saying what it left out', () => {
+    const rows = Array.from({ length: 300 }, (_, i) => `row ${i} ${'9'.repeat(60)}`);
+    const text = messageText('Lead', rows, (left) => `${left} more row(s) are not listed here: the CLI has them.`, { title: '*Rows*', head: 'head' });
+    expect(text.length).toBeLessThanOrEqual(LIMITS.messageText);
+    const listed = text.split('\n').filter((line) => line.startsWith('row ')).map((line) => line.replace(/```$/, ''));
+    expect(listed).toEqual(rows.slice(0, listed.length));
+    expect(text).toMatch(new RegExp(`^Lead\\n\\*Rows\\*\\n\`\`\`head\\n[^]*\`\`\`\\n${300 - listed.length} more row\\(s\\) are not listed here: the CLI has them\\.$`));
+    // All of them when they fit; nothing but the lead when there are none.
+    expect(messageText('Lead', rows.slice(0, 3), () => 'never', { title: '*Rows*', head: 'head' })).toBe(`Lead\n*Rows*\n\`\`\`head\n${rows.slice(0, 3).join('\n')}\`\`\``);
+    expect(messageText('Lead', [], () => 'never')).toBe('Lead');
   });
 
   it('keeps a message within its blocks, the last saying how many were left out and where they are', () => {
