@@ -93,6 +93,15 @@ export async function postSlashCommand(
   return postSigned(eventsUrl, secret, body, 'application/x-www-form-urlencoded', options);
 }
 
+/** The id the emulator's Home tab view has in a press from it. */
+const HOME_VIEW_ID = 'VHOMETAB01';
+
+/** A press on the Home tab, as Slack sends it: the view for its container, and no channel, message or response_url. */
+function onHomeTab(press: { channel: unknown; message: { blocks: unknown[] }; response_url: string } & Record<string, unknown>, teamId: string): Record<string, unknown> {
+  const { channel: _channel, message, response_url: _responseUrl, ...rest } = press;
+  return { ...rest, container: { type: 'view', view_id: HOME_VIEW_ID }, view: { id: HOME_VIEW_ID, type: 'home', team_id: teamId, blocks: message.blocks, state: { values: {} } } };
+}
+
 export async function postBlockAction(
   eventsUrl: string,
   secret: string,
@@ -109,6 +118,8 @@ export async function postBlockAction(
     teamId?: string;
     /** The trigger_id the press carries (a fresh one when not given), to find the views.open it led to. */
     triggerId?: string;
+    /** Where the button was: a message in `channel` (the default), or the app's Home tab, which has no channel. */
+    surface?: 'message' | 'home';
   },
   options: SignedPostOptions = {},
 ): Promise<Response> {
@@ -118,7 +129,7 @@ export async function postBlockAction(
   const blockId = payload.blockId ?? 'actions';
   const buttonText = { type: 'plain_text', text: payload.actionId, emoji: true };
   const action = { type: 'button', action_id: payload.actionId, block_id: blockId, value: payload.value, text: buttonText, action_ts: actionTs() };
-  const json = {
+  const message = {
     type: 'block_actions',
     user: { id: payload.user, username: payload.userName ?? payload.user.toLowerCase(), name: payload.userName ?? payload.user.toLowerCase(), team_id: teamId },
     api_app_id: TEST_API_APP_ID,
@@ -147,6 +158,7 @@ export async function postBlockAction(
     response_url: payload.responseUrl ?? DEAD_RESPONSE_URL,
     actions: [action],
   };
+  const json = payload.surface === 'home' ? onHomeTab(message, teamId) : message;
   const body = new URLSearchParams({ payload: JSON.stringify(json) }).toString();
   return postSigned(eventsUrl, secret, body, 'application/x-www-form-urlencoded', options);
 }

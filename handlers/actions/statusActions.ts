@@ -1,6 +1,6 @@
 import type { AllMiddlewareArgs, BlockAction, ButtonAction, SlackActionMiddlewareArgs, SlackViewMiddlewareArgs, ViewSubmitAction } from '@slack/bolt';
 import type { SlackDeps } from '../../src/slack/deps.js';
-import { checkConfirmation, pressStatusButton, runConfirmedAction, type SubmittedValues } from '../../src/slack/statusActions.js';
+import { checkConfirmation, incidentChannelOf, pressStatusButton, runConfirmedAction, type SubmittedValues } from '../../src/slack/statusActions.js';
 import { refusedModal } from '../../src/views/statusActions.js';
 import { replyForError } from '../reply.js';
 
@@ -11,17 +11,22 @@ import { replyForError } from '../reply.js';
 export function statusButton(deps: SlackDeps) {
   return async ({ ack, body, action, client, logger }: AllMiddlewareArgs & SlackActionMiddlewareArgs<BlockAction<ButtonAction>>): Promise<void> => {
     await ack();
-    const user = body.user.id;
-    const channel = body.channel?.id ?? body.container.channel_id;
-    if (typeof channel !== 'string') {
-      logger.error(`a status button was pressed outside a channel by ${user}; nothing was done`);
+    const who = { user: body.user.id, userName: body.user.name ?? body.user.username };
+    // The Home tab's copy of the buttons has no channel: it acts for the backfill's incident channel, and answers in a modal.
+    const onHome = body.container.type === 'view';
+    const inChannel = body.channel?.id ?? body.container.channel_id;
+    if (typeof inChannel !== 'string' && !onHome) {
+      logger.error(`a status button was pressed outside a channel by ${who.user}; nothing was done`);
       return;
     }
     try {
-      const view = await pressStatusButton(deps, { user, userName: body.user.name ?? body.user.username }, channel, action.value);
+      const channel = typeof inChannel === 'string' ? inChannel : await incidentChannelOf(deps, who, action.value);
+      const view = await pressStatusButton(deps, who, channel, action.value);
       await client.views.open({ trigger_id: body.trigger_id, view });
     } catch (error) {
-      await client.chat.postEphemeral({ channel, user, text: replyForError(error, (m) => logger.error(m)) });
+      const text = replyForError(error, (m) => logger.error(m));
+      if (typeof inChannel === 'string') await client.chat.postEphemeral({ channel: inChannel, user: who.user, text });
+      else await client.views.open({ trigger_id: body.trigger_id, view: refusedModal(undefined, text) });
     }
   };
 }

@@ -63,6 +63,23 @@ function refuseIfStale(reference: StatusButtonReference, report: BackfillReport)
 }
 
 /**
+ * The channel a press on the Home tab acts for: the backfill's incident channel, so that the channel rules
+ * (BACKFILL_CHANNELS) and the outcome's message are those of a press on its status message. A backfill started
+ * from the CLI has none, and is acted on from the CLI.
+ */
+export async function incidentChannelOf(deps: SlackDeps, who: Presser, value: string | undefined): Promise<string> {
+  const parsed = buttonSchema.safeParse(value ?? '');
+  if (!parsed.success) throw new BackfillError(ErrorCode.BadInput, NOT_OURS);
+  const { backfillId } = parsed.data;
+  const channel = (await currentReport(deps, backfillId, who.user)).backfill.incidentChannel;
+  if (!channel) {
+    throw new BackfillError(ErrorCode.WrongState,
+      `Backfill #${backfillId} was started from the CLI and has no incident channel to act for: use \`npx backfill status ${backfillId}\` and the command it names. Nothing was changed.`);
+  }
+  return channel;
+}
+
+/**
  * A status button was pressed in `channel`: the confirmation to open, or a refusal (thrown, recorded) for anyone
  * the typed command would refuse and for a button the backfill has moved on from.
  */

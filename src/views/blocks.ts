@@ -383,11 +383,13 @@ function incidentLine(backfill: BackfillRow, link: string | undefined): string {
   return `Incident channel: <#${backfill.incidentChannel}>`;
 }
 
-/** The App Home tab: a "Start a backfill" button, backfills in flight with their gate, and the latest log rows with their differences. */
+/** The App Home tab: a "Start a backfill" button, backfills in flight with their gate and actions, and the latest log rows with their differences. */
 export function homeView(data: HomeData, now: Date = new Date()): types.HomeView {
   const inFlight = data.inFlight.flatMap((report): Block[] => sections(
     `*#${report.backfill.id} ${outside(report.backfill.pipeline)}*, ${formatHourRange(report.backfill.firstHour, report.backfill.lastHour)}: ${describeState(report.backfill.state)}`,
-    [incidentLine(report.backfill, data.threadLinks?.get(report.backfill.id)), ...gateLines(report, now)]));
+    [incidentLine(report.backfill, data.threadLinks?.get(report.backfill.id)), ...gateLines(report, now)])
+    // The status message's own buttons, under the same rules: a press acts for the backfill's incident channel.
+    .concat(statusActionsBlocks(report)));
   const start: Block = {
     type: 'actions',
     block_id: 'home_start',

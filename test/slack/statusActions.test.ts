@@ -7,7 +7,7 @@ import { countRows } from '../support/engine.js';
 import { createSlackHarness, INCIDENT_CHANNEL, OPERATOR, type SlackHarness } from '../support/slackApp.js';
 import { waitUntil } from '../support/wait.js';
 import {
-  announcementsOut, button, buttonsOf, buttonsWhen, labels, modalOf, optionsOf, pressStatus, rowsFingerprint, stateOf, submitConfirmation,
+  announcementsOut, button, buttonsOf, buttonsWhen, homeButtons, labels, modalOf, optionsOf, pressStatus, rowsFingerprint, stateOf, submitConfirmation,
 } from './statusActionsDriver.js';
 
 const LEAD = 'U07LEAD';
@@ -184,6 +184,40 @@ describe('Stop from the status message', () => {
     }
     // Stopped with nothing published: nothing more to do from the message.
     expect(await buttonsWhen(h, 1, 'stopped')).toEqual([]);
+  });
+});
+
+describe('the same actions on the Home tab', () => {
+  let h: SlackHarness;
+  beforeAll(async () => {
+    h = await createSlackHarness();
+    await h.command(`start orders ${NIGHT} currency parsed as text`);
+  });
+  afterAll(async () => h.close());
+
+  it('shows each backfill in flight with the buttons its status message has, and acts for its incident channel', async () => {
+    const inChannel = await buttonsWhen(h, 1, 'announced');
+    await announcementsOut(h, 2);
+    await announceStepsDone(h);
+    expect(labels(await homeButtons(h, OPERATOR))).toEqual(labels(inChannel));
+    const stop = button(await homeButtons(h, OPERATOR), 'Stop…');
+
+    // Someone the typed command refuses: the refusal in a modal (the Home tab has no channel), nothing changed.
+    const before = await rowsFingerprint(h);
+    const refused = modalOf(await pressStatus(h, stop, VISITOR, { onHome: true }));
+    expect(JSON.stringify(refused.blocks)).toMatch(/is not a backfill operator, so cannot stop a backfill/);
+    expect(refused).not.toHaveProperty('submit');
+    expect(await rowsFingerprint(h)).toBe(before);
+
+    // An operator: the same confirmation, for the incident channel, and the backfill stops.
+    const modal = modalOf(await pressStatus(h, stop, OPERATOR, { onHome: true }));
+    expect(JSON.parse(modal.private_metadata ?? '{}')).toMatchObject({ b: 1, a: 'stop', c: INCIDENT_CHANNEL });
+    expect(await submitConfirmation(h, modal, OPERATOR, { reason: 'stopped from the Home tab' })).toEqual({ told: 'Backfill #1 stopped and fenced.' });
+    expect(await stateOf(h, 1)).toBe('stopped');
+    expect(labels(await homeButtons(h, OPERATOR))).toEqual([]);
+
+    // The button pressed again once it is stale: refused as no longer possible, in a modal.
+    expect(JSON.stringify(modalOf(await pressStatus(h, stop, OPERATOR, { onHome: true })).blocks)).toMatch(/already stopped|no longer possible/);
   });
 });
 

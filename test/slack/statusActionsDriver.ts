@@ -4,7 +4,7 @@
 // answered: the modal, an ephemeral message, an error on a field, or the modal replaced by a refusal.
 
 import { randomBytes } from 'node:crypto';
-import { postBlockAction, postViewSubmission, type RecordedCall } from '../../dev/slack-emulator/index.js';
+import { postBlockAction, postEvent, postViewSubmission, type RecordedCall } from '../../dev/slack-emulator/index.js';
 import { ConfirmationField } from '../../src/views/statusActions.js';
 import { INCIDENT_CHANNEL, SIGNING_SECRET, type SlackHarness } from '../support/slackApp.js';
 import { waitUntil } from '../support/wait.js';
@@ -78,17 +78,29 @@ export interface Modal {
 /** What a press led to: the confirmation opened, or the ephemeral refusal only the presser sees. */
 export type PressOutcome = { modal: Modal } | { refused: string };
 
-/** Presses `pressed` as `user` in the incident channel and waits for what it leads to. */
-export async function pressStatus(h: SlackHarness, pressed: StatusButton, user: string): Promise<PressOutcome> {
+/**
+ * Presses `pressed` as `user` in the incident channel, or on the Home tab (`onHome`: no channel; a refusal
+ * comes back as a modal there, which is what it leads to), and waits for what it leads to.
+ */
+export async function pressStatus(h: SlackHarness, pressed: StatusButton, user: string, options: { onHome?: boolean } = {}): Promise<PressOutcome> {
   const triggerId = `${Date.now()}.${randomBytes(8).toString('hex')}`;
   const told = ephemeralsTo(h, user).length;
-  const response = await postBlockAction(h.eventsUrl, SIGNING_SECRET, { user, actionId: pressed.actionId, value: pressed.value, channel: INCIDENT_CHANNEL, triggerId });
+  const where = options.onHome ? { surface: 'home' as const } : { channel: INCIDENT_CHANNEL };
+  const response = await postBlockAction(h.eventsUrl, SIGNING_SECRET, { user, actionId: pressed.actionId, value: pressed.value, triggerId, ...where });
   if (response.status !== 200) throw new Error(`the press answered HTTP ${response.status}`);
   const opened = () => h.slack.callsTo('views.open').find((c) => c.params.trigger_id === triggerId);
   await waitUntil(() => opened() !== undefined || ephemeralsTo(h, user).length > told, `what ${user}'s press of ${pressed.label} led to`);
   const view = opened()?.params.view;
   if (isRecord(view)) return { modal: view as Modal };
   return { refused: String(ephemeralsTo(h, user)[told]?.params.text) };
+}
+
+/** The status buttons of the Home tab the bot publishes for `user` when they open it. */
+export async function homeButtons(h: SlackHarness, user: string): Promise<StatusButton[]> {
+  const published = h.slack.callsTo('views.publish').length;
+  await postEvent(h.eventsUrl, SIGNING_SECRET, { type: 'app_home_opened', user, channel: `D${user}`, tab: 'home' });
+  const view = (await h.slack.waitFor('views.publish', published + 1)).at(-1)?.params.view;
+  return buttonsOf({ text: '', blocks: isRecord(view) ? list(view.blocks) : [] });
 }
 
 export function modalOf(outcome: PressOutcome): Modal {
