@@ -66,8 +66,7 @@ export async function insertCapacityApproval(tx: Queryable, backfillId: number, 
 }
 
 export async function hasCapacityApproval(db: Queryable, backfillId: number): Promise<boolean> {
-  const { rows } = await db.query('SELECT 1 FROM backfill.capacity_approvals WHERE backfill_id = $1::bigint', [backfillId]);
-  return rows.length > 0;
+  return (await findCapacityApproval(db, backfillId)) !== undefined;
 }
 
 /** Who gave a backfill its second operator's approval, and when; undefined while nobody has. */

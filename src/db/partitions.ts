@@ -40,13 +40,21 @@ export function checksumOver(alias: string, quotedKeys: readonly string[], filte
 
 /** The hour's rows of the target, or of `table` (a table of the target's shape about to become that partition). */
 export async function snapshotPartition(db: Queryable, pipeline: Pipeline, hour: Date, table = quoteQualified(pipeline.targetTable)): Promise<PartitionSnapshot> {
-  const { rows } = await db.query<{ rows: number; total: string; checksum: string }>(
+  return snapshotRows(db, { measure: quoteIdent(pipeline.measureColumn), keys: pipeline.keyColumns.map(quoteIdent) },
+    `${table} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
+}
+
+/**
+ * The snapshot of rows `t` of the target's shape (`FROM` `rows`, with its parameters): their count, the
+ * measure's total and rowsChecksum, by the measure and key columns already quoted.
+ */
+export async function snapshotRows(db: Queryable, columns: { measure: string; keys: readonly string[] }, rows: string, params: readonly unknown[]): Promise<PartitionSnapshot> {
+  const { rows: found } = await db.query<PartitionSnapshot>(
     `SELECT count(*)::bigint AS rows,
-            coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total,
-            ${rowsChecksum(pipeline.keyColumns)} AS checksum
-     FROM ${table} t
-     WHERE t.${quoteIdent(pipeline.partitionColumn)} = $1::timestamptz`, [hour]);
-  const row = rows[0];
+            coalesce(sum(t.${columns.measure}), 0)::numeric(18,2)::text AS total,
+            ${checksumOver('t', columns.keys)} AS checksum
+     FROM ${rows}`, [...params]);
+  const row = found[0];
   if (!row) throw new Error('snapshot query returned no row');
   return row;
 }

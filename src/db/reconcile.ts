@@ -1,5 +1,5 @@
 import { quoteIdent, type Queryable } from './pool.js';
-import { checksumOver, type PartitionSnapshot } from './partitions.js';
+import { checksumOver, snapshotRows, type PartitionSnapshot } from './partitions.js';
 import { rowText, type RowSource, type RowStore } from './rowStore.js';
 
 // The reconciliation statements of the write path: two sets of rows of one partition compared by the pipeline's
@@ -25,7 +25,8 @@ export interface Reconciliation {
  * repeats; only when one does (duplicates block a publish anyway) are both sides grouped by key as before.
  */
 export async function reconcileByKey(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<Reconciliation> {
-  return (await reconcile(db, store, run, before, after, { snapshot: false })).reconciliation;
+  const joined = await joinBothSides(db, store, run, before, after, { snapshot: false });
+  return joined.unique ? joined.reconciliation : groupBothSides(db, store, run, before, after);
 }
 
 /** A reconciliation with what a snapshot of both sides would also have read: the rows before, and `after`'s rows, total and checksum. */
@@ -44,35 +45,32 @@ export interface ReconciledSnapshot {
  * NULL) the three statements run as before. test/core/onePass.test.ts holds the results equal to theirs.
  */
 export async function reconcileWithSnapshot(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<ReconciledSnapshot> {
-  return reconcile(db, store, run, before, after, { snapshot: true });
+  const joined = await joinBothSides(db, store, run, before, after, { snapshot: true });
+  if (joined.unique) return { reconciliation: joined.reconciliation, beforeRows: joined.beforeRows, after: joined.after };
+  const counted = await db.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM ${before}`, run);
+  return {
+    reconciliation: await groupBothSides(db, store, run, before, after),
+    beforeRows: counted.rows[0]?.n ?? 0,
+    after: await snapshotRows(db, store, after, run),
+  };
 }
 
-async function reconcile(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource, options: { snapshot: boolean }): Promise<ReconciledSnapshot> {
+/** The one join of both sides (joinedRows): exact when `unique`; the snapshot's checksum is computed only when asked for. */
+async function joinBothSides(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource, options: { snapshot: boolean }):
+Promise<ReconciledSnapshot & { unique: boolean }> {
   const exact = await exactlyComparable(db, store);
   const { rows } = await db.query<Reconciliation & { unique: boolean; beforeRows: number; afterRows: number; checksum: string | null }>(
     joinedRows(store, exact, before, after, options), run);
   const joined = rows[0];
   if (!joined) throw new Error('reconciliation returned no row');
   const { unique, beforeRows, afterRows, checksum, ...reconciliation } = joined;
-  if (unique) return { reconciliation, beforeRows, after: { rows: afterRows, total: reconciliation.totalAfter, checksum: checksum ?? '' } };
+  return { unique, reconciliation, beforeRows, after: { rows: afterRows, total: reconciliation.totalAfter, checksum: checksum ?? '' } };
+}
+
+async function groupBothSides(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<Reconciliation> {
   const grouped = await db.query<Reconciliation>(groupedByKey(store, before, after), run);
   const row = grouped.rows[0];
   if (!row) throw new Error('reconciliation returned no row');
-  if (!options.snapshot) return { reconciliation: row, beforeRows, after: { rows: afterRows, total: row.totalAfter, checksum: '' } };
-  const [counted, snapshot] = [await countSource(db, before, run), await snapshotSource(db, store, after, run)];
-  return { reconciliation: row, beforeRows: counted, after: snapshot };
-}
-
-async function countSource(db: Queryable, source: RowSource, run: [number, number, Date]): Promise<number> {
-  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM ${source}`, run);
-  return rows[0]?.n ?? 0;
-}
-
-async function snapshotSource(db: Queryable, store: RowStore, source: RowSource, run: [number, number, Date]): Promise<PartitionSnapshot> {
-  const { rows } = await db.query<PartitionSnapshot>(
-    `SELECT count(*)::bigint AS rows, coalesce(sum(t.${store.measure}), 0)::numeric(18,2)::text AS total, ${checksumOver('t', store.keys)} AS checksum FROM ${source}`, run);
-  const row = rows[0];
-  if (!row) throw new Error('snapshot query returned no row');
   return row;
 }
 
