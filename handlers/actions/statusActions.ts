@@ -1,6 +1,6 @@
 import type { AllMiddlewareArgs, BlockAction, ButtonAction, SlackActionMiddlewareArgs, SlackViewMiddlewareArgs, ViewSubmitAction } from '@slack/bolt';
 import type { SlackDeps } from '../../src/slack/deps.js';
-import { checkConfirmation, incidentChannelOf, pressStatusButton, runConfirmedAction, type SubmittedValues } from '../../src/slack/statusActions.js';
+import { checkConfirmation, pressStatusButton, runConfirmedAction, type SubmittedValues } from '../../src/slack/statusActions.js';
 import { refusedModal } from '../../src/views/statusActions.js';
 import { replyForError } from '../reply.js';
 
@@ -20,8 +20,7 @@ export function statusButton(deps: SlackDeps) {
       return;
     }
     try {
-      const channel = typeof inChannel === 'string' ? inChannel : await incidentChannelOf(deps, who, action.value);
-      const view = await pressStatusButton(deps, who, channel, action.value);
+      const view = await pressStatusButton(deps, who, typeof inChannel === 'string' ? { channel: inChannel } : { home: true }, action.value);
       await client.views.open({ trigger_id: body.trigger_id, view });
     } catch (error) {
       const text = replyForError(error, (m) => logger.error(m));

@@ -63,36 +63,43 @@ function refuseIfStale(reference: StatusButtonReference, report: BackfillReport)
 }
 
 /**
- * The channel a press on the Home tab acts for: the backfill's incident channel, so that the channel rules
- * (BACKFILL_CHANNELS) and the outcome's message are those of a press on its status message. A backfill started
- * from the CLI has none, and is acted on from the CLI.
+ * Where a status button was pressed: its message in a channel, or the Home tab, which has no channel and acts for
+ * the backfill's incident channel, so that the channel rules (BACKFILL_CHANNELS) and the outcome's message are
+ * those of a press on the status message.
  */
-export async function incidentChannelOf(deps: SlackDeps, who: Presser, value: string | undefined): Promise<string> {
-  const parsed = buttonSchema.safeParse(value ?? '');
-  if (!parsed.success) throw new BackfillError(ErrorCode.BadInput, NOT_OURS);
-  const { backfillId } = parsed.data;
-  const channel = (await currentReport(deps, backfillId, who.user)).backfill.incidentChannel;
-  if (!channel) {
-    throw new BackfillError(ErrorCode.WrongState,
-      `Backfill #${backfillId} was started from the CLI and has no incident channel to act for: use \`npx backfill status ${backfillId}\` and the command it names. Nothing was changed.`);
-  }
-  return channel;
+export type PressedIn = { channel: string } | { home: true };
+
+/** The incident channel a press on the Home tab acts for; a backfill started from the CLI has none, and is acted on from the CLI. */
+function incidentChannelOf(report: BackfillReport): string {
+  const { id, incidentChannel } = report.backfill;
+  if (incidentChannel) return incidentChannel;
+  throw new BackfillError(ErrorCode.WrongState,
+    `Backfill #${id} was started from the CLI and has no incident channel to act for: use \`npx backfill status ${id}\` and the command it names. Nothing was changed.`);
 }
 
 /**
- * A status button was pressed in `channel`: the confirmation to open, or a refusal (thrown, recorded) for anyone
- * the typed command would refuse and for a button the backfill has moved on from.
+ * A status button was pressed: the confirmation to open, or a refusal (thrown, recorded) for anyone the typed
+ * command would refuse and for a button the backfill has moved on from.
  */
-export async function pressStatusButton(deps: SlackDeps, who: Presser, channel: string, value: string | undefined): Promise<types.ModalView> {
+export async function pressStatusButton(deps: SlackDeps, who: Presser, pressedIn: PressedIn, value: string | undefined): Promise<types.ModalView> {
   const parsed = buttonSchema.safeParse(value ?? '');
   if (!parsed.success) throw new BackfillError(ErrorCode.BadInput, NOT_OURS);
   const reference = parsed.data;
   if (who.userName) await rememberName(deps.ctx, who.user, who.userName);
-  return recordingRefusals(deps.ctx, request(who, reference, { channel }), async () => {
-    await authorizeAction(deps, who.user, channel, reference.action);
+  return recordingRefusals(deps.ctx, request(who, reference, 'channel' in pressedIn ? { channel: pressedIn.channel } : { on: 'home' }), async () => {
+    const confirmation = (report: BackfillReport, channel: string): types.ModalView => {
+      refuseIfStale(reference, report);
+      return confirmationModal(report, { ...reference, channel });
+    };
+    if ('channel' in pressedIn) {
+      await authorizeAction(deps, who.user, pressedIn.channel, reference.action);
+      return confirmation(await currentReport(deps, reference.backfillId, who.user), pressedIn.channel);
+    }
+    // From the Home tab the channel is the backfill's own: its report is read first, and the rules are that channel's.
     const report = await currentReport(deps, reference.backfillId, who.user);
-    refuseIfStale(reference, report);
-    return confirmationModal(report, { ...reference, channel });
+    const channel = incidentChannelOf(report);
+    await authorizeAction(deps, who.user, channel, reference.action);
+    return confirmation(report, channel);
   });
 }
 

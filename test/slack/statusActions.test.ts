@@ -219,6 +219,20 @@ describe('the same actions on the Home tab', () => {
     // The button pressed again once it is stale: refused as no longer possible, in a modal.
     expect(JSON.stringify(modalOf(await pressStatus(h, stop, OPERATOR, { onHome: true })).blocks)).toMatch(/already stopped|no longer possible/);
   });
+
+  it('refuses a press for a backfill with no incident channel (started from the CLI), saying where to act, changing nothing', async () => {
+    await h.command(`start orders ${NIGHT} currency parsed as text`);
+    const stop = button(await buttonsWhen(h, 2, 'announced'), 'Stop…');
+    await h.engine.ctx.pool.query('UPDATE backfill.backfills SET incident_channel = NULL WHERE id = 2');
+    // Its announce steps done: until then the workers change its step rows on their own.
+    await waitUntil(async () =>
+      (await countRows(h.engine.ctx, `SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = 2 AND status NOT IN ('done', 'skipped', 'undeliverable')`)) === 0, 'the announce steps of #2');
+    const before = await rowsFingerprint(h);
+    const refused = modalOf(await pressStatus(h, stop, OPERATOR, { onHome: true }));
+    expect(JSON.stringify(refused.blocks)).toContain('Backfill #2 was started from the CLI and has no incident channel to act for: use `npx backfill status 2`');
+    expect(await rowsFingerprint(h)).toBe(before);
+    expect(await stateOf(h, 2)).toBe('announced');
+  });
 });
 
 describe('two operators press Stop at once', () => {
