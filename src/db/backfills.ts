@@ -221,6 +221,12 @@ export async function listApprovedReady(db: Queryable, settled: readonly string[
   return rows;
 }
 
+/** The backfill's state, or undefined when there is no such backfill. */
+export async function findBackfillState(db: Queryable, id: number): Promise<BackfillState | undefined> {
+  const { rows } = await db.query<{ state: BackfillState }>('SELECT state FROM backfill.backfills WHERE id = $1::bigint', [id]);
+  return rows[0]?.state;
+}
+
 /** Backfills in a state whose phases complete as their steps finish. */
 export async function listAdvancingBackfillIds(db: Queryable): Promise<number[]> {
   const { rows } = await db.query<{ id: number }>(`SELECT id FROM backfill.backfills WHERE state IN ('running', 'replaying', 'rolling_back')`);

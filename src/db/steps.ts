@@ -26,6 +26,8 @@ const settledSql = (alias: string) => `${alias}.status IN (${SETTLED.map((status
 const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')`;
 
 const WAIT_SQL: Record<WaitRule, string> = {
+  // The stage of the same hour: a publish and its stage share the step key.
+  'own stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key AND NOT ${settledSql('r')})`,
   'every stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settledSql('r')})`,
   // The canary (wave 0) first; each later wave only once every earlier one is published.
   'earlier waves': `NOT EXISTS (

@@ -9,6 +9,8 @@ import { listUntoldNotices } from '../db/catchUps.js';
 import { findDueReminders } from '../db/reminders.js';
 import { hasOutstandingEscalations, listOutstandingEscalations } from '../db/escalations.js';
 import { prepareEscalations } from '../core/announce/escalation.js';
+import { findBackfillState } from '../db/backfills.js';
+import type { BackfillState } from '../core/states.js';
 
 /** The step queue on the backend src/backends.ts chose for this configuration. */
 export function createStepQueue(config: RunConfig): Queue {
@@ -26,48 +28,74 @@ function jobIdFor(step: StepRef & { takeoverOf?: number | undefined }): string {
 }
 
 /**
+ * BullMQ takes a job without a priority before any prioritized one. A stage, the bulk of a backfill's work, is
+ * prioritized below everything else: the canary and each wave publish as soon as their own partitions are
+ * staged, instead of behind every stage queued before them, and the stages of later hours fill the slots a
+ * wave leaves (the publishes of one target hold its lock one after the other). Order is all it changes: which
+ * step may run is the step graph's, checked again at claim.
+ */
+const STAGE_PRIORITY = 10;
+
+/**
  * Turns rows into jobs. Runs after every state change, on start-up and on a timer, so work lost with a
  * process or with Redis is enqueued again from Postgres; a job id that already exists is not added twice.
+ * With a backfill named (after one of its steps), the work of the gate (starting an approved backfill,
+ * reminders) is looked for only while its state can have any.
  */
 export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: number): Promise<StepRef[]> {
-  await startApproved(ctx, backfillId);
+  const state = backfillId === undefined ? undefined : await findBackfillState(ctx.pool, backfillId);
+  if (state === undefined || state === 'approved') await startApproved(ctx, backfillId);
   if (backfillId === undefined) await advanceAll(ctx);
   const runnable = await findRunnableSteps(ctx.pool, backfillId);
+  // PERF: most runnable steps are already queued (every stage of a backfill is runnable at once, and each
+  // finished step dispatches again): their job ids are asked after side by side, not one round trip each. The
+  // missing ones are then added one by one, in the order of the rows: the queue's order is the graph's.
+  const queued = await Promise.all(runnable.map((step) => willRun(queue, jobIdFor(step))));
   const added: StepRef[] = [];
-  for (const step of runnable) {
+  for (const [index, step] of runnable.entries()) {
+    if (queued[index]) continue;
     const jobId = jobIdFor(step);
-    const enqueued = await addWhileOutstanding(queue, step.kind, stepPayloadSchema.parse({ backfillId: step.backfillId, kind: step.kind, key: step.key }), {
+    await queue.add(step.kind, stepPayloadSchema.parse({ backfillId: step.backfillId, kind: step.kind, key: step.key }), {
       jobId,
       attempts: ctx.config.JOB_ATTEMPTS,
       backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
       removeOnComplete: { age: 24 * 3600, count: 5000 },
       removeOnFail: { age: 7 * 24 * 3600 },
+      ...(step.kind === 'stage' ? { priority: STAGE_PRIORITY } : {}),
     });
-    if (!enqueued) continue;
     await recordEnqueued(ctx.pool, step, jobId);
     added.push({ backfillId: step.backfillId, kind: step.kind, key: step.key });
   }
-  await scheduleReminders(ctx, queue, backfillId);
+  if (state === undefined || GATE_STATES.includes(state)) await scheduleReminders(ctx, queue, backfillId);
   await scheduleEscalations(ctx, queue, backfillId);
   if (backfillId === undefined) await scheduleStaleReaderNotices(ctx, queue);
   return added;
 }
 
+/** The states in which an announcement can still be unanswered and due a reminder (findDueReminders). */
+const GATE_STATES: readonly BackfillState[] = ['announced', 'held'];
+
 /**
  * Adds the job for work the database still calls outstanding, unless a job with its id will run anyway
- * (waiting, delayed, active). A finished job under that id (it failed for good, or returned because the
- * backfill was paused) would swallow the add, since BullMQ ignores a known id, so it is removed first.
- * Returns whether a job was added.
+ * (waiting, delayed, active). Returns whether a job was added.
  */
 async function addWhileOutstanding(queue: Queue, name: string, data: object, options: JobsOptions & { jobId: string }): Promise<boolean> {
-  const existing = await queue.getJob(options.jobId);
-  if (existing) {
-    const state = await existing.getState();
-    if (state !== 'completed' && state !== 'failed') return false;
-    await existing.remove();
-  }
+  if (await willRun(queue, options.jobId)) return false;
   await queue.add(name, data, options);
   return true;
+}
+
+/**
+ * Whether a job under this id will run (waiting, prioritized, delayed, active). A finished one (it failed for
+ * good, or returned because the backfill was paused) would swallow an add, since BullMQ ignores a known id: it
+ * is removed, and the id is free.
+ */
+async function willRun(queue: Queue, jobId: string): Promise<boolean> {
+  const state = await queue.getJobState(jobId);
+  if (state === 'unknown') return false;
+  if (state !== 'completed' && state !== 'failed') return true;
+  await queue.remove(jobId);
+  return false;
 }
 
 /** Untold catch-up notices become jobs; the notice row, not Redis, says whether it was told. */

@@ -303,9 +303,9 @@ describe('acceptance is per partition', () => {
     const e = engine;
     const id = await approvedNight15(e.ctx, 'interleaving test');
     const prior10 = await snapshotOf(e, hourKey('10'));
-    // After the preview, the source of 07:00 and of 10:00 changes. Staging builds every hour before the canary is
-    // published, so 10:00's source must change now for its staged rows to differ from what its preview showed;
-    // its envelope is checked only when its own publish (wave 2) comes, after 07:00's acceptance.
+    // After the preview, the source of 07:00 and of 10:00 changes, before either is staged, so 10:00's staged
+    // rows differ from what its preview showed; its envelope is checked only when its own publish (wave 2)
+    // comes, after 07:00's acceptance.
     await changeSource(e, hourKey('07'), 2, '50.00');
     await changeSource(e, hourKey('10'), 2, '75.00');
 

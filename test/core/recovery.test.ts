@@ -94,8 +94,10 @@ describe('canary, waves, and what stops them', () => {
     expect(paused.backfill.pausedReason).toBe('2026-11-15 05:00: 3 key(s) would be lost, which the plan did not predict');
     expect(paused.steps.filter((s) => s.kind === 'publish' && s.status === 'done')).toHaveLength(0);
     expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1284310.55');
-    const staged = await e.ctx.pool.query('SELECT count(DISTINCT partition_hour)::int AS n FROM bf_orders.staged WHERE bf_backfill = $1', [id]);
-    expect(staged.rows[0].n).toBe(6);
+    // The canary's staged rows are kept for the operator's decision; later hours may or may not have been staged
+    // when it paused (they stage while it publishes), and a continue stages the rest.
+    const staged = await e.ctx.pool.query(`SELECT count(*)::int AS n FROM bf_orders.staged WHERE bf_backfill = $1 AND partition_hour = '2026-11-15T05:00Z'`, [id]);
+    expect(staged.rows[0].n).toBeGreaterThan(0);
     expect(e.notifier.reconciliations).toEqual([id]);
     await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: ' ' })).rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.BadInput));
     await continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the three orders were cancelled upstream; finance agrees' });

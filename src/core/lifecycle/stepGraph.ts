@@ -72,7 +72,7 @@ export interface StepRef {
 }
 
 /** What a step waits for besides its backfill's state; each is one SQL predicate over `s` (the step), in src/db/steps.ts. */
-export type WaitRule = 'every stage' | 'earlier waves' | 'every publish' | 'replays depended on' | 'every rollback replay';
+export type WaitRule = 'own stage' | 'every stage' | 'earlier waves' | 'every publish' | 'replays depended on' | 'every rollback replay';
 
 interface StepSpec {
   /** The backfill states in which the step may be claimed and may commit. */
@@ -89,7 +89,9 @@ interface StepSpec {
 export const STEP_GRAPH: Partial<Record<`${StepKind}:${StepPhase}`, StepSpec>> = {
   'announce:forward': { runsIn: ['announced', 'held', 'approved'], waitsFor: [], onPause: 'not running' },
   'stage:forward': { runsIn: ['running'], waitsFor: [], onPause: 'block' },
-  'publish:forward': { runsIn: ['running'], waitsFor: ['every stage', 'earlier waves'], onPause: 'block' },
+  // A partition publishes once it is staged and every earlier wave is published, not once every partition is
+  // staged: later hours stage while the canary and the first waves publish (src/core/recompute/waves.ts).
+  'publish:forward': { runsIn: ['running'], waitsFor: ['own stage', 'earlier waves'], onPause: 'block' },
   'watermark:forward': { runsIn: ['running'], waitsFor: ['every stage', 'every publish'], onPause: 'block' },
   'replay:forward': { runsIn: ['replaying'], waitsFor: ['replays depended on'], onPause: 'not running' },
   'compare:forward': { runsIn: ['comparing'], waitsFor: [], onPause: 'not running' },

@@ -1,0 +1,83 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { runUntilSettled } from '../../src/cli/runner.js';
+import { findRunnableSteps } from '../../src/core/lifecycle/dispatch.js';
+import { executeStep } from '../../src/core/procedure.js';
+import { listEvents } from '../../src/db/events.js';
+import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
+
+// Staging overlaps publishing: a partition publishes once its own stage is done and every earlier wave is
+// published (the canary first), not once every partition is staged; and on the queue a publish goes ahead of
+// the stages waiting, so later hours stage while earlier ones publish.
+
+const HOURS = ['05', '06', '07', '08', '09', '10'].map((h) => `2026-11-15T${h}:00Z`);
+const hour = (index: number) => HOURS[index] as string;
+
+let engine: TestEngine | undefined;
+afterEach(async () => {
+  await engine?.close();
+  engine = undefined;
+});
+
+async function runnable(e: TestEngine, id: number): Promise<string[]> {
+  // An hour's step by its hour (05 for 2026-11-15T05:00Z), any other by its key.
+  return (await findRunnableSteps(e.ctx.pool, id)).map((step) => `${step.kind} ${step.key.length > 13 ? step.key.slice(11, 13) : step.key}`);
+}
+
+describe('staging overlaps publishing, within the canary and wave rules', () => {
+  it('lets a partition publish once it is staged and the waves before it are published, while other hours are still unstaged', async () => {
+    // Waves of two: 05 is the canary (wave 0), 06 and 07 wave 1, 08 and 09 wave 2, 10 wave 3.
+    engine = await createTestEngine('month-end', { WAVE_SIZE: '2' });
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'overlap test');
+    expect(await runnable(e, id)).toEqual(['stage 05', 'stage 06', 'stage 07', 'stage 08', 'stage 09', 'stage 10']);
+
+    // The canary's stage alone lets the canary publish; nothing of wave 1 yet, staged or not.
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hour(0) })).toBe('done');
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hour(2) })).toBe('done');
+    expect(await runnable(e, id)).toEqual(['stage 06', 'stage 08', 'stage 09', 'stage 10', 'publish 05']);
+    // The claim holds the same rule: 07 is staged, but the canary is not published.
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(2) })).toBe('not_runnable');
+
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(0) })).toBe('done');
+    // Wave 1 opens: 07 (staged) may publish, 06 (not staged) may not, and the claim refuses it too.
+    expect(await runnable(e, id)).toEqual(['stage 06', 'stage 08', 'stage 09', 'stage 10', 'publish 07']);
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(1) })).toBe('not_runnable');
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(2) })).toBe('done');
+
+    // Wave 2 waits for the whole of wave 1, staged 08 included.
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hour(3) })).toBe('done');
+    expect(await runnable(e, id)).toEqual(['stage 06', 'stage 09', 'stage 10']);
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hour(1) })).toBe('done');
+    expect(await runnable(e, id)).toEqual(['stage 09', 'stage 10', 'publish 06']);
+
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(1) })).toBe('done');
+    expect(await runnable(e, id)).toEqual(['stage 09', 'stage 10', 'publish 08']);
+
+    // The watermark still waits for every stage and every publish.
+    for (const index of [4, 5]) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hour(index) })).toBe('done');
+    for (const index of [3, 4]) expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(index) })).toBe('done');
+    expect(await runnable(e, id)).toEqual(['publish 10']);
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(5) })).toBe('done');
+    expect(await runnable(e, id)).toEqual(['watermark reset']);
+  });
+
+  it('on the queue, publishes the canary before the last hours are staged, and the backfill ends as it would in order', async () => {
+    // One job at a time makes the queue's order the order the steps ran in.
+    engine = await createTestEngine('month-end', { WAVE_SIZE: '2', WORKER_CONCURRENCY: '1' });
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'overlap test');
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(report.backfill.state).toBe('done');
+    expect(report.backfill.diff).toBe('-12408.45');
+
+    const started = (await listEvents(e.ctx.pool, id))
+      .filter((event) => event.kind === 'step_started' && (event.detail.step === 'stage' || event.detail.step === 'publish'))
+      .map((event) => `${String(event.detail.step)} ${String(event.detail.key).slice(11, 13)}`);
+    // Each publish runs as soon as the graph allows it, ahead of the stages still queued: the canary right after
+    // its own stage, each wave once its hours are staged.
+    expect(started).toEqual([
+      'stage 05', 'publish 05', 'stage 06', 'publish 06', 'stage 07', 'publish 07', 'stage 08', 'publish 08', 'stage 09', 'publish 09',
+      'stage 10', 'publish 10',
+    ]);
+  });
+});
