@@ -176,10 +176,11 @@ export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolCl
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await withClient(pool, async (client) => {
-        await client.query('BEGIN');
         try {
+          // One round trip for the transaction and the name it carries: one simple-protocol string, so the name
+          // goes as an escaped literal (it is the bot's own, a claim's: stepClaims.ts claimHolderName).
           const name = transactionName.getStore();
-          if (name !== undefined) await client.query(`SELECT set_config('application_name', $1::text, true)`, [name]);
+          await client.query(name === undefined ? 'BEGIN' : `BEGIN; SELECT set_config('application_name', ${client.escapeLiteral(name)}, true)`);
           const result = await work(client);
           await client.query('COMMIT');
           return result;

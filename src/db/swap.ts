@@ -63,18 +63,18 @@ export async function keepKeysIn(tx: Queryable, store: RowStore, table: string, 
   // another xmin, and DETACH, ATTACH, SET SCHEMA and RENAME rewrite nothing: a later rollback tells which rows
   // another writer changed by key, at the cost of four bytes a key instead of a copy of every row.
   const keys = [store.partition, ...store.keys].map((key) => `t.${key}`).join(', ') + (options.rowVersions ? ', t.xmin AS bf_xmin' : '');
-  await tx.query(`DROP TABLE IF EXISTS ${table}`);
-  await tx.query(`CREATE TABLE ${table} AS SELECT ${keys} FROM ${store.target} t WITH NO DATA`);
+  // One round trip for the drop and the create (one simple-protocol string: names quoted, no outside text).
+  await tx.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} AS SELECT ${keys} FROM ${store.target} t WITH NO DATA`);
   // Every source takes the run's three parameters, whether it reads them all or not.
   await tx.query(`INSERT INTO ${table} SELECT ${keys} FROM ${source} AND $1::bigint IS NOT NULL AND $2::int IS NOT NULL`, run);
 }
 
 /** A new table (qualified, quoted) shaped like the target, with the CHECK `constraint` holding exactly the hour; one of that name is dropped first. */
 export async function createStagedTable(tx: Queryable, store: RowStore, table: string, constraint: string, hour: Date, next: Date): Promise<void> {
-  await tx.query(`DROP TABLE IF EXISTS ${table}`);
   const p = store.partition;
+  // One round trip for the drop and the create, as keepKeysIn's.
   await tx.query(
-    `CREATE TABLE ${table} (LIKE ${store.target} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED INCLUDING STORAGE,
+    `DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (LIKE ${store.target} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED INCLUDING STORAGE,
        CONSTRAINT ${constraint} CHECK (${p} IS NOT NULL AND ${p} >= ${hourLiteral(hour)} AND ${p} < ${hourLiteral(next)}))`);
 }
 
@@ -118,9 +118,10 @@ const STAGED_STATISTICS_TARGET = 10;
 /** ANALYZE of a staged table at STAGED_STATISTICS_TARGET; the transaction's own target is back as it was after. */
 export async function analyzeStagedTable(tx: Queryable, table: string): Promise<void> {
   const { rows } = await tx.query<{ previous: string }>(`SELECT current_setting('default_statistics_target') AS previous`);
-  await tx.query(`SELECT set_config('default_statistics_target', $1::text, true)`, [String(STAGED_STATISTICS_TARGET)]);
-  await tx.query(`ANALYZE ${table}`);
-  await tx.query(`SELECT set_config('default_statistics_target', $1::text, true)`, [rows[0]?.previous ?? '100']);
+  const previous = Number(rows[0]?.previous ?? '100');
+  if (!Number.isInteger(previous)) throw new Error(`default_statistics_target is not a whole number: ${rows[0]?.previous}`);
+  // One round trip for the three (a simple-protocol string: the targets are integers, the table quoted by the caller).
+  await tx.query(`SET LOCAL default_statistics_target = ${STAGED_STATISTICS_TARGET}; ANALYZE ${table}; SET LOCAL default_statistics_target = ${previous}`);
 }
 
 /** The modes a swap locks its tables in: EXCLUSIVE keeps writers of the target out (readers go on), ACCESS EXCLUSIVE everyone. */
@@ -145,27 +146,34 @@ const LOCK_NOT_AVAILABLE = '55P03';
  * One try at taking `locks`, in their order, each waiting at most `waitMs`. Either every one is held (to the
  * commit), or none of this try's is: a lock not granted in time rolls the try back to its savepoint, which
  * withdraws the queued request too, so nobody waits behind it any more; `waitingOn` names that table. The
- * session's own lock_timeout is back as it was either way (a SET LOCAL in a savepoint outlives its release).
+ * session's own lock_timeout (`restoreMs`, readLockTimeoutMs) is back as it was either way (a SET LOCAL in a
+ * savepoint outlives its release).
+ *
+ * PERF: a publish by swap makes three or four tries; each is two round trips besides its LOCKs (the savepoint
+ * with its timeout, and the timeout given back with the release, each one simple-protocol string of two
+ * statements), not five. The timeouts are integers this module formats, never outside text.
  */
-export async function tryTableLocks(tx: Queryable, locks: readonly TableLock[], waitMs: number, options: { release?: boolean } = {}): Promise<{ held: true } | { held: false; waitingOn: string }> {
-  const { rows } = await tx.query<{ previous: string }>(`SELECT current_setting('lock_timeout') AS previous`);
-  await tx.query(`SAVEPOINT ${LOCK_TRY}`);
-  await tx.query(`SELECT set_config('lock_timeout', $1::text, true)`, [`${Math.max(1, Math.ceil(waitMs))}ms`]);
+export async function tryTableLocks(tx: Queryable, locks: readonly TableLock[], waitMs: number, options: { release?: boolean; restoreMs: number }): Promise<{ held: true } | { held: false; waitingOn: string }> {
+  await tx.query(`SAVEPOINT ${LOCK_TRY}; SET LOCAL lock_timeout = '${wholeMs(Math.max(1, waitMs))}ms'`);
   for (const lock of locks) {
     try {
       await tx.query(`LOCK TABLE ${lock.table} IN ${lock.mode} MODE`);
     } catch (error) {
       if ((error as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw error;
-      await tx.query(`ROLLBACK TO SAVEPOINT ${LOCK_TRY}`);
-      await tx.query(`RELEASE SAVEPOINT ${LOCK_TRY}`);
+      await tx.query(`ROLLBACK TO SAVEPOINT ${LOCK_TRY}; RELEASE SAVEPOINT ${LOCK_TRY}`);
       return { held: false, waitingOn: lock.table };
     }
   }
   // A probe (release) only asks whether the locks can be had now, and gives them back at once.
-  if (options.release) await tx.query(`ROLLBACK TO SAVEPOINT ${LOCK_TRY}`);
-  else await tx.query(`SELECT set_config('lock_timeout', $1::text, true)`, [rows[0]?.previous ?? '0']);
-  await tx.query(`RELEASE SAVEPOINT ${LOCK_TRY}`);
+  if (options.release) await tx.query(`ROLLBACK TO SAVEPOINT ${LOCK_TRY}; RELEASE SAVEPOINT ${LOCK_TRY}`);
+  else await tx.query(`SET LOCAL lock_timeout = '${wholeMs(options.restoreMs)}ms'; RELEASE SAVEPOINT ${LOCK_TRY}`);
   return { held: true };
+}
+
+/** A non-negative whole number of milliseconds, as a setting's text takes it. */
+function wholeMs(ms: number): number {
+  if (!Number.isFinite(ms) || ms < 0) throw new Error(`not a lock timeout: ${ms} ms`);
+  return Math.ceil(ms);
 }
 
 const PUBLISH_TRY = 'bf_swap_publish';

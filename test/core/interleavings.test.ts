@@ -226,6 +226,10 @@ describe('a pause that lands while publishes are in flight', () => {
     const dayBefore = await dayTotal(e);
     // After the preview: three source orders of 07:00 change, so 07:00's staged total leaves its envelope.
     await changeSource(e, hourKey('07'), 3, '100.00');
+    // Every hour is staged before the run: the held claim of 07:00 below holds the backfill's row FOR SHARE while
+    // it waits, and a stage's commit (its fence takes that row FOR UPDATE) would queue behind it, so a wave-1 hour
+    // still staging could never reach its publish.
+    for (const key of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key })).toBe('done');
 
     // Forcing the interleaving. The publish of 07:00 (the one that will pause the backfill) must run only once
     // the publishes of 06, 08 and 09 have done their writes and are about to commit. So the test holds the row

@@ -221,7 +221,7 @@ async function lockTries(tx: PoolClient, what: string, hooks: SwapHooks): Promis
         for (;;) {
           tries += 1;
           const left = budgetMs > 0 ? budgetMs - spentMs - (performance.now() - started) : Number.POSITIVE_INFINITY;
-          const outcome = await tryTableLocks(tx, locks, Math.min(waitMs, left), { release: options.probe === true });
+          const outcome = await tryTableLocks(tx, locks, Math.min(waitMs, left), { release: options.probe === true, restoreMs: budgetMs });
           if (outcome.held) return true;
           const waitedMs = spentMs + performance.now() - started;
           hooks.onLockWait?.({ tries, waitedMs, waitingOn: outcome.waitingOn });
