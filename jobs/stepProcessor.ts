@@ -8,12 +8,13 @@ import { tellStaleReader } from '../src/core/retrigger/catchUps.js';
 import { sendReminder } from '../src/core/announce/reminders.js';
 import { failEscalation, sendEscalation, type EscalationOutcome } from '../src/core/announce/escalation.js';
 import { pruneStoredRows, RETENTION_ACTOR } from '../src/core/recovery/retention.js';
+import { StatusRefreshes } from '../src/queue/statusRefreshes.js';
 
 /**
  * A thin shell over the core: parse, run the step, enqueue whatever became runnable. The core records a
  * failure against the step; on the last attempt (or one that retrying cannot fix) BullMQ is told not to retry.
  */
-export function createStepProcessor(ctx: StepContext, queue: Queue) {
+export function createStepProcessor(ctx: StepContext, queue: Queue, refreshes = new StatusRefreshes(ctx.messenger, ctx.log ?? logger())) {
   return async (job: Job): Promise<StepOutcome | EscalationOutcome | 'reminded' | 'not_due' | 'told' | { pruned: number }> => {
     if (job.name === RETENTION_JOB) {
       retentionPayloadSchema.parse(job.data);
@@ -28,21 +29,21 @@ export function createStepProcessor(ctx: StepContext, queue: Queue) {
     if (job.name === REMIND_JOB) {
       const { backfillId, consumer } = remindPayloadSchema.parse(job.data);
       const sent = await sendReminder(ctx, backfillId, consumer);
-      if (sent) await ctx.messenger.changed(backfillId);
+      if (sent) refreshes.request(backfillId);
       (ctx.log ?? logger()).info({ job: job.name, backfillId, consumer, sent }, sent ? `reminded the owner of ${consumer}` : `no reminder due for ${consumer}`);
       return sent ? 'reminded' : 'not_due';
     }
     const finalAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-    if (job.name === ESCALATE_JOB) return escalate(ctx, escalatePayloadSchema.parse(job.data), finalAttempt);
+    if (job.name === ESCALATE_JOB) return escalate(ctx, refreshes, escalatePayloadSchema.parse(job.data), finalAttempt);
     const step = stepPayloadSchema.parse(job.data);
     try {
       // executeStep records a failure against the step itself (retry, or on the last attempt fail it and the backfill).
       const outcome = await executeStep(ctx, step, { finalAttempt });
       await dispatch(ctx, queue, step.backfillId);
-      await ctx.messenger.changed(step.backfillId);
+      refreshes.request(step.backfillId);
       return outcome;
     } catch (error) {
-      await ctx.messenger.changed(step.backfillId);
+      refreshes.request(step.backfillId);
       const retryable = !isBackfillError(error) || error.retryable;
       if (finalAttempt || !retryable) throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
       throw error;
@@ -54,16 +55,16 @@ export function createStepProcessor(ctx: StepContext, queue: Queue) {
  * One escalation step (src/core/announce/escalation.ts). A failure is retried like a step's; the last one marks the
  * step failed, so that nothing names it as next any more.
  */
-async function escalate(ctx: StepContext, key: { backfillId: number; consumer: string; step: number }, finalAttempt: boolean): Promise<EscalationOutcome> {
+async function escalate(ctx: StepContext, refreshes: StatusRefreshes, key: { backfillId: number; consumer: string; step: number }, finalAttempt: boolean): Promise<EscalationOutcome> {
   try {
     const outcome = await sendEscalation(ctx, key);
-    if (outcome !== 'not_due' && outcome !== 'already_done') await ctx.messenger.changed(key.backfillId);
+    if (outcome !== 'not_due' && outcome !== 'already_done') refreshes.request(key.backfillId);
     (ctx.log ?? logger()).info({ job: ESCALATE_JOB, ...key, outcome }, `escalation step ${key.step} of ${key.consumer}: ${outcome}`);
     return outcome;
   } catch (error) {
     if (!finalAttempt) throw error;
     await failEscalation(ctx, key, error);
-    await ctx.messenger.changed(key.backfillId);
+    refreshes.request(key.backfillId);
     throw new UnrecoverableError(error instanceof Error ? error.message : String(error));
   }
 }

@@ -8,6 +8,7 @@ import { createWorker } from './queue/connection.js';
 import { BullmqReplayJobs } from './queue/replayJobs.js';
 import { createStepQueue, dispatch, removeQueuedJobs, restoreRetention, scheduleRetention } from './queue/stepQueue.js';
 import { logger, type Logger } from './log.js';
+import { StatusRefreshes } from './queue/statusRefreshes.js';
 
 export interface Workers {
   queue: Queue;
@@ -33,8 +34,9 @@ export async function startWorkers(given: StepContext, options: { sweepMs?: numb
   const ownReplayJobs = given.replayJobs ? undefined : new BullmqReplayJobs(given.config);
   const ctx: StepContext = ownReplayJobs ? { ...given, replayJobs: ownReplayJobs } : given;
   const queue = createStepQueue(ctx.config);
-  const worker = createWorker(queueBackendOf(ctx.config), STEP_QUEUE, createStepProcessor(ctx, queue), { concurrency: ctx.config.WORKER_CONCURRENCY });
   const log = (ctx.log ?? logger()).child({ component: 'worker' });
+  const refreshes = new StatusRefreshes(ctx.messenger, log);
+  const worker = createWorker(queueBackendOf(ctx.config), STEP_QUEUE, createStepProcessor(ctx, queue, refreshes), { concurrency: ctx.config.WORKER_CONCURRENCY });
   worker.on('error', (error) => log.error({ err: error }, 'the step worker reported an error'));
   await worker.waitUntilReady();
   await scheduleRetention(queue, ctx.config.RETENTION_INTERVAL_MS);
@@ -64,6 +66,8 @@ export async function startWorkers(given: StepContext, options: { sweepMs?: numb
       // closed queue never settles.
       await sweep;
       await closeWorker(ctx, worker, queue, options.closeDeadlineMs ?? CLOSE_DEADLINE_MS, log);
+      // The last steps' status refreshes (src/queue/statusRefreshes.ts): the message shows where the run ended.
+      if (!(await refreshes.settle(options.closeDeadlineMs ?? CLOSE_DEADLINE_MS))) log.warn('worker close: a status refresh was still running at the deadline');
       await ownReplayJobs?.close();
     },
   };

@@ -28,6 +28,10 @@ const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME
 const WAIT_SQL: Record<WaitRule, string> = {
   // The stage of the same hour: a publish and its stage share the step key.
   'own stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key AND NOT ${settledSql('r')})`,
+  // A partition staged into a table of its own (staged_relid) is published by swap: it waits for every stage.
+  'every stage before a swap': `(NOT EXISTS (SELECT 1 FROM backfill.backfill_targets t
+      WHERE t.backfill_id = s.backfill_id AND ${HOUR_KEY_SQL('t')} = s.step_key AND t.staged_relid IS NOT NULL)
+    OR NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settledSql('r')}))`,
   'every stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settledSql('r')})`,
   // The canary (wave 0) first; each later wave only once every earlier one is published.
   'earlier waves': `NOT EXISTS (

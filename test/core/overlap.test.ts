@@ -5,9 +5,10 @@ import { executeStep } from '../../src/core/procedure.js';
 import { listEvents } from '../../src/db/events.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
-// Staging overlaps publishing: a partition publishes once its own stage is done and every earlier wave is
-// published (the canary first), not once every partition is staged; and on the queue a publish goes ahead of
-// the stages waiting, so later hours stage while earlier ones publish.
+// Staging overlaps publishing: a partition published by rewrite publishes once its own stage is done and every
+// earlier wave is published (the canary first), not once every partition is staged; and on the queue a publish
+// goes ahead of the stages waiting, so later hours stage while earlier ones publish. A publish by swap still
+// waits for every stage (its lock on the target would wait behind theirs).
 
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((h) => `2026-11-15T${h}:00Z`);
 const hour = (index: number) => HOURS[index] as string;
@@ -59,6 +60,21 @@ describe('staging overlaps publishing, within the canary and wave rules', () => 
     expect(await runnable(e, id)).toEqual(['publish 10']);
     expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(5) })).toBe('done');
     expect(await runnable(e, id)).toEqual(['watermark reset']);
+  });
+
+  it('holds a publish by swap until every hour is staged: its catalog window would wait behind the stages', async () => {
+    engine = await createTestEngine('month-end-partitioned', { WAVE_SIZE: '2' });
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'overlap test');
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hour(0) })).toBe('done');
+    const { rows } = await e.ctx.pool.query<{ own: boolean }>(
+      'SELECT staged_relid IS NOT NULL AS own FROM backfill.backfill_targets WHERE backfill_id = $1 AND partition_hour = $2', [id, hour(0)]);
+    expect(rows[0]?.own, 'the canary was staged into a table of its own, for a swap').toBe(true);
+    expect(await runnable(e, id)).toEqual(['stage 06', 'stage 07', 'stage 08', 'stage 09', 'stage 10']);
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(0) })).toBe('not_runnable');
+    for (const index of [1, 2, 3, 4, 5]) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hour(index) })).toBe('done');
+    expect(await runnable(e, id)).toEqual(['publish 05']);
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hour(0) })).toBe('done');
   });
 
   it('on the queue, publishes the canary before the last hours are staged, and the backfill ends as it would in order', async () => {
