@@ -29,10 +29,10 @@ function jobIdFor(step: StepRef & { takeoverOf?: number | undefined }): string {
 
 /**
  * BullMQ takes a job without a priority before any prioritized one. A stage, the bulk of a backfill's work, is
- * prioritized below everything else: the canary and each wave publish as soon as their own partitions are
- * staged, instead of behind every stage queued before them, and the stages of later hours fill the slots a
- * wave leaves (the publishes of one target hold its lock one after the other). Order is all it changes: which
- * step may run is the step graph's, checked again at claim.
+ * prioritized below everything else: on a target published by rewrite the canary and each wave publish as soon
+ * as their own partitions are staged, instead of behind every stage queued before them, and the stages of later
+ * hours fill the slots a wave leaves. (A publish by swap waits for every stage anyway: stepGraph.ts.) Order is
+ * all it changes: which step may run is the step graph's, checked again at claim.
  */
 const STAGE_PRIORITY = 10;
 
