@@ -237,8 +237,11 @@ describe('a worker process stopped (SIGSTOP) inside a publish', () => {
     engine = await createTestEngine('month-end');
     const e = engine;
     slack = await startSlackEmulator();
-    // The idle timeout far away, so it is the takeover that ends the stopped worker's session here.
-    const child = await startWorkerProcess(e, slack.url, children, { STEP_LEASE_MS: '1500', IDLE_IN_TRANSACTION_TIMEOUT_MS: '600000' });
+    // The idle timeout far away, so it is the takeover that ends the stopped worker's session here. One job at a
+    // time: the publish is the only transaction the stopped worker holds open. With stages beside it (they stage
+    // while the canary publishes), one stopped at its fence would hold the backfill's row, which only that stage's
+    // own takeover (or the idle timeout) ends, and this test's taker runs the publish alone.
+    const child = await startWorkerProcess(e, slack.url, children, { STEP_LEASE_MS: '1500', IDLE_IN_TRANSACTION_TIMEOUT_MS: '600000', WORKER_CONCURRENCY: '1' });
 
     // The test holds a row of the canary's hour (only the publish writes those rows; the stage reads), so the
     // worker's publish waits at a known statement inside its transaction, holding the partition's lock; stopped
