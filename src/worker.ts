@@ -67,7 +67,7 @@ export async function startWorkers(given: StepContext, options: { sweepMs?: numb
       await sweep;
       await closeWorker(ctx, worker, queue, options.closeDeadlineMs ?? CLOSE_DEADLINE_MS, log);
       // The last steps' status refreshes (src/queue/statusRefreshes.ts): the message shows where the run ended.
-      if (!(await refreshes.settle(options.closeDeadlineMs ?? CLOSE_DEADLINE_MS))) log.warn('worker close: a status refresh was still running at the deadline');
+      if (!(await within(refreshes.idle().then(() => true), options.closeDeadlineMs ?? CLOSE_DEADLINE_MS))) log.warn('worker close: a status refresh was still running at the deadline');
       await ownReplayJobs?.close();
     },
   };

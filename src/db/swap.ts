@@ -140,6 +140,9 @@ export async function readLockTimeoutMs(db: Queryable): Promise<number> {
 }
 
 const LOCK_TRY = 'bf_swap_locks';
+
+/** Gives back everything since the savepoint `name` and the savepoint itself, in one round trip. */
+const undoSince = (name: string) => `ROLLBACK TO SAVEPOINT ${name}; RELEASE SAVEPOINT ${name}`;
 const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
@@ -160,12 +163,12 @@ export async function tryTableLocks(tx: Queryable, locks: readonly TableLock[], 
       await tx.query(`LOCK TABLE ${lock.table} IN ${lock.mode} MODE`);
     } catch (error) {
       if ((error as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw error;
-      await tx.query(`ROLLBACK TO SAVEPOINT ${LOCK_TRY}; RELEASE SAVEPOINT ${LOCK_TRY}`);
+      await tx.query(undoSince(LOCK_TRY));
       return { held: false, waitingOn: lock.table };
     }
   }
   // A probe (release) only asks whether the locks can be had now, and gives them back at once.
-  if (options.release) await tx.query(`ROLLBACK TO SAVEPOINT ${LOCK_TRY}; RELEASE SAVEPOINT ${LOCK_TRY}`);
+  if (options.release) await tx.query(undoSince(LOCK_TRY));
   else await tx.query(`SET LOCAL lock_timeout = '${wholeMs(options.restoreMs)}ms'; RELEASE SAVEPOINT ${LOCK_TRY}`);
   return { held: true };
 }
@@ -188,8 +191,7 @@ export async function keepPublishTry(tx: Queryable): Promise<void> {
 }
 
 export async function undoPublishTry(tx: Queryable): Promise<void> {
-  await tx.query(`ROLLBACK TO SAVEPOINT ${PUBLISH_TRY}`);
-  await tx.query(`RELEASE SAVEPOINT ${PUBLISH_TRY}`);
+  await tx.query(undoSince(PUBLISH_TRY));
 }
 
 /** The target's default partition (qualified, quoted), when it has one: DETACH and ATTACH both lock it ACCESS EXCLUSIVE. */

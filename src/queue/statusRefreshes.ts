@@ -24,18 +24,8 @@ export class StatusRefreshes {
     this.running.add(refresh);
   }
 
-  /** Waits for every refresh asked for so far, at most `ms`; false when some were still running then. */
-  async settle(ms: number): Promise<boolean> {
-    if (this.running.size === 0) return true;
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-      timer.unref();
-    });
-    try {
-      return await Promise.race([Promise.all([...this.running]).then(() => true), timedOut]);
-    } finally {
-      clearTimeout(timer);
-    }
+  /** Settles once every refresh asked for so far has (the worker bounds the wait with its close deadline). */
+  async idle(): Promise<void> {
+    await Promise.all([...this.running]);
   }
 }
