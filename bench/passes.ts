@@ -61,8 +61,10 @@ export async function findStagedPartition(pool: Pool, pipeline: Pipeline, hour: 
 }
 
 /**
- * reconcileByKey of the live partition against its staged rows, as staging runs it: in a transaction with
- * nested loops off (preferHashJoins). Only the reconciliation statement is timed.
+ * reconcileByKey of the live partition against its staged rows, in a transaction with nested loops off
+ * (preferHashJoins), as staging runs it (within measureStaged, whose one join also takes the plan's rows as a
+ * third side for the envelope; that side is left out here, so the figure stays one of two sides against one scan
+ * of both). Only the reconciliation statement is timed.
  */
 export async function timeReconcile(pool: Pool, staged: StagedPartition): Promise<{ seconds: number; result: Reconciliation }> {
   return withTransaction(pool, async (tx) => {

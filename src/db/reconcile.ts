@@ -25,7 +25,7 @@ export interface Reconciliation {
  * repeats; only when one does (duplicates block a publish anyway) are both sides grouped by key as before.
  */
 export async function reconcileByKey(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<Reconciliation> {
-  const joined = await joinBothSides(db, store, run, before, after, { snapshot: false });
+  const joined = await joinBothSides(db, store, run, before, after, { snapshot: false, plan: false });
   return joined.unique ? joined.reconciliation : groupBothSides(db, store, run, before, after);
 }
 
@@ -45,7 +45,7 @@ export interface ReconciledSnapshot {
  * NULL) the three statements run as before. test/core/onePass.test.ts holds the results equal to theirs.
  */
 export async function reconcileWithSnapshot(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<ReconciledSnapshot> {
-  const joined = await joinBothSides(db, store, run, before, after, { snapshot: true });
+  const joined = await joinBothSides(db, store, run, before, after, { snapshot: true, plan: false });
   if (joined.unique) return { reconciliation: joined.reconciliation, beforeRows: joined.beforeRows, after: joined.after };
   const counted = await db.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM ${before}`, run);
   return {
@@ -55,16 +55,51 @@ export async function reconcileWithSnapshot(db: Queryable, store: RowStore, run:
   };
 }
 
-/** The one join of both sides (joinedRows): exact when `unique`; the snapshot's checksum is computed only when asked for. */
-async function joinBothSides(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource, options: { snapshot: boolean }):
-Promise<ReconciledSnapshot & { unique: boolean }> {
+/** What staging measures of a partition: its staged rows against the live ones, and against the plan's envelope. */
+export interface StagedMeasure {
+  reconciliation: Reconciliation;
+  plan: AgainstPlan;
+}
+
+/**
+ * reconcileByKey of the live rows against the staged ones, and againstPlan of the staged rows, in one statement:
+ * every check staging makes of a partition (duplicate and missing keys, changed rows, both totals, the envelope).
+ *
+ * PERF: one join of the three sides (live, staged, the plan's keys) by key reads each once; the envelope was a
+ * second read of the staged rows, at publish. Where the join cannot be exact (a key twice on a side, or NULL) the
+ * two statements run instead. test/core/onePass.test.ts holds the results equal to theirs.
+ */
+export async function measureStaged(db: Queryable, store: RowStore, run: [number, number, Date], live: RowSource, staged: RowSource): Promise<StagedMeasure> {
+  const joined = await joinBothSides(db, store, run, live, staged, { snapshot: false, plan: true });
+  if (joined.unique && joined.plan) return { reconciliation: joined.reconciliation, plan: joined.plan };
+  return { reconciliation: await groupBothSides(db, store, run, live, staged), plan: await againstPlan(db, store, run, staged) };
+}
+
+interface JoinOptions {
+  /** The snapshot of `after` (its checksum). */
+  snapshot: boolean;
+  /** The plan's rows of the partition joined as a third side, for againstPlan's figures. */
+  plan: boolean;
+}
+
+interface JoinedSides extends ReconciledSnapshot {
+  unique: boolean;
+  plan?: AgainstPlan;
+}
+
+type JoinedRow = Reconciliation & AgainstPlan & { unique: boolean; beforeRows: number; afterRows: number; checksum: string | null };
+
+/** The one join of the sides (joinedRows): exact when `unique`; the snapshot's checksum and the plan's figures only when asked for. */
+async function joinBothSides(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource, options: JoinOptions): Promise<JoinedSides> {
   const exact = await exactlyComparable(db, store);
-  const { rows } = await db.query<Reconciliation & { unique: boolean; beforeRows: number; afterRows: number; checksum: string | null }>(
-    joinedRows(store, exact, before, after, options), run);
+  const { rows } = await db.query<JoinedRow>(joinedRows(store, exact, before, after, options), run);
   const joined = rows[0];
   if (!joined) throw new Error('reconciliation returned no row');
-  const { unique, beforeRows, afterRows, checksum, ...reconciliation } = joined;
-  return { unique, reconciliation, beforeRows, after: { rows: afterRows, total: reconciliation.totalAfter, checksum: checksum ?? '' } };
+  const { unique, beforeRows, afterRows, checksum, lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal, ...reconciliation } = joined;
+  return {
+    unique, reconciliation, beforeRows, after: { rows: afterRows, total: reconciliation.totalAfter, checksum: checksum ?? '' },
+    ...(options.plan ? { plan: { lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal } } : {}),
+  };
 }
 
 async function groupBothSides(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<Reconciliation> {
@@ -93,18 +128,17 @@ async function exactlyComparable(db: Queryable, store: RowStore): Promise<Set<st
 }
 
 /**
- * The rows joined directly; a row is present where its first key column is not NULL. `unique` holds when there
- * are as many join rows as distinct keys: no key is twice on a side and none is NULL, so every count and total
- * below is exact.
+ * The rows joined directly, and with `plan` the plan's rows of the partition as a third side (`e`, joined to
+ * whichever of the two has the key). `unique` holds when no key column is NULL on any side and there are as many
+ * join rows as distinct keys: then no key is twice on a side, each join row is one key, and every count and
+ * total below is exact; a side is present in a join row where its first key column is not NULL.
  */
-function joinedRows(store: RowStore, exact: Set<string>, before: RowSource, after: RowSource, options: { snapshot: boolean }): string {
+function joinedRows(store: RowStore, exact: Set<string>, before: RowSource, after: RowSource, options: JoinOptions): string {
   const [first] = store.keys;
   if (!first) throw new Error('a reconciliation needs key columns');
-  const either = store.keys.map((key) => `coalesce(a.${key}, b.${key})`);
-  // A NULL in a later key column does not hide the row; a NULL first key column would.
-  const unique = store.keys.length === 1
-    ? `count(*) = count(DISTINCT ${either[0]})`
-    : `count(*) = count(DISTINCT ROW(${either.join(', ')})) AND count(*) FILTER (WHERE a.${first} IS NULL AND b.${first} IS NULL) = 0`;
+  const either = store.keys.map((key) => `coalesce(a.${key}, b.${key}${options.plan ? `, e.${key}` : ''})`);
+  const distinctKeys = store.keys.length === 1 ? `count(DISTINCT ${either[0]})` : `count(DISTINCT ROW(${either.join(', ')}))`;
+  const unique = `count(*) = ${distinctKeys} AND count(*) FILTER (WHERE ${either.map((key) => `${key} IS NULL`).join(' OR ')}) = 0`;
   // Keys and the partition are equal on both sides of a join row by `=`, which is exact for these types.
   const compared = store.columns.filter((column) => !(exact.has(column) && (column === store.partition || store.keys.includes(column))));
   const imaged = compared.filter((column) => !exact.has(column));
@@ -112,17 +146,36 @@ function joinedRows(store: RowStore, exact: Set<string>, before: RowSource, afte
     ...compared.filter((column) => exact.has(column)).map((column) => `a.${column} IS DISTINCT FROM b.${column}`),
     ...(imaged.length > 0 ? [`ROW(${imaged.map((c) => `a.${c}`).join(', ')})::record *<> ROW(${imaged.map((c) => `b.${c}`).join(', ')})::record`] : []),
   ];
-  return `SELECT count(*) FILTER (WHERE b.${first} IS NULL)::int AS "keysMissing",
-            count(*) FILTER (WHERE a.${first} IS NULL)::int AS "keysAdded",
+  const [inA, inB, inE] = ['a', 'b', 'e'].map((side) => `${side}.${first} IS NOT NULL`);
+  const [notA, notB, notE] = ['a', 'b', 'e'].map((side) => `${side}.${first} IS NULL`);
+  const measure = `b.${store.measure}`;
+  const planned = options.plan
+    ? `count(*) FILTER (WHERE ${inE} AND ${notB})::int AS lost,
+            coalesce(sum(${measure}) FILTER (WHERE ${inE} AND ${inB}), 0)::numeric(18,2)::text AS "stagedKnown",
+            coalesce(sum(e.bf_measure), 0)::numeric(18,2)::text AS expected,
+            count(*) FILTER (WHERE ${inB} AND ${notE})::int AS added,
+            count(e.${first})::int AS planned,
+            count(b.${first})::int AS "stagedRows",
+            coalesce(sum(${measure}), 0)::numeric(18,2)::text AS "stagedTotal",`
+    : '';
+  const planSide = options.plan
+    ? `FULL JOIN (SELECT ${store.keys.map((key) => `t.${key}`).join(', ')}, t.bf_measure
+                  FROM ${store.expected} t WHERE t.bf_backfill = $1::bigint AND t.${store.partition} = $3::timestamptz) e
+       ON ${store.keys.map((key) => `e.${key} = coalesce(a.${key}, b.${key})`).join(' AND ')}`
+    : '';
+  return `SELECT count(*) FILTER (WHERE ${inA} AND ${notB})::int AS "keysMissing",
+            count(*) FILTER (WHERE ${inB} AND ${notA})::int AS "keysAdded",
             0 AS "keysDuplicated",
-            count(*) FILTER (WHERE a.${first} IS NOT NULL AND b.${first} IS NOT NULL AND (${differs.join(' OR ') || 'false'}))::int AS "keysChanged",
+            count(*) FILTER (WHERE ${inA} AND ${inB} AND (${differs.join(' OR ') || 'false'}))::int AS "keysChanged",
             coalesce(sum(a.${store.measure}), 0)::numeric(18,2)::text AS "totalBefore",
             coalesce(sum(b.${store.measure}), 0)::numeric(18,2)::text AS "totalAfter",
+            ${planned}
             ${unique} AS "unique",
             count(a.${first})::bigint AS "beforeRows",
             count(b.${first})::bigint AS "afterRows",
-            ${options.snapshot ? checksumOver('b', store.keys, `b.${first} IS NOT NULL`) : 'NULL::text'} AS checksum
-     FROM (SELECT t.* FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}`;
+            ${options.snapshot ? checksumOver('b', store.keys, inB) : 'NULL::text'} AS checksum
+     FROM (SELECT t.* FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}
+     ${planSide}`;
 }
 
 /** Each side grouped by its typed key columns, then one full join on them: duplicate keys count once per key. */

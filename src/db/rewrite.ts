@@ -15,16 +15,19 @@ export async function keepBaselineKeys(tx: Queryable, store: RowStore, run: [num
 
 /**
  * The step's rows for the hour into the staged table, made anew for this run (the pipeline's step query, through
- * the one door for catalog SQL). Returns how many it produced, and how many of them are in the hour.
+ * the one door for catalog SQL). Returns how many it produced, and how many of them are in the hour, counted
+ * from what the INSERT itself returned (not a second read of the staged rows).
  */
-export async function stageStepRows(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<{ produced: number | null; inHour: number | undefined }> {
+export async function stageStepRows(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<{ produced: number; inHour: number }> {
   const [backfillId, generation, hour] = run;
   await tx.query(`DELETE FROM ${runRows(store, store.staged)}`, run);
-  const staged = await runPipelineSql(tx,
-    `INSERT INTO ${store.staged} (bf_backfill, bf_generation, ${store.stepColumns.join(', ')})
-     SELECT $2::bigint, $3::int, q.* FROM ${stepRows(store)}`, [hour, backfillId, generation]);
-  const inHour = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${runRows(store, store.staged)}`, run);
-  return { produced: staged.rowCount, inHour: inHour.rows[0]?.n };
+  const { rows } = await runPipelineSql<{ produced: number; inHour: number }>(tx,
+    `WITH staged AS (
+       INSERT INTO ${store.staged} (bf_backfill, bf_generation, ${store.stepColumns.join(', ')})
+       SELECT $2::bigint, $3::int, q.* FROM ${stepRows(store)}
+       RETURNING ${store.partition} AS hour)
+     SELECT count(*)::int AS produced, count(*) FILTER (WHERE hour = $1::timestamptz)::int AS "inHour" FROM staged`, [hour, backfillId, generation]);
+  return { produced: rows[0]?.produced ?? 0, inHour: rows[0]?.inHour ?? 0 };
 }
 
 /** One statement deletes the live partition and saves exactly what it deleted. Returns how many. */

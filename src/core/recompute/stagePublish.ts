@@ -5,8 +5,8 @@ import { markPartitionBackfilled } from '../../db/partitionLog.js';
 import { lockPartition, rowsChecksum, type PartitionSnapshot } from '../../db/partitions.js';
 import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
-import { againstPlan, reconcileByKey, reconcileWithSnapshot, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
-import { findStagedReconciliation, saveReconciliation } from '../../db/reconciliations.js';
+import { againstPlan, measureStaged, reconcileWithSnapshot, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
+import { findStagedReconciliation, saveReconciliation, type StagedReconciliation } from '../../db/reconciliations.js';
 import { keepBaselineKeys, saveAndDeletePrior, stageStepRows, writeRunRows, type RowsWritten } from '../../db/rewrite.js';
 import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
@@ -53,10 +53,12 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
   const staged = await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run);
-  const result = await reconcileByKey(tx, store, run, liveSource(store), staged.source);
+  // Every check of the partition in one statement; the staged rows and the plan's stay as they are until the
+  // publish, which reads these figures.
+  const { reconciliation: result, plan } = await measureStaged(tx, store, run, liveSource(store), staged.source);
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
-  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0);
+  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan);
   await markTargetStaged(tx, backfill.id, hour, staged.table?.qualified ?? null);
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
   return 'staged';
@@ -75,7 +77,7 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
   const staged = await stageStepRows(tx, store, run);
   if (staged.produced !== staged.inHour) {
     throw new BackfillError(ErrorCode.StepFailed,
-      `the ${pipeline.name} step produced ${staged.produced ?? 0} rows for ${formatHour(hour)} but only ${staged.inHour ?? 0} of them are in that hour: ` +
+      `the ${pipeline.name} step produced ${staged.produced} rows for ${formatHour(hour)} but only ${staged.inHour} of them are in that hour: ` +
       `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`);
   }
   return { source: runSource(store, store.staged) };
@@ -118,7 +120,9 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
   const stagedSource = target.stagedTable ? tableSource(store, target.stagedTable) : runSource(store, store.staged);
   const staged = await findStagedReconciliation(tx, backfill.id, STAGED_RUN, hour);
-  const reason = envelopeBreach(staged, target, await againstPlan(tx, store, run, stagedSource), backfill.previewedBy);
+  // A partition staged before the envelope was measured at staging (migrations/0026) is measured here.
+  const plan = staged?.plan ?? await againstPlan(tx, store, run, stagedSource);
+  const reason = envelopeBreach(staged, target, plan, backfill.previewedBy);
   if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
   await preferHashJoins(tx);
@@ -209,7 +213,7 @@ export async function pauseForBreach(tx: PoolClient, ref: StepRef, token: string
   return pause;
 }
 
-function envelopeBreach(staged: Reconciliation & { lateRows: number } | undefined, target: PublishTargetRow, plan: AgainstPlan, previewedBy: 'estimate' | 'step'): string | undefined {
+function envelopeBreach(staged: StagedReconciliation | undefined, target: PublishTargetRow, plan: AgainstPlan, previewedBy: 'estimate' | 'step'): string | undefined {
   if (!staged) return 'it was never staged';
   if (staged.keysDuplicated > 0) return `${staged.keysDuplicated} duplicate key(s) in the staged data: the publish is blocked`;
   if (target.acceptedBy) return undefined;
