@@ -101,7 +101,10 @@ export function stepRows(store: RowStore): string {
  */
 export type RowSource = string;
 
-export const liveSource = (store: RowStore, alias = 't'): RowSource => `${store.target} ${alias} WHERE ${alias}.${store.partition} = $3::timestamptz`;
+// The live partition reads only the hour, but types the run's other two parameters too: a statement that reads
+// nothing else (a snapshot of the live rows) is otherwise refused ("could not determine data type of parameter $1").
+export const liveSource = (store: RowStore, alias = 't'): RowSource =>
+  `${store.target} ${alias} WHERE $1::bigint IS NOT NULL AND $2::int IS NOT NULL AND ${alias}.${store.partition} = $3::timestamptz`;
 export const runSource = (store: RowStore, table: string, alias = 't'): RowSource =>
   `${table} ${alias} WHERE ${alias}.bf_backfill = $1::bigint AND ${alias}.bf_generation = $2::int AND ${alias}.${store.partition} = $3::timestamptz`;
 

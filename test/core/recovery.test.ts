@@ -121,6 +121,34 @@ describe('canary, waves, and what stops them', () => {
   });
 });
 
+describe('the mechanical failure', () => {
+  it('replaces a partition whose rows an appending step doubled, on a target without a unique key, and a rollback puts the doubled rows back', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const canary = `partition_hour = '2026-11-15T05:00Z'`;
+    // A target with no unique key, and a step that appended: every row of the canary hour is there twice.
+    await e.ctx.pool.query(`ALTER TABLE warehouse.orders DROP CONSTRAINT orders_pkey`);
+    await e.ctx.pool.query(`INSERT INTO warehouse.orders SELECT * FROM warehouse.orders WHERE ${canary}`);
+    const doubled = await e.ctx.pool.query<{ n: number; keys: number }>(`SELECT count(*)::int AS n, count(DISTINCT order_id)::int AS keys FROM warehouse.orders WHERE ${canary}`);
+    expect(doubled.rows[0]?.n).toBe(2 * (doubled.rows[0]?.keys ?? 0));
+
+    const id = await approvedNight15(e.ctx, 'recovery test');
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(report.backfill.state).toBe('done');
+    const after = await e.ctx.pool.query<{ n: number; keys: number }>(`SELECT count(*)::int AS n, count(DISTINCT order_id)::int AS keys FROM warehouse.orders WHERE ${canary}`);
+    expect(after.rows[0]?.n).toBe(after.rows[0]?.keys);
+    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1271902.10');
+    // The published snapshot is the partition's, the replaced rows counted twice as they were.
+    const target = await e.ctx.pool.query<{ rowsBefore: number; rowsAfter: number }>(
+      `SELECT rows_before::int AS "rowsBefore", rows_after::int AS "rowsAfter" FROM backfill.backfill_targets WHERE backfill_id = $1 AND partition_hour = '2026-11-15T05:00Z'`, [id]);
+    expect(target.rows[0]).toEqual({ rowsBefore: doubled.rows[0]?.n, rowsAfter: after.rows[0]?.n });
+
+    await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'recovery test' });
+    const restored = await e.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM warehouse.orders WHERE ${canary}`);
+    expect(restored.rows[0]?.n).toBe(doubled.rows[0]?.n);
+  });
+});
+
 describe('rollback', () => {
   it('restores exactly the prior rows and totals, and replays the consumers on them', async () => {
     engine = await createTestEngine();
