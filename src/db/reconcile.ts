@@ -47,6 +47,33 @@ export interface ReconciledSnapshot {
 export async function reconcileWithSnapshot(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<ReconciledSnapshot> {
   const joined = await joinBothSides(db, store, run, before, after, { snapshot: true, plan: false });
   if (joined.unique) return { reconciliation: joined.reconciliation, beforeRows: joined.beforeRows, after: joined.after };
+  return measuredApart(db, store, run, before, after);
+}
+
+/**
+ * reconcileWithSnapshot for a publish by rewrite, whose `after` (the live partition) holds every row it `written`
+ * (its own INSERT's, which no other session sees, let alone changes, before it commits) and what other writers
+ * committed after its DELETE's snapshot, nothing else. So exactly as many live rows as written are exactly the
+ * written rows, whose checksum its INSERT took (writeRunRows); only when other writers' rows are there beside them
+ * is the checksum taken again.
+ *
+ * PERF: the checksum sorts every row's text (about 75 ms at 50,000 rows); a publish took it twice, once over what
+ * it wrote and once over the live partition, which are nearly always the same rows.
+ */
+export async function reconcileWritten(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource,
+  written: { rows: number; checksum: string }): Promise<ReconciledSnapshot> {
+  const joined = await joinBothSides(db, store, run, before, after, { snapshot: false, plan: false });
+  if (!joined.unique) return measuredApart(db, store, run, before, after);
+  const onlyWritten = Number(joined.after.rows) === written.rows;
+  return {
+    reconciliation: joined.reconciliation,
+    beforeRows: joined.beforeRows,
+    after: onlyWritten ? { ...joined.after, checksum: written.checksum } : await snapshotRows(db, store, after, run),
+  };
+}
+
+/** Where the join cannot be exact (a key twice or NULL): the reconciliation grouped by key, the count and the snapshot, each a statement. */
+async function measuredApart(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource): Promise<ReconciledSnapshot> {
   const counted = await db.query<{ n: number }>(`SELECT count(*)::bigint AS n FROM ${before}`, run);
   return {
     reconciliation: await groupBothSides(db, store, run, before, after),

@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
+import { rowsChecksum } from '../../src/db/partitions.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -144,4 +145,31 @@ describe.each([
     expect(writer.counts.written + writer.counts.heldOut).toBe(statements.publish + statements.rollback);
     expect(writer.keys).toHaveLength(writer.counts.written);
   }, 180_000);
+});
+
+describe('the published snapshot under live ingestion', () => {
+  it('counts and checksums a row another writer commits between the publish\'s INSERT and its measure, beside the rows it wrote', async () => {
+    engine = await createTestEngine('month-end');
+    const e = engine;
+    const writer = otherWriter(e);
+    const canary = HOURS[0] as string;
+    e.ctx.hooks = {
+      afterStatement: async (_backfillId, hour, statement) => {
+        // Right after the one write of the canary's publish by rewrite (writeRunRows), once.
+        if (hour.toISOString() === canary && statement.trimStart().startsWith('WITH staged_rows AS') && writer.counts.written === 0) await writer.write(canary);
+      },
+    };
+    const id = await approvedNight15(e.ctx, 'live ingestion test');
+    const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
+    expect(report.backfill.state).toBe('done');
+    await Promise.all(writer.landing);
+    expect(writer.keys).toHaveLength(1);
+    const { rows } = await e.ctx.pool.query<{ rowsAfter: number; rowsWritten: number; recorded: string; live: string; liveRows: number }>(
+      `SELECT t.rows_after::int AS "rowsAfter", t.published_rows::int AS "rowsWritten", t.checksum_after AS recorded,
+              (SELECT ${rowsChecksum(['order_id'])} FROM warehouse.orders t WHERE t.partition_hour = $2::timestamptz) AS live,
+              (SELECT count(*)::int FROM warehouse.orders o WHERE o.partition_hour = $2::timestamptz) AS "liveRows"
+       FROM backfill.backfill_targets t WHERE t.backfill_id = $1 AND t.partition_hour = $2::timestamptz`, [id, canary]);
+    // The snapshot is the live partition's, the other writer's row in it; what the publish wrote is one row fewer.
+    expect(rows[0]).toMatchObject({ rowsAfter: rows[0]?.liveRows, rowsWritten: (rows[0]?.liveRows ?? 0) - 1, recorded: rows[0]?.live });
+  }, 120_000);
 });

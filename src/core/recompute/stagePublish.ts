@@ -5,7 +5,7 @@ import { markPartitionBackfilled } from '../../db/partitionLog.js';
 import { lockPartition, rowsChecksum, type PartitionSnapshot } from '../../db/partitions.js';
 import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
-import { againstPlan, measureStaged, reconcileWithSnapshot, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
+import { againstPlan, measureStaged, reconcileWritten, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation, type StagedReconciliation } from '../../db/reconciliations.js';
 import { keepBaselineKeys, saveAndDeletePrior, stageStepRows, writeRunRows, type RowsWritten } from '../../db/rewrite.js';
 import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
@@ -175,8 +175,9 @@ async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run:
   const rows = await saveAndDeletePrior(tx, store, run);
   await savedOnce(tx, run, rows, null);
   const written = await writeRunRows(tx, store, run, rowsChecksum(pipeline.keyColumns));
-  // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each.
-  const measured = await reconcileWithSnapshot(tx, store, run, runSource(store, store.saved), liveSource(store));
+  // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each;
+  // its checksum is the written rows' unless other writers' rows are live beside them.
+  const measured = await reconcileWritten(tx, store, run, runSource(store, store.saved), liveSource(store), written);
   return { published: measured.reconciliation, lateRows: written.lateRows, snapshot: measured.after, rowsWritten: written };
 }
 
