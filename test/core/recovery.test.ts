@@ -121,13 +121,18 @@ describe('canary, waves, and what stops them', () => {
   });
 });
 
-describe('the mechanical failure', () => {
+describe.each([
+  { shape: 'plain', scenario: 'month-end', by: 'rewrite' },
+  { shape: 'partitioned by hour', scenario: 'month-end-partitioned', by: 'swap' },
+] as const)('the mechanical failure, $shape target (publish by $by)', ({ scenario, by }) => {
   it('replaces a partition whose rows an appending step doubled, on a target without a unique key, and a rollback puts the doubled rows back', async () => {
-    engine = await createTestEngine();
+    engine = await createTestEngine(scenario);
     const e = engine;
     const canary = `partition_hour = '2026-11-15T05:00Z'`;
     // A target with no unique key, and a step that appended: every row of the canary hour is there twice.
-    await e.ctx.pool.query(`ALTER TABLE warehouse.orders DROP CONSTRAINT orders_pkey`);
+    await e.ctx.pool.query(`DO $$ BEGIN
+      EXECUTE (SELECT format('ALTER TABLE warehouse.orders DROP CONSTRAINT %I', conname) FROM pg_constraint WHERE conrelid = 'warehouse.orders'::regclass AND contype = 'p');
+    END $$`);
     await e.ctx.pool.query(`INSERT INTO warehouse.orders SELECT * FROM warehouse.orders WHERE ${canary}`);
     const doubled = await e.ctx.pool.query<{ n: number; keys: number }>(`SELECT count(*)::int AS n, count(DISTINCT order_id)::int AS keys FROM warehouse.orders WHERE ${canary}`);
     expect(doubled.rows[0]?.n).toBe(2 * (doubled.rows[0]?.keys ?? 0));
@@ -142,6 +147,8 @@ describe('the mechanical failure', () => {
     const target = await e.ctx.pool.query<{ rowsBefore: number; rowsAfter: number }>(
       `SELECT rows_before::int AS "rowsBefore", rows_after::int AS "rowsAfter" FROM backfill.backfill_targets WHERE backfill_id = $1 AND partition_hour = '2026-11-15T05:00Z'`, [id]);
     expect(target.rows[0]).toEqual({ rowsBefore: doubled.rows[0]?.n, rowsAfter: after.rows[0]?.n });
+    const published = (await listEvents(e.ctx.pool, id)).filter((ev) => ev.kind === 'recomputed').map((ev) => ev.detail.publishedBy);
+    expect(new Set(published)).toEqual(new Set([by]));
 
     await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'recovery test' });
     const restored = await e.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM warehouse.orders WHERE ${canary}`);
