@@ -5,14 +5,6 @@ import { keysEqual, liveSource, rowText, runRows, runSource, stepRows, type RowS
 // Stage, publish and restore by rewrite: the statements over the store's shared tables (staged, saved, baseline)
 // and the live partition they replace. Each takes the run's parameters: $1 backfill, $2 generation, $3 hour.
 
-/** The live keys of the hour into the baseline, made anew for this run. */
-export async function keepBaselineKeys(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<void> {
-  await tx.query(`DELETE FROM ${runRows(store, store.baseline)}`, run);
-  await tx.query(
-    `INSERT INTO ${store.baseline} SELECT $1::bigint, $2::int, t.${store.partition}, ${store.keys.map((key) => `t.${key}`).join(', ')}
-     FROM ${liveSource(store)}`, run);
-}
-
 /**
  * The step's rows for the hour into the staged table, made anew for this run (the pipeline's step query, through
  * the one door for catalog SQL). Returns how many it produced, and how many of them are in the hour, counted
@@ -47,11 +39,12 @@ export async function insertRunRowsIntoTarget(tx: Queryable, store: RowStore, ta
 
 /**
  * Late rows, as `p`: saved by the publish's delete, absent from the baseline (the live keys when the partition was
- * staged) and not produced by the step either. The publish carries them into the target; a rollback compares them.
+ * staged, a RowSource over `t`) and not produced by the step either. The publish carries them into the target; a
+ * rollback compares them.
  */
-function carriedLateRows(store: RowStore): RowSource {
+function carriedLateRows(store: RowStore, baseline: RowSource): RowSource {
   return `${runSource(store, store.saved, 'p')}
-    AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)} AND ${keysEqual(store, 't', 'p')})
+    AND NOT EXISTS (SELECT 1 FROM ${baseline} AND ${keysEqual(store, 't', 'p')})
     AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})`;
 }
 
@@ -70,14 +63,14 @@ export interface RowsWritten {
  * what this statement inserted (RETURNING), never over the live partition: a row another writer commits while
  * the publish runs is not the publish's, and a rollback must leave it alone. `checksum` is rowsChecksum.
  */
-export async function writeRunRows(tx: Queryable, store: RowStore, run: [number, number, Date], checksum: string): Promise<RowsWritten> {
+export async function writeRunRows(tx: Queryable, store: RowStore, run: [number, number, Date], checksum: string, baseline: RowSource): Promise<RowsWritten> {
   const columns = store.columns.join(', ');
   const { rows } = await tx.query<RowsWritten>(
     `WITH staged_rows AS (
        INSERT INTO ${store.target} (${columns}) SELECT ${columns} FROM ${runRows(store, store.staged)} RETURNING *
      ), late_rows AS (
        INSERT INTO ${store.target} (${columns})
-       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${carriedLateRows(store)}
+       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${carriedLateRows(store, baseline)}
        RETURNING *
      )
      SELECT count(*)::int AS rows, (SELECT count(*)::int FROM late_rows) AS "lateRows", ${checksum} AS checksum
@@ -112,16 +105,16 @@ const SAMPLE_SIZE = 5;
  * checksum says something differs. Once retention dropped the baseline (scratch), a saved key that is not live
  * may have been removed by the publish itself, so only live rows are compared there: the counts are then a floor.
  */
-export async function changedSincePublish(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<ChangedSincePublish> {
+export async function changedSincePublish(tx: Queryable, store: RowStore, run: [number, number, Date], baseline: RowSource): Promise<ChangedSincePublish> {
   const keyText = (alias: string) => store.keys.map((key) => `${alias}.${key}::text`).join(` || ', ' || `);
   const on = store.keys.map((key) => `e.${key} = l.${key}`).join(' AND ');
   const pick = (alias: string) => store.keys.map((key) => `${alias}.${key}`).join(', ');
   const { rows } = await tx.query<{ how: 'changed' | 'removed' | 'added'; n: number; sample: string[] }>(
-    `WITH baseline_kept AS (SELECT EXISTS (SELECT 1 FROM ${runSource(store, store.baseline)}) AS kept),
+    `WITH baseline_kept AS (SELECT EXISTS (SELECT 1 FROM ${baseline}) AS kept),
      expected AS (
        SELECT ${pick('s')}, ${rowText(store, 's')} AS r, false AS from_saved FROM ${runSource(store, store.staged, 's')}
        UNION ALL
-       SELECT ${pick('p')}, ${rowText(store, 'p')}, true FROM ${carriedLateRows(store)}
+       SELECT ${pick('p')}, ${rowText(store, 'p')}, true FROM ${carriedLateRows(store, baseline)}
      ),
      live AS (SELECT ${pick('t')}, ${rowText(store, 't')} AS r FROM ${writtenByPublish(store)}),
      compared AS (

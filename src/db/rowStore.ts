@@ -7,11 +7,13 @@ import { quoteIdent, type Queryable } from './pool.js';
  *
  *   staged    the step's output per partition, before it is published (bf_backfill, bf_generation, <target>)
  *   saved     exactly the rows a publish deleted: what a rollback restores (same shape)
- *   baseline  the live keys when the partition was staged: a live key not there arrived later (a late row)
+ *   baseline  the live keys when the partition was staged, for hours staged before each run's hour kept them
+ *             in a table of its own (src/core/recompute/storeTables.ts); read for those only
  *   expected  the keys and measure the preview showed: the announced envelope
  *
- * A publish by swap keeps its staged rows and keys in tables of their own instead (src/core/recompute/swap.ts). The store's names
- * and columns are built once (rowStoreOf, src/core/recompute/rowStore.ts), quoted, from the pipeline's catalog row.
+ * A publish by swap keeps its staged rows and keys in tables of their own instead (src/core/recompute/swap.ts),
+ * and every run keeps its baseline in one (src/core/recompute/storeTables.ts). The store's names and columns are
+ * built once (rowStoreOf, src/core/recompute/rowStore.ts), quoted, from the pipeline's catalog row.
  */
 export interface RowStore {
   schema: string;

@@ -39,12 +39,16 @@ async function doneNight15(e: TestEngine): Promise<number> {
   return backfill.id;
 }
 
-/** The backfill's rows in each table of the orders store. */
+/** The backfill's rows in each table of the orders store; its baseline keys in the tables of each hour too. */
 async function stored(e: TestEngine, id: number): Promise<Record<string, number>> {
   const { rows } = await e.ctx.pool.query<Record<string, number>>(
     `SELECT (SELECT count(*)::int FROM bf_orders.staged WHERE bf_backfill = $1) AS staged, (SELECT count(*)::int FROM bf_orders.saved WHERE bf_backfill = $1) AS saved,
             (SELECT count(*)::int FROM bf_orders.baseline WHERE bf_backfill = $1) AS baseline, (SELECT count(*)::int FROM bf_orders.expected WHERE bf_backfill = $1) AS expected`, [id]);
-  return rows[0] ?? {};
+  const tables = await e.ctx.pool.query<{ name: string }>(
+    `SELECT format('bf_orders.%I', relname) AS name FROM pg_class WHERE relnamespace = 'bf_orders'::regnamespace AND relname ~ ('^p[0-9]{10}_b' || $1::int || '_g[0-9]+_baseline$')`, [id]);
+  const row = rows[0] ?? {};
+  for (const { name } of tables.rows) row.baseline = (row.baseline ?? 0) + ((await e.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${name}`)).rows[0]?.n ?? 0);
+  return row;
 }
 
 const later = (days: number) => new Date(Date.now() + days * DAY_MS);

@@ -9,8 +9,9 @@ import { countLiveRows, sampleWidths } from '../../db/sizing.js';
  * How big a backfill is, before it runs: the rows it writes (the preview's count per partition) and replaces
  * (the live rows of its partitions now), and the bytes they take in the pipeline's store (bf_<pipeline>):
  *
- *   staging  staged rows (one per row written) + expected keys (one per row written) + baseline keys (one per
- *            live row), each table with its (backfill, generation, partition, key) index. Dropped by retention
+ *   staging  staged rows (one per row written) + expected keys (one per row written), each table with its
+ *            (backfill, generation, partition, key) index, + baseline keys (one per live row, in a table of their
+ *            own per hour, unindexed: src/core/recompute/storeTables.ts). Dropped by retention
  *            once the backfill is finished and older than RETENTION_DAYS (the staged rows are kept with the
  *            saved ones while a rollback may still need them).
  *   keep     the saved prior rows (one per live row replaced) with their index: what a rollback restores.
@@ -43,8 +44,9 @@ async function estimateSize(db: Queryable, pipeline: Pipeline, hours: Date[], ex
   const rows = expected.reduce((sum, e) => sum + e.rows, 0);
   const row = widths.row + STORE_OVERHEAD;
   const key = widths.key + STORE_OVERHEAD;
-  // Each stored row has its index entry (about a key's width); expected and baseline rows are keys, indexed too.
-  const stageBytes = rows * (row + key) + rows * 2 * key + replacedRows * 2 * key;
+  // Each stored row has its index entry (about a key's width); expected rows are keys, indexed too; baseline
+  // rows are keys without an index.
+  const stageBytes = rows * (row + key) + rows * 2 * key + replacedRows * key;
   const keepBytes = replacedRows * (row + key);
   return { rows, replacedRows, rowWidth: widths.row, keyWidth: widths.key, stageBytes: Math.round(stageBytes), keepBytes: Math.round(keepBytes) };
 }

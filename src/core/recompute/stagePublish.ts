@@ -7,7 +7,7 @@ import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
 import { againstPlan, measureStaged, reconcileWritten, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation, type StagedReconciliation } from '../../db/reconciliations.js';
-import { keepBaselineKeys, saveAndDeletePrior, stageStepRows, writeRunRows, type RowsWritten } from '../../db/rewrite.js';
+import { saveAndDeletePrior, stageStepRows, writeRunRows, type RowsWritten } from '../../db/rewrite.js';
 import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -16,7 +16,8 @@ import { sourceShards } from './partitionStep.js';
 import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
-import { hourPartitionOf, indexLikeTarget, keepBaseline, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type SwapHooks } from './swap.js';
+import { hourPartitionOf, indexLikeTarget, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type SwapHooks } from './swap.js';
+import { keepBaseline, keptBaseline } from './storeTables.js';
 import { formatHour } from '../time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
@@ -70,10 +71,10 @@ interface Staged {
   table?: { qualified: string; name: string };
 }
 
-/** The live keys and the step's rows into the pipeline's shared baseline and staged tables, checked to be all in the hour. */
+/** The live keys into the run's baseline table, the step's rows into the shared staged table, checked to be all in the hour. */
 async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
   const hour = run[2];
-  await keepBaselineKeys(tx, store, run);
+  await keepBaseline(tx, store, run, liveSource(store));
   const staged = await stageStepRows(tx, store, run);
   if (staged.produced !== staged.inHour) {
     throw new BackfillError(ErrorCode.StepFailed,
@@ -174,7 +175,7 @@ interface Written {
 async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Written> {
   const rows = await saveAndDeletePrior(tx, store, run);
   await savedOnce(tx, run, rows, null);
-  const written = await writeRunRows(tx, store, run, rowsChecksum(pipeline.keyColumns));
+  const written = await writeRunRows(tx, store, run, rowsChecksum(pipeline.keyColumns), await keptBaseline(tx, store, run));
   // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each;
   // its checksum is the written rows' unless other writers' rows are live beside them.
   const measured = await reconcileWritten(tx, store, run, runSource(store, store.saved), liveSource(store), written);

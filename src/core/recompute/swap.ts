@@ -3,7 +3,7 @@ import type { PartitionSnapshot } from '../../db/partitions.js';
 import type { Pipeline } from '../../db/pipelines.js';
 import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.js';
-import { preferHashJoins, storeSchemaName, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
+import { preferHashJoins, storeSchemaName, tableSource, type RowStore } from '../../db/rowStore.js';
 import {
   addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
   beginPublishTry, explainHourQuery, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes,
@@ -11,6 +11,7 @@ import {
 } from '../../db/swap.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { formatHour, HOUR_MS } from '../time.js';
+import { baselineTable, inStore, rolledBackTableName, savedTableName, stagedTableName, writtenTableName } from './storeTables.js';
 
 /*
  * Publish by swap, for a target declaratively partitioned by its partition column with one partition per hour.
@@ -87,41 +88,6 @@ function scannedRelations(node: PlanNode | undefined): string[] {
   if (!node) return [];
   const own = node['Relation Name'] && node.Schema ? [`${quoteIdent(node.Schema)}.${quoteIdent(node['Relation Name'])}`] : [];
   return [...own, ...(node.Plans ?? []).flatMap(scannedRelations)];
-}
-
-/** 2026111503: hours sort by name in the store. */
-function hourCode(hour: Date): string {
-  return hour.toISOString().slice(0, 13).replace(/[-T]/g, '');
-}
-
-function stagedTableName(backfillId: number, generation: number, hour: Date): string {
-  return `p${hourCode(hour)}_b${backfillId}_g${generation}`;
-}
-
-function savedTableName(backfillId: number, hour: Date): string {
-  return `p${hourCode(hour)}_b${backfillId}_saved`;
-}
-
-/**
- * The keys of one run of one hour, each in a table of its own without an index (a hash join reads them whole):
- * the live keys when it was staged (late rows are the ones not there), and the keys its publish wrote (a
- * rollback tells them from rows written after it). PERF: copying 50,000 keys into the store's shared tables,
- * whose btree on (backfill, generation, hour, key) grows with every row, took about 190 ms; into a table of
- * their own, under 90 ms.
- */
-const baselineTableName = (backfillId: number, generation: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_g${generation}_baseline`;
-const writtenTableName = (backfillId: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_written`;
-
-const inStore = (store: RowStore, name: string) => `${store.schema}.${quoteIdent(name)}`;
-
-/** Keeps the keys of `source` (a RowSource with the run's parameters) in the store table `name`, made anew. */
-async function keepKeys(tx: PoolClient, store: RowStore, name: string, source: RowSource, run: [number, number, Date]): Promise<void> {
-  await keepKeysIn(tx, store, inStore(store, name), source, run);
-}
-
-/** The live keys of the hour when it is staged for a swap: what its publish compares against for late rows. */
-export async function keepBaseline(tx: PoolClient, store: RowStore, run: [number, number, Date], live: RowSource): Promise<void> {
-  await keepKeys(tx, store, baselineTableName(...run), live, run);
 }
 
 const CHECK_VIOLATION = '23514';
@@ -367,7 +333,7 @@ async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
   if (!live) {
     throw new BackfillError(ErrorCode.StepFailed, `${pipeline.targetTable} has no partition of exactly ${formatHour(hour)} any more: it was staged for a swap, so it is not published. Nothing was changed.`);
   }
-  const lateRows = await carryLateRowsIntoStaged(tx, store, run, { live: live.qualified, staged, baseline: inStore(store, baselineTableName(...run)) });
+  const lateRows = await carryLateRowsIntoStaged(tx, store, run, { live: live.qualified, staged, baseline: baselineTable(store, run) });
   await recordWrittenKeys(tx, store, run, staged);
   // The partition swapped out is the rows saved; the staged table with the carried rows, the snapshot published.
   const measured = await reconcileWithSnapshot(tx, store, run, tableSource(store, live.qualified), tableSource(store, staged));
@@ -437,6 +403,6 @@ async function carryIntoSaved(tx: PoolClient, pipeline: Pipeline, store: RowStor
 export async function restoreBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, back: SwapBack): Promise<number> {
   const { run, swapped, live } = back;
   const hour = run[2];
-  await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaName(pipeline.name), name: `p${hourCode(hour)}_b${run[0]}_rolledback` }, inTable: swapped.savedTable, hour, next: new Date(hour.getTime() + HOUR_MS) });
+  await swapTables(tx, store, { out: live, outTo: { schema: storeSchemaName(pipeline.name), name: rolledBackTableName(run[0], hour) }, inTable: swapped.savedTable, hour, next: new Date(hour.getTime() + HOUR_MS) });
   return swapped.rowsSaved;
 }

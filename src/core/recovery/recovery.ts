@@ -12,6 +12,7 @@ import { lockPartition, rowsChecksum } from '../../db/partitions.js';
 import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsIntoTarget, writtenByPublish } from '../../db/rewrite.js';
 import { preferHashJoins, STAGED_RUN, type RowStore } from '../../db/rowStore.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
+import { keptBaseline } from '../recompute/storeTables.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { advanceBackfill, moveSteps } from '../lifecycle/stepClaims.js';
 import { keysChangedSinceSwap, writtenBySwap } from '../../db/swap.js';
@@ -214,7 +215,7 @@ async function writtenSincePublish(tx: PoolClient, of: { pipeline: Pipeline; sto
   const written = swapped ? writtenBySwap(of.store, swapped) : writtenByPublish(of.store);
   const row = await checksumRows(tx, rowsChecksum(of.pipeline.keyColumns), written, run);
   if (row?.checksum === target.publishedChecksum) return undefined;
-  const changes = swapped ? await keysChangedSinceSwap(tx, of.store, run, swapped) : await changedSincePublish(tx, of.store, run);
+  const changes = swapped ? await keysChangedSinceSwap(tx, of.store, run, swapped) : await changedSincePublish(tx, of.store, run, await keptBaseline(tx, of.store, run));
   const counted = [[changes.changed, 'changed'], [changes.removed, 'removed'], [changes.added, 'written again after the publish removed it']] as const;
   const told = counted.filter(([n]) => n > 0).map(([n, how]) => `${n} ${how}`);
   const keys = changes.sample.map((s) => `${s.key} (${s.how === 'added' ? 'written again' : s.how})`).join(', ');

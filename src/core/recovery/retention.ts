@@ -88,10 +88,28 @@ async function listCandidates(db: Queryable, backfillId?: number): Promise<Reten
 }
 
 export interface StoredRows {
-  /** A shared table of the store, or a table of a swap of its own (staged, saved or swapped back out). */
+  /**
+   * A shared table of the store, or a table of a swap of its own (staged, saved or swapped back out). The
+   * baseline tables of each hour (storeTables.ts) are counted under 'baseline', with the shared one's rows.
+   */
   table: StoreTable | string;
   rows: number;
   bytes: number;
+}
+
+/** The tables of one hour's run that hold its baseline keys: counted as the baseline, not listed one by one. */
+const BASELINE_TABLE = /_g[0-9]+_baseline"?$/;
+
+/** `table`'s rows and bytes added to `found`, under 'baseline' for a baseline table of an hour. */
+function counted(found: StoredRows[], table: string, measured: { rows: number; bytes: number }): void {
+  const name = BASELINE_TABLE.test(table) ? 'baseline' : table;
+  const entry = found.find((item) => item.table === name);
+  if (!entry) {
+    found.push({ table: name, ...measured });
+    return;
+  }
+  entry.rows += measured.rows;
+  entry.bytes += measured.bytes;
 }
 
 /**
@@ -109,7 +127,7 @@ async function eachStoreTable(db: Queryable, pipeline: string, kind: RowsKind, r
 /** The rows of that kind the backfill has in its store, and their bytes (the rows' own size, without index). */
 async function measureRows(db: Queryable, pipeline: string, backfillId: number, kind: RowsKind): Promise<StoredRows[]> {
   const measured = await eachStoreTable(db, pipeline, kind, (table) => measureStoredRows(db, pipeline, table, backfillId));
-  for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) measured.push({ table, ...(await measureTable(db, table)) });
+  for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) counted(measured, table, await measureTable(db, table));
   return measured;
 }
 
@@ -118,7 +136,7 @@ async function dropRows(db: Queryable, pipeline: string, backfillId: number, kin
   const dropped = await eachStoreTable(db, pipeline, kind, (table) => deleteStoredRows(db, pipeline, table, backfillId));
   // The tables of its swaps that are not attached (detachedTablesOf never lists a live partition).
   for (const table of await detachedTablesOf(db, pipeline, backfillId, kind)) {
-    dropped.push({ table, ...(await measureTable(db, table)) });
+    counted(dropped, table, await measureTable(db, table));
     await dropStoreTable(db, table);
   }
   return dropped;

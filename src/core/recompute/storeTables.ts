@@ -1,0 +1,49 @@
+import { keepKeysIn } from '../../db/swap.js';
+import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
+import { runSource, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
+
+// The store's tables of their own, one per run and hour, beside its shared ones (src/db/rowStore.ts): named by
+// the hour first, so that an hour's tables sort together in the store's schema.
+//
+//   p<hour>_b<id>_g<run>            the rows staged for a swap (swap.ts)
+//   p<hour>_b<id>_g<run>_baseline   the live keys when the hour was staged, for either way of publishing
+//   p<hour>_b<id>_saved             the partition a swap detached (the prior generation)
+//   p<hour>_b<id>_written           the keys a swap wrote, with their row versions
+//   p<hour>_b<id>_rolledback        the partition a rollback by swap detached
+
+/** 2026111503: hours sort by name in the store. */
+function hourCode(hour: Date): string {
+  return hour.toISOString().slice(0, 13).replace(/[-T]/g, '');
+}
+
+export const stagedTableName = (backfillId: number, generation: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_g${generation}`;
+export const savedTableName = (backfillId: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_saved`;
+export const writtenTableName = (backfillId: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_written`;
+export const rolledBackTableName = (backfillId: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_rolledback`;
+const baselineTableName = (backfillId: number, generation: number, hour: Date) => `p${hourCode(hour)}_b${backfillId}_g${generation}_baseline`;
+
+/** A table of the store by its name: qualified and quoted. */
+export const inStore = (store: RowStore, name: string) => `${store.schema}.${quoteIdent(name)}`;
+
+/** The run's baseline table, qualified and quoted. */
+export const baselineTable = (store: RowStore, run: [number, number, Date]) => inStore(store, baselineTableName(...run));
+
+/**
+ * The live keys of the hour when it is staged, whichever way it will be published: what its publish tells late
+ * rows by (rows normal ingestion wrote since), in a table of its own without an index (a hash join reads it
+ * whole). PERF: copying 50,000 keys into the store's shared baseline, whose btree on (backfill, generation,
+ * hour, key) grows with every row, took 120–190 ms; into a table of their own, under 90 ms.
+ */
+export async function keepBaseline(tx: PoolClient, store: RowStore, run: [number, number, Date], live: RowSource): Promise<void> {
+  await keepKeysIn(tx, store, baselineTable(store, run), live, run);
+}
+
+/**
+ * The run's baseline as a row source: its table of its own, or, for an hour staged before baselines had one
+ * (or whose table retention dropped), the run's rows of the store's shared baseline (none, once dropped).
+ */
+export async function keptBaseline(db: Queryable, store: RowStore, run: [number, number, Date]): Promise<RowSource> {
+  const table = baselineTable(store, run);
+  const { rows } = await db.query<{ own: boolean }>('SELECT to_regclass($1::text) IS NOT NULL AS own', [table]);
+  return rows[0]?.own ? tableSource(store, table) : runSource(store, store.baseline);
+}
