@@ -51,9 +51,9 @@ export async function reconcileWithSnapshot(db: Queryable, store: RowStore, run:
 }
 
 /**
- * reconcileWithSnapshot for a publish by rewrite, whose `after` (the live partition) holds every row it `written`
- * (its own INSERT's, which no other session sees, let alone changes, before it commits) and what other writers
- * committed after its DELETE's snapshot, nothing else. So exactly as many live rows as written are exactly the
+ * reconcileWithSnapshot for a publish by rewrite, whose `after` (the live partition) holds every row it wrote
+ * (`written`: its own INSERT's, which no other session sees, let alone changes, before it commits) and what other
+ * writers committed after its DELETE's snapshot, nothing else. So exactly as many live rows as written are exactly the
  * written rows, whose checksum its INSERT took (writeRunRows); only when other writers' rows are there beside them
  * is the checksum taken again.
  *
