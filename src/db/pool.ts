@@ -156,19 +156,20 @@ export function withTransactionsNamed<T>(name: string, work: () => Promise<T>): 
 }
 
 /**
- * Ends the sessions of the bot's own role, other than this one, whose open transaction carries `name` (see
+ * Ends the sessions of the bot's own role, other than this one, whose open transaction carries one of `names` (see
  * withTransactionsNamed), waiting up to `waitMs` for each to be gone; their transactions roll back and their locks
  * go. Only its own role's: that is all a role that is no superuser may signal, and all the bot should.
  * Returns the pids ended.
  */
-export async function terminateTransactionsNamed(db: Queryable, name: string, waitMs: number): Promise<number[]> {
+export async function terminateTransactionsNamed(db: Queryable, names: readonly string[], waitMs: number): Promise<number[]> {
+  if (names.length === 0) return [];
   const { rows } = await db.query<{ pid: number }>(
     // MATERIALIZED: every condition is decided before anyone is signalled (the planner may order quals as it likes).
     `WITH holders AS MATERIALIZED (
        SELECT pid FROM pg_stat_activity
-       WHERE application_name = $1::text AND usename = current_user AND datname = current_database()
+       WHERE application_name = ANY ($1::text[]) AND usename = current_user AND datname = current_database()
          AND pid <> pg_backend_pid() AND xact_start IS NOT NULL)
-     SELECT pid FROM holders WHERE pg_terminate_backend(pid, $2::bigint)`, [name, waitMs]);
+     SELECT pid FROM holders WHERE pg_terminate_backend(pid, $2::bigint)`, [names, waitMs]);
   return rows.map((row) => row.pid);
 }
 

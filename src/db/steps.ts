@@ -92,6 +92,17 @@ export async function lockStepForClaim(tx: Queryable, ref: StepRef): Promise<Ste
   return rows[0];
 }
 
+/**
+ * The claims of the backfill's running steps whose lease ran out, read without a lock (a frozen holder may hold
+ * its step's row and the backfill's): whose sessions a claim ends before it takes any of them.
+ */
+export async function findExpiredClaims(db: Queryable, backfillId: number): Promise<{ ref: StepRef; token: string }[]> {
+  const { rows } = await db.query<{ kind: StepRef['kind']; key: string; token: string }>(
+    `SELECT kind, step_key AS key, claim_token::text AS token FROM backfill.backfill_steps
+     WHERE backfill_id = $1::bigint AND status = 'running' AND claim_token IS NOT NULL AND lease_expires_at < clock_timestamp()`, [backfillId]);
+  return rows.map((row) => ({ ref: { backfillId, kind: row.kind, key: row.key }, token: row.token }));
+}
+
 /** Running under a new token and lease, one attempt more; returns the token. */
 export async function claimStepRow(tx: Queryable, ref: StepRef, leaseMs: number): Promise<string | undefined> {
   const { rows } = await tx.query<{ token: string }>(

@@ -5,9 +5,14 @@
 //
 // The stall is forced at a known point: the worker's pool holds back its second checkout (the first is the
 // claim's transaction, the second the publish's) until the test has taken the step over.
+//
+// The other way round, a holder frozen inside its transaction after its fence holds the backfill's row (and its
+// step's): a claim of any step of that backfill ends every such session whose lease ran out before it locks
+// anything, instead of waiting on it until IDLE_IN_TRANSACTION_TIMEOUT_MS.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { claimStep } from '../../src/core/lifecycle/stepClaims.js';
+import pg from 'pg';
+import { claimHolderName, claimStep } from '../../src/core/lifecycle/stepClaims.js';
 import { executeStep, type StepContext, type StepRef } from '../../src/core/procedure.js';
 import { listEvents } from '../../src/db/events.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
@@ -20,6 +25,7 @@ const LONG_LEASE_MS = 600_000;
 
 let engine: TestEngine | undefined;
 let pools: Pool[] = [];
+let clients: pg.Client[] = [];
 /** Lets a held-back checkout go on, so a failing test does not hang its teardown. */
 let releaseStall: () => void = () => undefined;
 
@@ -27,6 +33,8 @@ afterEach(async () => {
   releaseStall();
   for (const pool of pools) await pool.end().catch(() => undefined);
   pools = [];
+  for (const client of clients) await client.end().catch(() => undefined);
+  clients = [];
   await engine?.close();
   engine = undefined;
 });
@@ -115,4 +123,55 @@ describe('the claim token', () => {
     expect((await listEvents(e.ctx.pool, id)).filter((ev) => ev.kind === 'recomputed')).toHaveLength(1);
     expect(await countRows(e.ctx, 'SELECT 1 FROM backfill.partition_generations WHERE backfill_id = $1', [id])).toBe(1);
   });
+
+  it('ends a holder frozen after its fence, holding the backfill\'s and the step\'s rows, before the takeover waits on them', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'fence test');
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: CANARY })).toBe('done');
+    const ref: StepRef = { backfillId: id, kind: 'publish', key: CANARY };
+    const frozen = await frozenAfterFence(e, ref);
+
+    // The takeover does not wait for the idle timeout: it ends the frozen session first, then claims.
+    const takeover = await claimStep(e.ctx.pool, ref, LONG_LEASE_MS);
+    expect(takeover).toMatchObject({ outcome: 'claimed', takeover: true });
+    expect((await frozen.ended).message).toMatch(/terminat/);
+    const started = (await listEvents(e.ctx.pool, id)).filter((ev) => ev.kind === 'step_started' && ev.detail.step === 'publish');
+    expect(started.at(-1)?.detail.endedSessions).toEqual([frozen.pid]);
+  });
+
+  it('ends a holder of another step frozen after its fence before a claim of any step of the backfill waits on its row', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'fence test');
+    const frozen = await frozenAfterFence(e, { backfillId: id, kind: 'stage', key: HOURS[1] ?? '' });
+
+    const other = await claimStep(e.ctx.pool, { backfillId: id, kind: 'stage', key: HOURS[2] ?? '' }, LONG_LEASE_MS);
+    expect(other).toMatchObject({ outcome: 'claimed', takeover: false });
+    expect((await frozen.ended).message).toMatch(/terminat/);
+    const started = (await listEvents(e.ctx.pool, id)).filter((ev) => ev.kind === 'step_started' && ev.detail.key === HOURS[2]);
+    expect(started.at(-1)?.detail.endedSessions).toEqual([frozen.pid]);
+    // The frozen one's step is still running under its expired claim: whoever claims it next takes it over.
+    expect(await claimStep(e.ctx.pool, { backfillId: id, kind: 'stage', key: HOURS[1] ?? '' }, LONG_LEASE_MS)).toMatchObject({ outcome: 'claimed', takeover: true });
+  });
 });
+
+/**
+ * A holder of `ref`'s claim whose lease ran out, its transaction stopped right after its fence (checkClaim): the
+ * backfill's row and the step's locked, nothing committed, under the claim's name, as a worker frozen there
+ * (SIGSTOP, a paused VM) leaves it. `ended` settles when its session is ended.
+ */
+async function frozenAfterFence(e: TestEngine, ref: StepRef): Promise<{ pid: number; ended: Promise<Error> }> {
+  const claim = await claimStep(e.ctx.pool, ref, LONG_LEASE_MS);
+  if (claim.outcome !== 'claimed') throw new Error(`the first claim was ${claim.outcome}`);
+  await expireLease(e, ref);
+  const frozen = new pg.Client({ connectionString: e.ctx.config.DATABASE_URL, application_name: claimHolderName(ref, claim.token) });
+  clients.push(frozen);
+  const ended = new Promise<Error>((resolve) => frozen.on('error', resolve));
+  await frozen.connect();
+  await frozen.query('BEGIN');
+  await frozen.query('SELECT 1 FROM backfill.backfills WHERE id = $1 FOR UPDATE', [ref.backfillId]);
+  await frozen.query('SELECT 1 FROM backfill.backfill_steps WHERE backfill_id = $1 AND kind = $2 AND step_key = $3 FOR UPDATE', [ref.backfillId, ref.kind, ref.key]);
+  const { rows } = await frozen.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  return { pid: rows[0]?.pid ?? 0, ended };
+}

@@ -167,7 +167,7 @@ describe('ending the holder of a claim', () => {
     }
     try {
       const foreignPid = foreign ? await pidOf(foreign) : undefined;
-      expect(await terminateTransactionsNamed(e.ctx.pool, name, 5_000)).toEqual([holderPid]);
+      expect(await terminateTransactionsNamed(e.ctx.pool, [name], 5_000)).toEqual([holderPid]);
       expect(await alive(e.ctx.pool, holderPid)).toBe(false);
       for (const pid of [otherPid, idlePid, ...(foreignPid === undefined ? [] : [foreignPid])]) expect(await alive(e.ctx.pool, pid)).toBe(true);
     } finally {

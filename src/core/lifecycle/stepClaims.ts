@@ -4,7 +4,7 @@ import { lockBackfillForShare, requireBackfill, type BackfillRow } from '../../d
 import { recordEvent } from '../../db/events.js';
 import { terminateTransactionsNamed, withTransaction, withTransactionsNamed, type Pool, type PoolClient, type Queryable } from '../../db/pool.js';
 import {
-  claimStepRow, countOpenStepsByPhase, failStepClaim, lockStepClaim, lockStepForClaim, markStepFinished, moveStepStatuses,
+  claimStepRow, countOpenStepsByPhase, failStepClaim, findExpiredClaims, lockStepClaim, lockStepForClaim, markStepFinished, moveStepStatuses,
   releaseStepClaim, renewStepLease,
 } from '../../db/steps.js';
 import { BackfillError, describeError, ErrorCode } from '../../errors.js';
@@ -54,6 +54,13 @@ export type Claim = { outcome: 'claimed'; token: string; takeover: boolean } | {
  */
 export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Promise<Claim> {
   return withTransaction(pool, async (tx) => {
+    // A holder whose lease ran out may be frozen (SIGSTOP, a paused VM) anywhere in its step's transaction, also
+    // after its fence, holding the backfill's row until IDLE_IN_TRANSACTION_TIMEOUT_MS: the lock below would wait
+    // on it that long, the claim of any step of the backfill. So the sessions of every claim of the backfill whose
+    // lease ran out are ended first, from a read that takes no lock (each such step is taken over when it is
+    // claimed next); the locked read then decides this claim.
+    const expired = await findExpiredClaims(tx, ref.backfillId);
+    const endedFirst = await terminateTransactionsNamed(tx, expired.map((claim) => claimHolderName(claim.ref, claim.token)), HOLDER_GONE_WAIT_MS);
     // FOR SHARE: a state move (pause, stop) waits for this claim to commit, or this claim sees its result.
     const backfillExists = await lockBackfillForShare(tx, ref.backfillId);
     const step = await lockStepForClaim(tx, ref);
@@ -66,7 +73,7 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
     // The old holder may be frozen inside the step's transaction (SIGSTOP, a paused VM), holding its locks until
     // IDLE_IN_TRANSACTION_TIMEOUT_MS: end its session now, so this run does not wait on them. Whatever it resumes
     // with, its commit fails the claim check below (the token changes here) or finds its connection gone.
-    const endedSessions = takeover && step.token ? await terminateTransactionsNamed(tx, claimHolderName(ref, step.token), HOLDER_GONE_WAIT_MS) : [];
+    const endedSessions = [...endedFirst, ...(takeover && step.token ? await terminateTransactionsNamed(tx, [claimHolderName(ref, step.token)], HOLDER_GONE_WAIT_MS) : [])];
     const token = await claimStepRow(tx, ref, leaseMs);
     if (!token) throw new Error('claim update returned no token');
     await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started',
