@@ -76,8 +76,24 @@ export async function withAdminClient<T>(work: (client: pg.Client) => Promise<T>
   }
 }
 
+const CANNOT_TERMINATE = '42501';
+const DROP_ATTEMPTS = 20;
+
+/**
+ * Drops a test database and ends its sessions. A role that is no superuser may not end an autovacuum worker
+ * (42501, "permission denied to terminate process"), which a server with autovacuum on may have in the database
+ * at that moment: the drop is tried again once it has moved on.
+ */
 export async function dropDatabase(name: string): Promise<void> {
-  await withAdminClient((client) => client.query(`DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`));
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await withAdminClient((client) => client.query(`DROP DATABASE IF EXISTS ${quoteIdent(name)} WITH (FORCE)`));
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== CANNOT_TERMINATE || attempt >= DROP_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
 }
 
 export interface TestDatabase {

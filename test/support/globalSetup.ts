@@ -13,8 +13,9 @@ import { databaseUrl, dropDatabase, TEMPLATE_DATABASES, templateSeed, withAdminC
 
 const TEST_EMBEDDED_DIR = fileURLToPath(new URL('../../.backfill-bot/test-pg', import.meta.url));
 // A test run keeps nothing: durability of the embedded server's files buys it nothing. Many test files each
-// hold pools and queue connections at once.
-const TEST_SERVER_SETTINGS = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '300' };
+// hold pools and queue connections at once. No autovacuum: no test depends on it, and a worker of it in a test
+// database refuses that database's DROP … WITH (FORCE) to the bot's role, which may not end it.
+const TEST_SERVER_SETTINGS = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '300', autovacuum: 'off' };
 
 // Two engineers' runs share one Postgres: the swap of a template is serialized across processes.
 const TEMPLATE_SWAP_LOCK = 'backfill-bot:test-template-swap';
