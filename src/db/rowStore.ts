@@ -99,12 +99,13 @@ export function stepRows(store: RowStore): string {
 
 /**
  * Rows of the target's shape, as `FROM … WHERE …` over an alias (t unless given), with the parameters of a run:
- * $1 backfill, $2 run (STAGED_RUN), $3 partition hour.
+ * $1 backfill, $2 run (STAGED_RUN), $3 partition hour. Each source types all three, whether it reads them or not,
+ * so a statement may read any one source alone.
  */
 export type RowSource = string;
 
-// The live partition reads only the hour, but types the run's other two parameters too: a statement that reads
-// nothing else (a snapshot of the live rows) is otherwise refused ("could not determine data type of parameter $1").
+// The live partition reads only the hour, and types the other two as every source does: a statement that reads
+// it alone (a snapshot of the live rows) is otherwise refused ("could not determine data type of parameter $1").
 export const liveSource = (store: RowStore, alias = 't'): RowSource =>
   `${store.target} ${alias} WHERE $1::bigint IS NOT NULL AND $2::int IS NOT NULL AND ${alias}.${store.partition} = $3::timestamptz`;
 export const runSource = (store: RowStore, table: string, alias = 't'): RowSource =>

@@ -1,6 +1,6 @@
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 import { runPipelineSql } from './pipelineSql.js';
-import { keysEqual, stepRows, tableSource, type RowSource, type RowStore } from './rowStore.js';
+import { keysEqual, liveSource, stepRows, tableSource, type RowSource, type RowStore } from './rowStore.js';
 import type { Pipeline } from './pipelines.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
@@ -65,8 +65,7 @@ export async function keepKeysIn(tx: Queryable, store: RowStore, table: string, 
   const keys = [store.partition, ...store.keys].map((key) => `t.${key}`).join(', ') + (options.rowVersions ? ', t.xmin AS bf_xmin' : '');
   // One round trip for the drop and the create (one simple-protocol string: names quoted, no outside text).
   await tx.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} AS SELECT ${keys} FROM ${store.target} t WITH NO DATA`);
-  // Every source takes the run's three parameters, whether it reads them all or not.
-  await tx.query(`INSERT INTO ${table} SELECT ${keys} FROM ${source} AND $1::bigint IS NOT NULL AND $2::int IS NOT NULL`, run);
+  await tx.query(`INSERT INTO ${table} SELECT ${keys} FROM ${source}`, run);
 }
 
 /** A new table (qualified, quoted) shaped like the target, with the CHECK `constraint` holding exactly the hour; one of that name is dropped first. */
@@ -289,7 +288,7 @@ export async function detachedTablesOf(db: Queryable, pipeline: string, backfill
  * parameters as usual.
  */
 export function writtenBySwap(store: RowStore, swapped: { savedTable: string; writtenTable: string }): RowSource {
-  return `${store.target} t WHERE t.${store.partition} = $3::timestamptz AND $1::bigint IS NOT NULL AND $2::int IS NOT NULL
+  return `${liveSource(store)}
     AND (EXISTS (SELECT 1 FROM ${swapped.writtenTable} w WHERE ${keysEqual(store, 'w', 't')})
       OR EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE ${keysEqual(store, 'p', 't')}))`;
 }
@@ -311,7 +310,7 @@ export async function keysChangedSinceSwap(db: Queryable, store: RowStore, run: 
        SELECT 'removed' AS how, ${keyText('w')} AS key FROM ${swapped.writtenTable} w
        WHERE NOT EXISTS (SELECT 1 FROM ${store.target} t WHERE t.${store.partition} = $3::timestamptz AND ${keysEqual(store, 'w', 't')})
        UNION ALL
-       SELECT 'added', ${keyText('t')} FROM ${store.target} t WHERE t.${store.partition} = $3::timestamptz AND $1::bigint IS NOT NULL AND $2::int IS NOT NULL
+       SELECT 'added', ${keyText('t')} FROM ${liveSource(store)}
          AND EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE ${keysEqual(store, 'p', 't')})
          AND NOT EXISTS (SELECT 1 FROM ${swapped.writtenTable} w WHERE ${keysEqual(store, 'w', 't')})
      )

@@ -119,10 +119,9 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   if (target.status === 'unavailable') return { kind: 'unavailable' };
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
-  const stagedSource = target.stagedTable ? tableSource(store, target.stagedTable) : runSource(store, store.staged);
   const staged = await findStagedReconciliation(tx, backfill.id, STAGED_RUN, hour);
   // A partition staged before the envelope was measured at staging (migrations/0026) is measured here.
-  const plan = staged?.plan ?? await againstPlan(tx, store, run, stagedSource);
+  const plan = staged?.plan ?? await againstPlan(tx, store, run, target.stagedTable ? tableSource(store, target.stagedTable) : runSource(store, store.staged));
   const reason = envelopeBreach(staged, target, plan, backfill.previewedBy);
   if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
