@@ -95,6 +95,15 @@ const withPlan = partition.chain((sides) => fc.record({
     }), ...extra]),
 }));
 
+// One partition that the one join measures exactly, and one with a key twice that it must leave to the statements
+// it replaces: given to every property as examples, so that both ways are taken whatever the seed draws.
+const ONE_ROW: Row = { orderId: 1, region: 'eu', amount: '1.00', rate: '1', attributes: '{}', note: 'x' };
+interface Example { before: Row[]; after: Row[]; keys: readonly ['order_id']; planned: Row[] }
+const EXACT: Example = { before: [ONE_ROW], after: [{ ...ONE_ROW, amount: '1.50' }], keys: ['order_id'], planned: [ONE_ROW] };
+const REPEATED: Example = { before: [ONE_ROW, ONE_ROW], after: [ONE_ROW, ONE_ROW], keys: ['order_id'], planned: [ONE_ROW] };
+
+const sidesOf = ({ before, after, keys }: Example) => ({ before, after, keys });
+
 async function fillPlan(db: TestDatabase, rows: readonly Row[]): Promise<void> {
   await db.pool.query('TRUNCATE w.expected');
   await db.pool.query(
@@ -141,10 +150,10 @@ describe('the publish\'s one read of both sides', () => {
       const distinct = await db.pool.query<{ unique: boolean }>(
         `SELECT count(*) = count(DISTINCT (${keys.join(', ')})) AND count(*) FILTER (WHERE order_id IS NULL) = 0 AS unique FROM w.after`);
       if (distinct.rows[0]?.unique) exact += 1;
-    }), { seed: SEED, numRuns: 150 });
+    }), { seed: SEED, numRuns: 150, examples: [[sidesOf(EXACT)], [sidesOf(REPEATED)]] });
     // Both of its ways were taken: the one join, and the statements it falls back on.
-    expect(exact).toBeGreaterThan(10);
-    expect(exact).toBeLessThan(150);
+    expect(exact).toBeGreaterThan(0);
+    expect(exact).toBeLessThan(152);
   });
 
   it('gives after a rewrite what the one read of both sides gives, with the written rows\' checksum only when the live rows are just those', async () => {
@@ -166,7 +175,7 @@ describe('the publish\'s one read of both sides', () => {
       expect(measured).toEqual(expected);
       if (statements === 2) reused += 1;
       if (statements === 2) expect(othersToo).toBe(false);
-    }), { seed: SEED, numRuns: 150 });
+    }), { seed: SEED, numRuns: 150, examples: [[sidesOf(EXACT), false], [sidesOf(REPEATED), false]] });
     // The written checksum was taken where it could be (the one join and the column lookup, no snapshot): about
     // one case in fifteen has both sides free of repeated and NULL keys and no other writer.
     expect(reused).toBeGreaterThan(0);
@@ -198,9 +207,9 @@ describe('the publish\'s one read of both sides', () => {
         exact += 1;
         expect(statements).toBe(2);
       }
-    }), { seed: SEED, numRuns: 150 });
+    }), { seed: SEED, numRuns: 150, examples: [[EXACT], [REPEATED]] });
     // Both of its ways were taken: the one join, and the statements it falls back on.
-    expect(exact).toBeGreaterThan(10);
-    expect(exact).toBeLessThan(150);
+    expect(exact).toBeGreaterThan(0);
+    expect(exact).toBeLessThan(152);
   });
 });

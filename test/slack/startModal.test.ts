@@ -228,8 +228,11 @@ describe('the start form, from the shortcut and the Home tab', () => {
     const actions = answers.map((a) => a.answer?.response_action).sort();
     expect(actions).toEqual(['clear', 'errors']);
     const refused = answers.find((a) => a.answer?.response_action === 'errors');
-    expect(refused?.answer?.errors?.[StartField.night]).toMatch(/Backfill #1 of orders/);
     expect(await countRows(h.engine.ctx, 'SELECT 1 FROM backfill.backfills')).toBe(1);
+    // The refusal names the one that was started: whichever submission drew the first id, the other's insert may
+    // have drawn the next and commit first, so the number is read, not assumed.
+    const started = (await h.engine.ctx.pool.query<{ id: string }>('SELECT id::text FROM backfill.backfills')).rows[0]?.id;
+    expect(refused?.answer?.errors?.[StartField.night]).toMatch(new RegExp(`^Backfill #${started} of orders`));
     const { rows } = await h.engine.ctx.pool.query<{ channel: string }>('SELECT incident_channel AS channel FROM backfill.backfills');
     expect(rows).toEqual([{ channel: CHOSEN_CHANNEL }]);
     await waitUntil(() => postsTo(h, CHOSEN_CHANNEL).length === 1, 'the status message in the chosen channel');
