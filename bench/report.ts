@@ -20,9 +20,11 @@ export interface Machine {
   settings: Record<string, string>;
   workerConcurrency: number;
   waveSize: number;
+  /** SWAP_MIN_ROWS: below it, a partition of its own hour is published by rewrite (absent from runs before it). */
+  swapMinRows?: number;
 }
 
-export function describeMachine(versions: { postgres: string; redis: string; settings: Record<string, string> }, config: { WORKER_CONCURRENCY: number; WAVE_SIZE: number }): Machine {
+export function describeMachine(versions: { postgres: string; redis: string; settings: Record<string, string> }, config: { WORKER_CONCURRENCY: number; WAVE_SIZE: number; SWAP_MIN_ROWS: number }): Machine {
   let nproc = os.availableParallelism();
   try {
     nproc = Number(execFileSync('nproc', { encoding: 'utf8' }).trim()) || nproc;
@@ -40,6 +42,7 @@ export function describeMachine(versions: { postgres: string; redis: string; set
     settings: versions.settings,
     workerConcurrency: config.WORKER_CONCURRENCY,
     waveSize: config.WAVE_SIZE,
+    swapMinRows: config.SWAP_MIN_ROWS,
   };
 }
 

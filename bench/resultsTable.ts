@@ -126,7 +126,7 @@ function machineText(m: Machine): string {
   const settings = Object.entries(m.settings).map(([name, value]) => `${name} ${value}`).join(', ');
   const redis = m.redis === 'not used' ? 'no Redis (queues in PostgreSQL)' : `Redis ${m.redis}`;
   return `${m.nproc} cores (nproc), ${m.cpuModel}, ${m.memoryGb} GB; Node ${m.node.replace(/^v/, '')}; PostgreSQL ${m.postgres} with ${settings}; ` +
-    `${redis}; WORKER_CONCURRENCY ${m.workerConcurrency}, WAVE_SIZE ${m.waveSize}`;
+    `${redis}; WORKER_CONCURRENCY ${m.workerConcurrency}, WAVE_SIZE ${m.waveSize}${m.swapMinRows === undefined ? '' : `, SWAP_MIN_ROWS ${m.swapMinRows}`}`;
 }
 
 /** The distinct machines of the measured rows, in the order rows name them. */

@@ -434,8 +434,8 @@ function swapCheck(rounds: WorkerRound[], shape: 'partitioned' | 'plain'): Targe
   return shape === 'partitioned'
     ? {
       target: `publish by swap < ${TARGETS.swapPublishMs} ms per partition (readers wait)`,
-      measured: windows.length > 0 ? `${median(windows).toFixed(1)} ms median, ${longest.toFixed(1)} ms longest` : 'no swap recorded',
-      met: windows.length > 0 && longest < TARGETS.swapPublishMs, note: `${publish} (writers of the target wait)`,
+      measured: windows.length > 0 ? `${median(windows).toFixed(1)} ms median, ${longest.toFixed(1)} ms longest` : `no swap: every partition below SWAP_MIN_ROWS, published by rewrite`,
+      met: windows.length > 0 ? longest < TARGETS.swapPublishMs : null, note: `${publish} (writers of the target wait)`,
     }
     : { target: `publish by swap < ${TARGETS.swapPublishMs} ms per partition`, measured: `${publish} (delete + insert)`, met: null, note: 'the target is a plain table' };
 }
@@ -590,7 +590,7 @@ function print(result: RunResult): void {
   const m = result.machine;
   console.log('');
   console.log(`machine: ${m.nproc} cores (nproc), ${m.cpuModel}, ${m.memoryGb} GB, ${m.platform}; Node ${m.node}, PostgreSQL ${m.postgres} ` +
-    `(${Object.entries(m.settings).map(([k, v]) => `${k} ${v}`).join(', ')}), Redis ${m.redis}; WORKER_CONCURRENCY ${m.workerConcurrency}, WAVE_SIZE ${m.waveSize}`);
+    `(${Object.entries(m.settings).map(([k, v]) => `${k} ${v}`).join(', ')}), Redis ${m.redis}; WORKER_CONCURRENCY ${m.workerConcurrency}, WAVE_SIZE ${m.waveSize}, SWAP_MIN_ROWS ${m.swapMinRows ?? 'unset'}`);
   console.log(`data: ${String(result.data.hours)}, ${Number(result.data.builtRows).toLocaleString('en-US')} rows ` +
     `(${Number(result.args.rowsPerPartition).toLocaleString('en-US')} per partition), target table ${String(result.data.target)}, ` +
     `PostgreSQL ${String(result.data.server)}`);

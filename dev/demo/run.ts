@@ -55,6 +55,9 @@ function parseTarget(argv: string[]): TargetShape {
   return parseTargetShape(options.target ?? 'plain');
 }
 
+/** The demo's hours are 60 rows, which a real deployment would rewrite (SWAP_MIN_ROWS): here they are swapped, to show the swap. */
+const SHOW_THE_SWAP = { SWAP_MIN_ROWS: 0 };
+
 async function main(): Promise<void> {
   const target = parseTarget(process.argv.slice(2));
   const loaded = loadConfig();
@@ -64,7 +67,7 @@ async function main(): Promise<void> {
   registerSecrets([base.WEBHOOK_SIGNING_SECRET]);
   const backends = await openBackends({ ...base, QUEUE_PREFIX: `${base.QUEUE_PREFIX}-demo` }, { role: 'demo', create: true, log: (line) => console.log(line) });
   console.log(backends.summary);
-  await runOn(backends, (config) => runDemo({ ...config, BACKFILL_OPERATORS: [OPERATOR], STATUS_THROTTLE_MS: 0 }, backends.queue, target));
+  await runOn(backends, (config) => runDemo({ ...config, BACKFILL_OPERATORS: [OPERATOR], STATUS_THROTTLE_MS: 0, ...(target === 'partitioned' ? SHOW_THE_SWAP : {}) }, backends.queue, target));
 }
 
 async function runDemo(config: RunConfig, queueBackend: QueueBackend, target: TargetShape): Promise<void> {

@@ -151,6 +151,9 @@ export async function createTestEngine(scenario: TestScenario = 'month-end', env
     WEBHOOK_TIMEOUT_MS: '2000',
     // Set explicitly: there is no default, and the webhook tests verify signatures with it.
     WEBHOOK_SIGNING_SECRET: TEST_WEBHOOK_SECRET,
+    // The demo's hours are 60 rows, far below SWAP_MIN_ROWS: a partition of its own hour is published by swap
+    // whatever its size, as the swap's tests mean it to be; test/core/swapSize.test.ts takes the default.
+    SWAP_MIN_ROWS: '0',
     ...env,
   }), DATABASE_URL: db.url };
   const notifier = new RecordingMessenger();
