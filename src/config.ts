@@ -108,9 +108,9 @@ const configSchema = z.object({
   WAVE_SIZE: positiveInt('WAVE_SIZE', 4),
   // A partition of exactly its hour (a target partitioned by hour) is published by swap from this many rows, live
   // or previewed, whichever is more; a smaller one by rewrite, as on a plain target. A swap's catalog changes and
-  // the target's ACCESS EXCLUSIVE cost more than rewriting a few thousand rows (docs/benchmark.md). 0: always swap.
-  SWAP_MIN_ROWS: z.coerce.number({ error: 'SWAP_MIN_ROWS must be a whole number of rows, e.g. 5000' })
-    .int('SWAP_MIN_ROWS must be a whole number of rows, e.g. 5000').min(0, 'SWAP_MIN_ROWS must be 0 (always swap) or more').default(5000),
+  // the target's ACCESS EXCLUSIVE cost as much as rewriting 10,000 rows (docs/benchmark.md). 0: always swap.
+  SWAP_MIN_ROWS: z.coerce.number({ error: 'SWAP_MIN_ROWS must be a whole number of rows, e.g. 10000' })
+    .int('SWAP_MIN_ROWS must be a whole number of rows, e.g. 10000').min(0, 'SWAP_MIN_ROWS must be 0 (always swap) or more').default(10_000),
   JOB_ATTEMPTS: positiveInt('JOB_ATTEMPTS', 3),
   // How long a worker's claim on a step holds without renewal; it is renewed every third of this while the
   // step runs, so only a worker that died loses it, and another may then take the step over.

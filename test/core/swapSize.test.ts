@@ -51,10 +51,10 @@ async function sizes(e: TestEngine, id: number): Promise<number[]> {
 }
 
 describe('the size a swap pays from (SWAP_MIN_ROWS)', () => {
-  it('is 5,000 rows unless set, and refuses a value that is not a count of rows, saying what would do', () => {
-    expect(loadConfig({}).SWAP_MIN_ROWS).toBe(5000);
+  it('is 10,000 rows unless set, and refuses a value that is not a count of rows, saying what would do', () => {
+    expect(loadConfig({}).SWAP_MIN_ROWS).toBe(10_000);
     expect(loadConfig({ SWAP_MIN_ROWS: '0' }).SWAP_MIN_ROWS).toBe(0);
-    expect(() => loadConfig({ SWAP_MIN_ROWS: 'some' })).toThrowError(/SWAP_MIN_ROWS must be a whole number of rows, e\.g\. 5000/);
+    expect(() => loadConfig({ SWAP_MIN_ROWS: 'some' })).toThrowError(/SWAP_MIN_ROWS must be a whole number of rows, e\.g\. 10000/);
     expect(() => loadConfig({ SWAP_MIN_ROWS: '-1' })).toThrowError(/SWAP_MIN_ROWS must be 0 \(always swap\) or more/);
   });
 

@@ -68,9 +68,10 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
 /**
  * By swap when the target has a partition of exactly this hour and the partition is not small: it holds, or the
  * preview expects, at least swapMinRows rows (SWAP_MIN_ROWS). A preview that did not count the hour's rows
- * expects any number, so it swaps. PERF: at 60 rows an hour a stage and publish by swap took 45 + 97 ms, by
- * rewrite 22 + 23 ms: a swap's fixed cost is its catalog changes (a table, its index, DETACH and ATTACH) and its
- * wait for every stage; by rows it costs less than a rewrite from some thousands up (docs/benchmark.md).
+ * expects any number, so it swaps. PERF: at 60 rows an hour a stage and publish by swap took 44 + 102 ms, by
+ * rewrite 29 + 25 ms: a swap's fixed cost is its catalog changes (a table, its index, DETACH and ATTACH) and its
+ * wait for every stage. By whole backfills of 24 hours, rewrite was the faster up to 5,000 rows an hour, even at
+ * 10,000, and 25% slower at 50,000 (docs/benchmark.md).
  */
 async function publishesBySwap(tx: PoolClient, pipeline: Pipeline, backfillId: number, hour: Date, swapMinRows: number): Promise<boolean> {
   if (!(await hourPartitionOf(tx, pipeline, hour))) return false;
