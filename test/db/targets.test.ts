@@ -1,10 +1,12 @@
 // The figures a backfill keeps of each partition when it starts (rows, total and checksum before): taken hour by
-// hour, so that a target partitioned by hour is read only in the hours backfilled. Compared with the statement they
+// hour, so that a target partitioned by hour is read only in the hours backfilled; and the days' total (what a
+// daily report shows), taken day by day as a range of the partition column for the same reason. Compared with the statement they
 // replaced (one join of the hours to the whole target), on both shapes of the demo's target, with an hour that holds
 // no rows; and another day's partition counted unread, in the server's own statistics of the session.
 
 import { afterEach, describe, expect, it } from 'vitest';
-import { withTransaction } from '../../src/db/pool.js';
+import { withTransaction, type Queryable } from '../../src/db/pool.js';
+import { totalOverDays } from '../../src/db/partitions.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { insertTargets } from '../../src/db/targets.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
@@ -34,13 +36,9 @@ describe.each([['plain', 'month-end'], ['partitioned by hour', 'month-end-partit
 
     const { kept, scans } = await withTransaction(e.ctx.pool, async (tx) => {
       await tx.query('DELETE FROM backfill.backfill_targets WHERE backfill_id = $1', [id]);
-      // The session's scans of another day's partition (2026-11-01's) not yet reported to the server's statistics,
-      // before and after: earlier transactions of the pooled connection may have left some.
-      const otherDayScans = async () => (await tx.query<{ scans: number }>(
-        `SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0)::int AS scans FROM pg_stat_xact_user_tables WHERE schemaname = 'warehouse' AND relname = 'orders_d20261101'`)).rows[0]?.scans ?? 0;
-      const before = await otherDayScans();
+      const before = await scansOfAnotherDay(tx);
       await insertTargets(tx, pipeline, id, HOURS.map((hour, index) => ({ hour, rows: index, total: `${index}.00` })));
-      const after = await otherDayScans();
+      const after = await scansOfAnotherDay(tx);
       const rows = await tx.query<{ hour: Date; rows: number; total: string; checksum: string; expectedRows: number }>(
         `SELECT partition_hour AS hour, rows_before::int AS rows, total_before::text AS total, checksum_before AS checksum, expected_rows::int AS "expectedRows"
          FROM backfill.backfill_targets WHERE backfill_id = $1 ORDER BY partition_hour`, [id]);
@@ -51,4 +49,31 @@ describe.each([['plain', 'month-end'], ['partitioned by hour', 'month-end-partit
     expect(kept.map((row) => row.expectedRows)).toEqual([0, 1, 2, 3]);
     expect(scans).toBe(0);
   });
+
+  it('sum the days as the day of the partition column did, a day named twice and a day without rows too; no other day is read', async () => {
+    engine = await createTestEngine(scenario);
+    const e = engine;
+    const pipeline = await requirePipeline(e.ctx.pool, 'orders');
+    const days = ['2026-11-15', '2026-11-16', '2026-11-15', '2026-12-31'];
+    const { rows: [byExpression] } = await e.ctx.pool.query<{ total: string }>(
+      `SELECT coalesce(sum(amount_base), 0)::numeric(18,2)::text AS total FROM warehouse.orders WHERE (partition_hour AT TIME ZONE 'UTC')::date = ANY ($1::date[])`, [days]);
+    expect(Number(byExpression?.total)).toBeGreaterThan(0);
+    const { total, scans } = await withTransaction(e.ctx.pool, async (tx) => {
+      const before = await scansOfAnotherDay(tx);
+      const summed = await totalOverDays(tx, pipeline, days);
+      return { total: summed, scans: (await scansOfAnotherDay(tx)) - before };
+    });
+    expect(total).toBe(byExpression?.total);
+    expect(scans).toBe(0);
+  });
 });
+
+/**
+ * The session's scans of another day's partition (2026-11-01's) not yet reported to the server's statistics:
+ * read before and after, since earlier transactions of the pooled connection may have left some.
+ */
+async function scansOfAnotherDay(tx: Queryable): Promise<number> {
+  const { rows } = await tx.query<{ scans: number }>(
+    `SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0)::int AS scans FROM pg_stat_xact_user_tables WHERE schemaname = 'warehouse' AND relname = 'orders_d20261101'`);
+  return rows[0]?.scans ?? 0;
+}
