@@ -60,19 +60,20 @@ export async function snapshotRows(db: Queryable, columns: { measure: string; ke
 }
 
 /**
- * sum(measure) over whole UTC days: what a daily report over those partitions shows. Each day is read as a range
- * of the partition column by a subquery of its own (LATERAL): PERF: the day of an expression of the column
- * (`(partition_hour AT TIME ZONE 'UTC')::date = ANY (…)`) can use no index and prune no partition, so it read the
- * whole target, every day of it, to sum one; a range is an index range on a plain table and the day's partitions
- * alone on a partitioned one, pruned as the statement runs.
+ * sum(measure) over whole UTC days: what a daily report over those partitions shows. PERF: the day is an
+ * expression of the partition column, which can use no index and prune no partition: alone, it read the whole
+ * target to sum a day. The range from the first day to the end of the last, beside it, prunes a target
+ * partitioned by hour to those days' partitions and is an index range on a plain one.
  */
 export async function totalOverDays(db: Queryable, pipeline: Pipeline, days: string[]): Promise<string> {
   const partition = quoteIdent(pipeline.partitionColumn);
+  const sorted = [...days].sort();
+  const [first, last] = [sorted[0], sorted[sorted.length - 1]];
+  if (first === undefined || last === undefined) return '0.00';
   const { rows } = await db.query<{ total: string }>(
-    `SELECT coalesce(sum(d.total), 0)::numeric(18,2)::text AS total
-     FROM (SELECT DISTINCT day FROM unnest($1::date[]) AS u(day)) AS days
-     CROSS JOIN LATERAL (
-       SELECT sum(t.${quoteIdent(pipeline.measureColumn)}) AS total FROM ${quoteQualified(pipeline.targetTable)} t
-       WHERE t.${partition} >= days.day::timestamp AT TIME ZONE 'UTC' AND t.${partition} < (days.day + 1)::timestamp AT TIME ZONE 'UTC') AS d`, [days]);
+    `SELECT coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total
+     FROM ${quoteQualified(pipeline.targetTable)}
+     WHERE ${partition} >= $2::date::timestamp AT TIME ZONE 'UTC' AND ${partition} < ($3::date + 1)::timestamp AT TIME ZONE 'UTC'
+       AND (${partition} AT TIME ZONE 'UTC')::date = ANY ($1::date[])`, [days, first, last]);
   return rows[0]?.total ?? '0.00';
 }

@@ -6,20 +6,21 @@ import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 /**
  * One target per expected partition, with what the partition holds now (rows, total, checksum of the rows in key
  * order) and what the preview expects. Identifiers come from the pipeline's catalog row, quoted once.
- * PERF: each hour is read by a subquery of its own (LATERAL), so that a target partitioned by hour is pruned to
- * that hour's partition as the statement runs; joined to the hours as one set, the target was read whole (a hash
- * join over every partition: 38 ms against 0.6 ms for two hours of the demo's month, and the whole table at any size).
+ * PERF: the target is read only in the hours given (`= ANY`, which prunes a target partitioned by hour to their
+ * partitions, and is an index lookup on a plain one): joined to the hours alone, it was read whole, every hour of
+ * it. Not one subquery an hour (LATERAL), which prunes as well: in the bench's `start` at 50,000 rows × 24
+ * partitioned, its nested loop took 14.3 s where the join takes 2.5 s.
  */
 export async function insertTargets(tx: Queryable, pipeline: Pipeline, backfillId: number, expected: { hour: Date; rows: number; total: string }[]): Promise<void> {
   const order = pipeline.keyColumns.map((column) => `t.${quoteIdent(column)}`).join(', ');
+  const partition = quoteIdent(pipeline.partitionColumn);
   await tx.query(
     `INSERT INTO backfill.backfill_targets (backfill_id, partition_hour, rows_before, total_before, checksum_before, expected_rows, expected_total)
-     SELECT $1::bigint, e.h, live.rows, live.total, live.checksum, e.rows, e.total
+     SELECT $1::bigint, e.h, count(t.*), coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0),
+            md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')), e.rows, e.total
      FROM unnest($2::timestamptz[], $3::bigint[], $4::numeric[]) AS e(h, rows, total)
-     CROSS JOIN LATERAL (
-       SELECT count(*) AS rows, coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0) AS total,
-              md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')) AS checksum
-       FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${quoteIdent(pipeline.partitionColumn)} = e.h) AS live`,
+     LEFT JOIN (SELECT * FROM ${quoteQualified(pipeline.targetTable)} WHERE ${partition} = ANY ($2::timestamptz[])) t ON t.${partition} = e.h
+     GROUP BY e.h, e.rows, e.total`,
     [backfillId, expected.map((e) => e.hour), expected.map((e) => e.rows), expected.map((e) => e.total)]);
 }
 

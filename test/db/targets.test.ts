@@ -1,8 +1,8 @@
-// The figures a backfill keeps of each partition when it starts (rows, total and checksum before): taken hour by
-// hour, so that a target partitioned by hour is read only in the hours backfilled; and the days' total (what a
-// daily report shows), taken day by day as a range of the partition column for the same reason. Compared with the statement they
-// replaced (one join of the hours to the whole target), on both shapes of the demo's target, with an hour that holds
-// no rows; and another day's partition counted unread, in the server's own statistics of the session.
+// The figures a backfill keeps of each partition when it starts (rows, total and checksum before), and the days'
+// total (what a daily report shows): each read only in the hours, or the days, asked for, so that a target
+// partitioned by hour is pruned to their partitions. Compared with the statements they replaced (the hours joined
+// to the whole target; the day of an expression of the partition column), on both shapes of the demo's target,
+// with an hour and a day that hold no rows; another day's partition counted unread, in the session's statistics.
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { withTransaction, type Queryable } from '../../src/db/pool.js';
