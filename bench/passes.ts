@@ -4,8 +4,9 @@ import type { Pipeline } from '../src/db/pipelines.js';
 import { withClient, withTransaction, type Pool } from '../src/db/pool.js';
 import { replacePartition } from '../src/core/recompute/partitionStep.js';
 import { reconcileByKey, type Reconciliation } from '../src/db/reconcile.js';
-import { liveSource, preferHashJoins, runSource, tableSource, type RowSource, type RowStore } from '../src/db/rowStore.js';
+import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../src/db/rowStore.js';
 import { rowStoreOf } from '../src/core/recompute/rowStore.js';
+import { rewriteTablesOf } from '../src/core/recompute/storeTables.js';
 import { replaceWith } from './data.js';
 
 export interface Pass {
@@ -38,7 +39,7 @@ export async function replacePass(pool: Pool, pipeline: Pipeline, hours: Date[])
 export interface StagedPartition {
   store: RowStore;
   run: [number, number, Date];
-  /** Its rows: the store's shared staged table, or (published by swap) the prior partition the swap saved. */
+  /** Its rows: the run's own staged table or the store's shared one, or (published by swap) the prior partition the swap saved. */
   source: RowSource;
 }
 
@@ -48,6 +49,11 @@ export interface StagedPartition {
  */
 export async function findStagedPartition(pool: Pool, pipeline: Pipeline, hour: Date): Promise<StagedPartition | undefined> {
   const store = await rowStoreOf(pool, pipeline);
+  // Staged apart (a rewrite of an hour that is not small): the run's own staged table.
+  const { rows: apart } = await pool.query<{ backfill: number }>(
+    `SELECT backfill_id::int AS backfill FROM backfill.backfill_targets WHERE partition_hour = $1::timestamptz AND staged_apart ORDER BY backfill_id DESC LIMIT 1`, [hour]);
+  const apartRun = apart[0] && ([apart[0].backfill, STAGED_RUN, hour] as [number, number, Date]);
+  if (apartRun) return { store, run: apartRun, source: runSource(store, rewriteTablesOf(store, apartRun, true).staged) };
   const { rows } = await pool.query<{ backfill: number; generation: number }>(
     `SELECT bf_backfill AS backfill, bf_generation AS generation FROM ${store.staged} WHERE ${store.partition} = $1::timestamptz
      ORDER BY bf_backfill DESC, bf_generation DESC LIMIT 1`, [hour]);

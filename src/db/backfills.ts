@@ -136,6 +136,8 @@ export interface BackfillTargetRow {
   acceptedReason: string | null;
   /** The generation of the partition this backfill's publish created. */
   publishedGeneration: number | null;
+  /** Staged (and saved by its publish) in tables of the run's own, not the store's shared ones (migrations/0027). */
+  stagedApart: boolean;
 }
 
 export async function listTargets(db: Queryable, backfillId: number): Promise<BackfillTargetRow[]> {
@@ -144,7 +146,8 @@ export async function listTargets(db: Queryable, backfillId: number): Promise<Ba
             checksum_before AS "checksumBefore", rows_after AS "rowsAfter", total_after::text AS "totalAfter",
             checksum_after AS "checksumAfter", recomputed_at AS "recomputedAt", status, wave,
             expected_total::text AS "expectedTotal", published_checksum AS "publishedChecksum", published_rows::int AS "publishedRows", breach,
-            accepted_by AS "acceptedBy", accepted_reason AS "acceptedReason", published_generation AS "publishedGeneration"
+            accepted_by AS "acceptedBy", accepted_reason AS "acceptedReason", published_generation AS "publishedGeneration",
+            staged_apart AS "stagedApart"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint ORDER BY partition_hour`, [backfillId]);
   return rows;
 }

@@ -2,20 +2,31 @@ import { runPipelineSql } from './pipelineSql.js';
 import type { Queryable } from './pool.js';
 import { keysEqual, liveSource, rowText, runRows, runSource, stepRows, type RowSource, type RowStore } from './rowStore.js';
 
-// Stage, publish and restore by rewrite: the statements over the store's shared tables (staged, saved, baseline)
-// and the live partition they replace. Each takes the run's parameters: $1 backfill, $2 generation, $3 hour.
+// Stage, publish and restore by rewrite: the statements over the run's staged and saved rows (RewriteTables: in
+// tables of the run's own, or the store's shared ones), its baseline, and the live partition they replace. Each
+// takes the run's parameters: $1 backfill, $2 generation, $3 hour.
+
+/**
+ * Where a run published by rewrite keeps its rows: staged, the step's rows; saved, exactly what its publish
+ * deleted. Either table is shaped like the store's shared ones (bf_backfill, bf_generation, then the target's
+ * columns), so every statement reads it as runSource and runRows do (src/core/recompute/storeTables.ts).
+ */
+export interface RewriteTables {
+  staged: string;
+  saved: string;
+}
 
 /**
  * The step's rows for the hour into the staged table, made anew for this run (the pipeline's step query, through
  * the one door for catalog SQL). Returns how many it produced, and how many of them are in the hour, counted
  * from what the INSERT itself returned (not a second read of the staged rows).
  */
-export async function stageStepRows(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<{ produced: number; inHour: number }> {
+export async function stageStepRows(tx: Queryable, store: RowStore, staged: string, run: [number, number, Date]): Promise<{ produced: number; inHour: number }> {
   const [backfillId, generation, hour] = run;
-  await tx.query(`DELETE FROM ${runRows(store, store.staged)}`, run);
+  await tx.query(`DELETE FROM ${runRows(store, staged)}`, run);
   const { rows } = await runPipelineSql<{ produced: number; inHour: number }>(tx,
     `WITH staged AS (
-       INSERT INTO ${store.staged} (bf_backfill, bf_generation, ${store.stepColumns.join(', ')})
+       INSERT INTO ${staged} (bf_backfill, bf_generation, ${store.stepColumns.join(', ')})
        SELECT $2::bigint, $3::int, q.* FROM ${stepRows(store)}
        RETURNING ${store.partition} AS hour)
      SELECT count(*)::int AS produced, count(*) FILTER (WHERE hour = $1::timestamptz)::int AS "inHour" FROM staged`, [hour, backfillId, generation]);
@@ -23,12 +34,12 @@ export async function stageStepRows(tx: Queryable, store: RowStore, run: [number
 }
 
 /** One statement deletes the live partition and saves exactly what it deleted. Returns how many. */
-export async function saveAndDeletePrior(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<number> {
-  const saved = await tx.query(
+export async function saveAndDeletePrior(tx: Queryable, store: RowStore, saved: string, run: [number, number, Date]): Promise<number> {
+  const inserted = await tx.query(
     `WITH gone AS (DELETE FROM ${liveSource(store)} RETURNING t.*)
-     INSERT INTO ${store.saved} (bf_backfill, bf_generation, ${store.columns.join(', ')})
+     INSERT INTO ${saved} (bf_backfill, bf_generation, ${store.columns.join(', ')})
      SELECT $1::bigint, $2::int, ${store.columns.map((column) => `gone.${column}`).join(', ')} FROM gone`, run);
-  return saved.rowCount ?? 0;
+  return inserted.rowCount ?? 0;
 }
 
 /** The run's rows of a table of the store (staged to publish, saved to restore) into the target. Returns how many. */
@@ -42,10 +53,10 @@ export async function insertRunRowsIntoTarget(tx: Queryable, store: RowStore, ta
  * staged, a RowSource over `t`) and not produced by the step either. The publish carries them into the target; a
  * rollback compares them.
  */
-function carriedLateRows(store: RowStore, baseline: RowSource): RowSource {
-  return `${runSource(store, store.saved, 'p')}
+function carriedLateRows(store: RowStore, tables: RewriteTables, baseline: RowSource): RowSource {
+  return `${runSource(store, tables.saved, 'p')}
     AND NOT EXISTS (SELECT 1 FROM ${baseline} AND ${keysEqual(store, 't', 'p')})
-    AND NOT EXISTS (SELECT 1 FROM ${runSource(store, store.staged)} AND ${keysEqual(store, 't', 'p')})`;
+    AND NOT EXISTS (SELECT 1 FROM ${runSource(store, tables.staged)} AND ${keysEqual(store, 't', 'p')})`;
 }
 
 /** What a publish by rewrite wrote, from the statement that wrote it: its rows, the late ones among them, their checksum. */
@@ -63,14 +74,14 @@ export interface RowsWritten {
  * what this statement inserted (RETURNING), never over the live partition: a row another writer commits while
  * the publish runs is not the publish's, and a rollback must leave it alone. `checksum` is rowsChecksum.
  */
-export async function writeRunRows(tx: Queryable, store: RowStore, run: [number, number, Date], checksum: string, baseline: RowSource): Promise<RowsWritten> {
+export async function writeRunRows(tx: Queryable, store: RowStore, tables: RewriteTables, run: [number, number, Date], checksum: string, baseline: RowSource): Promise<RowsWritten> {
   const columns = store.columns.join(', ');
   const { rows } = await tx.query<RowsWritten>(
     `WITH staged_rows AS (
-       INSERT INTO ${store.target} (${columns}) SELECT ${columns} FROM ${runRows(store, store.staged)} RETURNING *
+       INSERT INTO ${store.target} (${columns}) SELECT ${columns} FROM ${runRows(store, tables.staged)} RETURNING *
      ), late_rows AS (
        INSERT INTO ${store.target} (${columns})
-       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${carriedLateRows(store, baseline)}
+       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${carriedLateRows(store, tables, baseline)}
        RETURNING *
      )
      SELECT count(*)::int AS rows, (SELECT count(*)::int FROM late_rows) AS "lateRows", ${checksum} AS checksum
@@ -81,10 +92,10 @@ export async function writeRunRows(tx: Queryable, store: RowStore, run: [number,
 }
 
 /** Live rows of the partition whose key the backfill's publish wrote (staged rows, and late rows it carried). */
-export function writtenByPublish(store: RowStore): RowSource {
+export function writtenByPublish(store: RowStore, tables: RewriteTables): RowSource {
   return `${liveSource(store)}
-    AND (EXISTS (SELECT 1 FROM ${runSource(store, store.staged, 's')} AND ${keysEqual(store, 's', 't')})
-      OR EXISTS (SELECT 1 FROM ${runSource(store, store.saved, 'p')} AND ${keysEqual(store, 'p', 't')}))`;
+    AND (EXISTS (SELECT 1 FROM ${runSource(store, tables.staged, 's')} AND ${keysEqual(store, 's', 't')})
+      OR EXISTS (SELECT 1 FROM ${runSource(store, tables.saved, 'p')} AND ${keysEqual(store, 'p', 't')}))`;
 }
 
 /** How the live rows with the keys a publish wrote differ from what it wrote: counts, and a few keys of each. */
@@ -105,18 +116,18 @@ const SAMPLE_SIZE = 5;
  * checksum says something differs. Once retention dropped the baseline (scratch), a saved key that is not live
  * may have been removed by the publish itself, so only live rows are compared there: the counts are then a floor.
  */
-export async function changedSincePublish(tx: Queryable, store: RowStore, run: [number, number, Date], baseline: RowSource): Promise<ChangedSincePublish> {
+export async function changedSincePublish(tx: Queryable, store: RowStore, tables: RewriteTables, run: [number, number, Date], baseline: RowSource): Promise<ChangedSincePublish> {
   const keyText = (alias: string) => store.keys.map((key) => `${alias}.${key}::text`).join(` || ', ' || `);
   const on = store.keys.map((key) => `e.${key} = l.${key}`).join(' AND ');
   const pick = (alias: string) => store.keys.map((key) => `${alias}.${key}`).join(', ');
   const { rows } = await tx.query<{ how: 'changed' | 'removed' | 'added'; n: number; sample: string[] }>(
     `WITH baseline_kept AS (SELECT EXISTS (SELECT 1 FROM ${baseline}) AS kept),
      expected AS (
-       SELECT ${pick('s')}, ${rowText(store, 's')} AS r, false AS from_saved FROM ${runSource(store, store.staged, 's')}
+       SELECT ${pick('s')}, ${rowText(store, 's')} AS r, false AS from_saved FROM ${runSource(store, tables.staged, 's')}
        UNION ALL
-       SELECT ${pick('p')}, ${rowText(store, 'p')}, true FROM ${carriedLateRows(store, baseline)}
+       SELECT ${pick('p')}, ${rowText(store, 'p')}, true FROM ${carriedLateRows(store, tables, baseline)}
      ),
-     live AS (SELECT ${pick('t')}, ${rowText(store, 't')} AS r FROM ${writtenByPublish(store)}),
+     live AS (SELECT ${pick('t')}, ${rowText(store, 't')} AS r FROM ${writtenByPublish(store, tables)}),
      compared AS (
        SELECT CASE WHEN l.r IS NULL THEN 'removed' WHEN e.r IS NULL THEN 'added' ELSE 'changed' END AS how,
               CASE WHEN l.r IS NULL THEN ${keyText('e')} ELSE ${keyText('l')} END AS key

@@ -5,14 +5,15 @@ import { quoteIdent, type Queryable } from './pool.js';
  * pipeline (bf_<pipeline>): rows are staged, saved, compared and restored by statements inside PostgreSQL on
  * typed key columns, never as JSON and never through Node.
  *
- *   staged    the step's output per partition, before it is published (bf_backfill, bf_generation, <target>)
- *   saved     exactly the rows a publish deleted: what a rollback restores (same shape)
+ *   staged    the step's output per partition, before it is published (bf_backfill, bf_generation, <target>),
+ *             for small hours: a larger one's run keeps its own of the same shape (src/core/recompute/storeTables.ts)
+ *   saved     exactly the rows a publish by rewrite deleted: what a rollback restores (same shape, likewise)
  *   baseline  the live keys when the partition was staged, for hours staged before each run's hour kept them
  *             in a table of its own (src/core/recompute/storeTables.ts); read for those only
  *   expected  the keys and measure the preview showed: the announced envelope
  *
  * A publish by swap keeps its staged rows and keys in tables of their own instead (src/core/recompute/swap.ts),
- * and every run keeps its baseline in one (src/core/recompute/storeTables.ts). The store's names and columns are
+ * a rewrite of an hour that is not small its staged and saved rows, and every run keeps its baseline in one (src/core/recompute/storeTables.ts). The store's names and columns are
  * built once (rowStoreOf, src/core/recompute/rowStore.ts), quoted, from the pipeline's catalog row.
  */
 export interface RowStore {

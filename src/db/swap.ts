@@ -270,11 +270,12 @@ export async function countRows(db: Queryable, table: string): Promise<number> {
 }
 
 /**
- * Tables of this backfill's swaps still in the store and not attached: what retention drops with its rows of
- * that kind (scratch: the staged live keys; undo: the staged, saved and swapped-out tables and the written keys).
+ * Tables of this backfill's runs still in the store and not attached: what retention drops with its rows of
+ * that kind (scratch: the staged live keys; undo: a swap's staged, saved and swapped-out tables and written
+ * keys, and a rewrite's staged and saved tables of their own).
  */
 export async function detachedTablesOf(db: Queryable, pipeline: string, backfillId: number, kind: 'scratch' | 'undo'): Promise<string[]> {
-  const suffix = kind === 'scratch' ? 'g[0-9]+_baseline' : '(g[0-9]+|saved|rolledback|written)';
+  const suffix = kind === 'scratch' ? 'g[0-9]+_baseline' : '(g[0-9]+(_staged|_saved)?|saved|rolledback|written)';
   const { rows } = await db.query<{ name: string }>(
     `SELECT format('%I.%I', n.nspname, c.relname) AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = $1::text AND c.relkind = 'r' AND NOT c.relispartition AND c.relname ~ ('^p[0-9]{10}_b' || $2::bigint || '_' || $3::text || '$')

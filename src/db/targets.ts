@@ -55,10 +55,15 @@ export async function markTargetUnavailable(tx: Queryable, backfillId: number, h
   await tx.query(`UPDATE backfill.backfill_targets SET status = 'unavailable' WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
 }
 
-/** Staged, into the store's shared table (stagedTable null) or a table of its own for a swap (its qualified name). */
-export async function markTargetStaged(tx: Queryable, backfillId: number, hour: Date, stagedTable: string | null): Promise<void> {
-  await tx.query(`UPDATE backfill.backfill_targets SET status = 'staged', staged_relid = to_regclass($3::text)::oid WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
-    [backfillId, hour, stagedTable]);
+/**
+ * Staged: for a swap, into a table of its own (stagedTable, its qualified name); for a rewrite (stagedTable null),
+ * into the run's own tables (apart) or the store's shared ones.
+ */
+export async function markTargetStaged(tx: Queryable, backfillId: number, hour: Date, staged: { table: string | null; apart: boolean }): Promise<void> {
+  await tx.query(
+    `UPDATE backfill.backfill_targets SET status = 'staged', staged_relid = to_regclass($3::text)::oid, staged_apart = $4::boolean
+     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+    [backfillId, hour, staged.table, staged.apart]);
 }
 
 /** Published as this generation of the partition, with what it holds now. */
@@ -90,12 +95,13 @@ export interface PublishTargetRow {
   expectedTotal: string | null;
   acceptedBy: string | null;
   stagedTable: string | null;
+  stagedApart: boolean;
 }
 
 export async function findPublishTarget(db: Queryable, backfillId: number, hour: Date): Promise<PublishTargetRow | undefined> {
   const { rows } = await db.query<PublishTargetRow>(
     `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy",
-            staged_relid::regclass::text AS "stagedTable"
+            staged_relid::regclass::text AS "stagedTable", staged_apart AS "stagedApart"
      FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
   return rows[0];
 }

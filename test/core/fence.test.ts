@@ -18,6 +18,7 @@ import { listEvents } from '../../src/db/events.js';
 import { createPool, type Pool } from '../../src/db/pool.js';
 import { approvedNight15, countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
+import { storedRows } from '../support/storedRows.js';
 
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((hh) => `2026-11-15T${hh}:00Z`);
 const CANARY = HOURS[0] ?? '';
@@ -108,7 +109,7 @@ describe('the claim token', () => {
     stall.release();
     expect(await stalledRun).toBe('claimed_elsewhere');
     expect((await e.ctx.pool.query(canaryRows, [CANARY])).rows).toEqual(liveBefore);
-    expect(await countRows(e.ctx, 'SELECT 1 FROM bf_orders.saved WHERE bf_backfill = $1', [id])).toBe(0);
+    expect(await countRows(e.ctx, `SELECT 1 FROM ${await storedRows(e.ctx.pool, 'saved')} WHERE bf_backfill = $1`, [id])).toBe(0);
     expect(await countRows(e.ctx, 'SELECT 1 FROM backfill.partition_generations WHERE backfill_id = $1', [id])).toBe(0);
     const events = await listEvents(e.ctx.pool, id);
     expect(events.filter((ev) => ev.kind === 'recomputed')).toHaveLength(0);

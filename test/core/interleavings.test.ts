@@ -25,6 +25,7 @@ import { withTransaction } from '../../src/db/pool.js';
 import { BackfillError, ErrorCode } from '../../src/errors.js';
 import { createStepQueue, dispatch } from '../../src/queue/stepQueue.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
+import { storedRows } from '../support/storedRows.js';
 
 const OPERATOR = 'U07ONCALL';
 const NIGHT = '2026-11-15';
@@ -155,7 +156,7 @@ async function orderIds(e: TestEngine, hour: string): Promise<Set<number>> {
 
 async function savedIds(e: TestEngine, backfillId: number, hour: string): Promise<Set<number>> {
   const { rows } = await e.ctx.pool.query<{ id: string }>(
-    `SELECT order_id AS id FROM bf_orders.saved WHERE bf_backfill = $1 AND partition_hour = $2`, [backfillId, hour]);
+    `SELECT order_id AS id FROM ${await storedRows(e.ctx.pool, 'saved')} WHERE bf_backfill = $1 AND partition_hour = $2`, [backfillId, hour]);
   return new Set(rows.map((row) => Number(row.id)));
 }
 
@@ -441,7 +442,7 @@ describe('Redis lost while a publish runs', () => {
     const preserved = await fingerprint(
       `SELECT count(*)::int AS rows, coalesce(sum(amount_base), 0)::numeric(18,2)::text AS total,
               md5(coalesce(string_agg(order_id || ':' || amount_base::numeric(14,2)::text, '|' ORDER BY order_id), '')) AS md5
-       FROM bf_orders.saved WHERE bf_backfill = $1 AND partition_hour = $2`, [id, canary]);
+       FROM ${await storedRows(e.ctx.pool, 'saved')} WHERE bf_backfill = $1 AND partition_hour = $2`, [id, canary]);
     expect(preserved).toEqual(priorCanary);
     const recomputed = (await listEvents(e.ctx.pool, id)).filter((ev) => ev.kind === 'recomputed' && String(ev.detail.partition).endsWith('05:00'));
     expect(recomputed).toHaveLength(1);

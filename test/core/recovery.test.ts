@@ -11,6 +11,7 @@ import { requirePipeline } from '../../src/db/pipelines.js';
 import { withTransaction } from '../../src/db/pool.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { approvedNight15, countRows, createTestEngine, type TestEngine } from '../support/engine.js';
+import { storedRows } from '../support/storedRows.js';
 
 const OPERATOR = 'U07ONCALL';
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((h) => `2026-11-15T${h}:00Z`);
@@ -47,7 +48,7 @@ describe('stop and the fence', () => {
     expect(before?.t).toBe('1284310.55');
     // The partition it was publishing holds exactly the rows it held, none of them saved as replaced, no generation recorded.
     expect((await e.ctx.pool.query(canaryRows, [HOURS[0]])).rows).toEqual(canaryBefore);
-    expect(await countRows(e.ctx, 'SELECT 1 FROM bf_orders.saved WHERE bf_backfill = $1', [id])).toBe(0);
+    expect(await countRows(e.ctx, `SELECT 1 FROM ${await storedRows(e.ctx.pool, 'saved')} WHERE bf_backfill = $1`, [id])).toBe(0);
     expect(await countRows(e.ctx, 'SELECT 1 FROM backfill.partition_generations WHERE backfill_id = $1', [id])).toBe(0);
     const { rows: step } = await e.ctx.pool.query(`SELECT status FROM backfill.backfill_steps WHERE backfill_id = $1 AND kind = 'publish' AND step_key = $2`, [id, HOURS[0]]);
     expect(step[0]).toEqual({ status: 'skipped' });
@@ -96,7 +97,7 @@ describe('canary, waves, and what stops them', () => {
     expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1284310.55');
     // The canary's staged rows are kept for the operator's decision; later hours may or may not have been staged
     // when it paused (they stage while it publishes), and a continue stages the rest.
-    const staged = await e.ctx.pool.query(`SELECT count(*)::int AS n FROM bf_orders.staged WHERE bf_backfill = $1 AND partition_hour = '2026-11-15T05:00Z'`, [id]);
+    const staged = await e.ctx.pool.query(`SELECT count(*)::int AS n FROM ${await storedRows(e.ctx.pool, 'staged')} WHERE bf_backfill = $1 AND partition_hour = '2026-11-15T05:00Z'`, [id]);
     expect(staged.rows[0].n).toBeGreaterThan(0);
     expect(e.notifier.reconciliations).toEqual([id]);
     await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: ' ' })).rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.BadInput));

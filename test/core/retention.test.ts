@@ -16,6 +16,7 @@ import { createStepQueue } from '../../src/queue/stepQueue.js';
 import { startWorkers } from '../../src/worker.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
+import { storedRows } from '../support/storedRows.js';
 
 const OPERATOR = 'U07ONCALL';
 const DAY_MS = 24 * 3600 * 1000;
@@ -42,7 +43,7 @@ async function doneNight15(e: TestEngine): Promise<number> {
 /** The backfill's rows in each table of the orders store; its baseline keys in the tables of each hour too. */
 async function stored(e: TestEngine, id: number): Promise<Record<string, number>> {
   const { rows } = await e.ctx.pool.query<Record<string, number>>(
-    `SELECT (SELECT count(*)::int FROM bf_orders.staged WHERE bf_backfill = $1) AS staged, (SELECT count(*)::int FROM bf_orders.saved WHERE bf_backfill = $1) AS saved,
+    `SELECT (SELECT count(*)::int FROM ${await storedRows(e.ctx.pool, 'staged')} WHERE bf_backfill = $1) AS staged, (SELECT count(*)::int FROM ${await storedRows(e.ctx.pool, 'saved')} WHERE bf_backfill = $1) AS saved,
             (SELECT count(*)::int FROM bf_orders.baseline WHERE bf_backfill = $1) AS baseline, (SELECT count(*)::int FROM bf_orders.expected WHERE bf_backfill = $1) AS expected`, [id]);
   const tables = await e.ctx.pool.query<{ name: string }>(
     `SELECT format('bf_orders.%I', relname) AS name FROM pg_class WHERE relnamespace = 'bf_orders'::regnamespace AND relname ~ ('^p[0-9]{10}_b' || $1::int || '_g[0-9]+_baseline$')`, [id]);

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { executeStep } from '../../src/core/procedure.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
+import { storedRows } from '../support/storedRows.js';
 
 // The envelope (the staged rows against the rows the plan previewed) is measured by staging's one statement and
 // kept with the staged reconciliation (migrations/0026); the publish goes by those figures instead of joining the
@@ -15,13 +16,14 @@ afterEach(async () => {
 });
 
 async function stagedEnvelope(e: TestEngine, id: number) {
+  const staged = await storedRows(e.ctx.pool, 'staged', 's');
   const { rows } = await e.ctx.pool.query<{ planRows: number | null; lost: number | null; added: number | null; stagedRows: number | null; staged: number; planned: number;
     knownMatches: boolean; totalMatches: boolean; }>(
     `SELECT r.plan_rows AS "planRows", r.plan_lost AS lost, r.plan_added AS added, r.staged_rows AS "stagedRows",
-            (SELECT count(*)::int FROM bf_orders.staged s WHERE s.bf_backfill = r.backfill_id AND s.partition_hour = r.partition_hour) AS staged,
+            (SELECT count(*)::int FROM ${staged} WHERE s.bf_backfill = r.backfill_id AND s.partition_hour = r.partition_hour) AS staged,
             (SELECT count(*)::int FROM bf_orders.expected x WHERE x.bf_backfill = r.backfill_id AND x.partition_hour = r.partition_hour) AS planned,
             r.staged_known_total = r.plan_total AS "knownMatches",
-            r.staged_total = (SELECT sum(s.amount_base) FROM bf_orders.staged s WHERE s.bf_backfill = r.backfill_id AND s.partition_hour = r.partition_hour) AS "totalMatches"
+            r.staged_total = (SELECT sum(s.amount_base) FROM ${staged} WHERE s.bf_backfill = r.backfill_id AND s.partition_hour = r.partition_hour) AS "totalMatches"
      FROM backfill.reconciliations r WHERE r.backfill_id = $1 AND r.partition_hour = $2 AND r.phase = 'staged'`, [id, CANARY]);
   return rows[0];
 }

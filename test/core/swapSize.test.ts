@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.js';
 import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
 import { listEvents } from '../../src/db/events.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
+import { storedRows } from '../support/storedRows.js';
 
 const NIGHT = '2026-11-15';
 const HOURS = ['05', '06', '07', '08', '09', '10'];
@@ -91,7 +92,7 @@ describe('the size a swap pays from (SWAP_MIN_ROWS)', () => {
     // Saved both ways: the rewritten hours' prior rows in the store's shared saved rows, the swapped hours' partitions whole.
     const { rows: saved } = await e.ctx.pool.query<{ hour: string; table: string | null; rows: number }>(
       `SELECT to_char(p.partition_hour AT TIME ZONE 'UTC', 'HH24') AS hour, p.saved_table AS table,
-              (SELECT count(*)::int FROM bf_orders.saved s WHERE s.bf_backfill = p.backfill_id AND s.partition_hour = p.partition_hour) AS rows
+              (SELECT count(*)::int FROM ${await storedRows(e.ctx.pool, 'saved', 's')} WHERE s.bf_backfill = p.backfill_id AND s.partition_hour = p.partition_hour) AS rows
        FROM backfill.preserved_partitions p WHERE p.backfill_id = $1 ORDER BY p.partition_hour`, [id]);
     expect(saved.map((s) => (s.table === null ? 'rewrite' : 'swap'))).toEqual(expected);
     for (const [index, s] of saved.entries()) expect(s.rows > 0).toBe(expected[index] === 'rewrite');

@@ -8,6 +8,7 @@ import { BackfillError, describeError } from '../../src/errors.js';
 import { TRANSIENT_FAULT } from '../support/modelMessenger.js';
 import { DAY, dayRows, preservedRows, type ModelSystem, type RowMap } from '../support/modelSystem.js';
 import { sourceChangedInsideWindow, type Model } from './model.js';
+import { storedRows } from '../support/storedRows.js';
 
 export class InvariantViolation extends Error {
   constructor(message: string) {
@@ -104,9 +105,9 @@ async function checkLeases(system: ModelSystem): Promise<void> {
 
 async function checkEnvelopes(model: Model, system: ModelSystem): Promise<void> {
   const db = system.ctx.pool;
-  // Staged rows: the store's staged table for a rewrite; for a swap, the table it staged into, wherever the swap
+  // Staged rows: the store's staged rows for a rewrite (its shared table, or the hour's own: storedRows); for a swap, the table it staged into, wherever the swap
   // and any later one moved it (its oid is kept): only rows written later, with keys of their own, join it since.
-  const shared = `bf_orders.staged s WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = 1 AND s.partition_hour = t.partition_hour`;
+  const shared = `${await storedRows(db, 'staged', 's')} WHERE s.bf_backfill = t.backfill_id AND s.bf_generation = 1 AND s.partition_hour = t.partition_hour`;
   const envelope = (staged: string, where: string, params: unknown[]) => db.query<EnvelopeFacts>(
     `SELECT t.backfill_id AS id, t.partition_hour AS hour, t.accepted_by AS "acceptedBy",
             coalesce(r.keys_missing, 0) AS missing, coalesce(r.keys_duplicated, 0) AS duplicated,
@@ -162,7 +163,7 @@ export async function checkPreserved(system: ModelSystem, backfillId: number, ho
   const lost = [...prior].filter(([, row]) => !saved.has(row));
   if (lost.length > 0) {
     throw new InvariantViolation(`the publish of ${hour} by #${backfillId} removed ${lost.length} of ${prior.size} row(s) without saving them ` +
-      `(bf_orders.saved holds ${saved.size}); e.g. order ${lost[0]?.[0]}`);
+      `(the store's saved rows hold ${saved.size}); e.g. order ${lost[0]?.[0]}`);
   }
 }
 

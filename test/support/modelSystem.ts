@@ -16,6 +16,7 @@ import { createWorker } from '../../src/queue/connection.js';
 import { queueBackendOf } from '../../src/backends.js';
 import { createTestEngine, type TestEngine } from './engine.js';
 import { ModelMessenger } from './modelMessenger.js';
+import { storedRows } from './storedRows.js';
 
 export const OPERATOR = 'U07ONCALL';
 /** The demo's day and the part of it the model's backfills cover: two overlapping hour ranges of night 15. */
@@ -317,7 +318,7 @@ const AS_LIVE_ROW = `to_jsonb(jsonb_populate_record(NULL::warehouse.orders, to_j
 
 export async function stagedRows(db: pg.Pool, backfillId: number, hour: string): Promise<RowMap> {
   const { rows } = await db.query<{ k: string; v: string }>(
-    `SELECT s.order_id::text AS k, ${AS_LIVE_ROW} AS v FROM bf_orders.staged s JOIN backfill.backfills b ON b.id = s.bf_backfill
+    `SELECT s.order_id::text AS k, ${AS_LIVE_ROW} AS v FROM ${await storedRows(db, 'staged', 's')} JOIN backfill.backfills b ON b.id = s.bf_backfill
      WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz AND s.bf_generation = 1`, [backfillId, hour]);
   // Published by swap, right after the publish: its staged table is the live partition, the keys it wrote kept.
   const written = `bf_orders.p${hour.slice(0, 13).replace(/[-T]/g, '')}_b${backfillId}_written`;
@@ -345,6 +346,6 @@ export async function preservedRows(db: pg.Pool, backfillId: number, hour: strin
     return new Set(rows.map((r) => r.v));
   }
   const { rows } = await db.query<{ v: string }>(
-    `SELECT DISTINCT ${AS_LIVE_ROW} AS v FROM bf_orders.saved s WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz`, [backfillId, hour]);
+    `SELECT DISTINCT ${AS_LIVE_ROW} AS v FROM ${await storedRows(db, 'saved', 's')} WHERE s.bf_backfill = $1::bigint AND s.partition_hour = $2::timestamptz`, [backfillId, hour]);
   return new Set(rows.map((r) => r.v));
 }

@@ -17,16 +17,18 @@ import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
 import { hourPartitionOf, indexLikeTarget, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type SwapHooks } from './swap.js';
-import { keepBaseline, keptBaseline } from './storeTables.js';
+import { createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf } from './storeTables.js';
 import { formatHour } from '../time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
 //
 // stage   runs the pipeline's own step query into staging (typed like the target), and the live keys at that
-//         moment into the baseline. Staging is the store's shared staged table, or, when the target has a
-//         partition of exactly this hour, a table of its own that a publish swaps in (swap.ts);
+//         moment into the baseline. An hour that is not small (SWAP_MIN_ROWS) is staged into a table of the
+//         run's own: shaped like the target for a publish to swap in, when the target has a partition of
+//         exactly this hour (swap.ts), else shaped like the store's shared staged table, beside a saved table
+//         of its own for the rewrite (storeTables.ts). A small hour is staged into the shared staged table;
 // publish replaces the live partition from staging in one transaction, under the same per-partition lock as
-//         the normal run: by rewrite (DELETE … RETURNING into the saved rows, INSERT … SELECT from staging)
+//         the normal run: by rewrite (DELETE … RETURNING into the run's saved table, INSERT … SELECT from staging)
 //         or by swap (DETACH the live partition into the store, ATTACH the staged table); rows that arrived
 //         after the baseline (late rows from normal ingestion) are carried into the published generation; and
 //         the fence (the backfill's state, then the step's claim token, each under its row lock) is read inside
@@ -53,28 +55,29 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   await lockPartition(tx, pipeline.name, hour);
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
-  const staged = await publishesBySwap(tx, pipeline, backfill.id, hour, swapMinRows) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run);
+  const apart = await stagedApart(tx, backfill.id, hour, swapMinRows);
+  const staged = apart && await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run, apart);
   // Every check of the partition in one statement; the staged rows and the plan's stay as they are until the
   // publish, which reads these figures.
   const { reconciliation: result, plan } = await measureStaged(tx, store, run, liveSource(store), staged.source);
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan);
-  await markTargetStaged(tx, backfill.id, hour, staged.table?.qualified ?? null);
+  await markTargetStaged(tx, backfill.id, hour, { table: staged.table?.qualified ?? null, apart: apart && !staged.table });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
   return 'staged';
 }
 
 /**
- * By swap when the target has a partition of exactly this hour and the partition is not small: it holds, or the
- * preview expects, at least swapMinRows rows (SWAP_MIN_ROWS). A preview that did not count the hour's rows
- * expects any number, so it swaps. PERF: at 60 rows an hour a stage and publish by swap took 44 + 102 ms, by
- * rewrite 29 + 25 ms: a swap's fixed cost is its catalog changes (a table, its index, DETACH and ATTACH) and its
- * wait for every stage. By whole backfills of 24 hours, rewrite was the faster up to 5,000 rows an hour, even at
- * 10,000, and 25% slower at 50,000 (docs/benchmark.md).
+ * Staged into tables of the run's own (by swap, where the target has a partition of exactly this hour) when the
+ * partition is not small: it holds, or the preview expects, at least swapMinRows rows (SWAP_MIN_ROWS). A preview
+ * that did not count the hour's rows expects any number, so it is not small. PERF: at 60 rows an hour a stage
+ * and publish by swap took 44 + 102 ms, by rewrite 29 + 25 ms: a swap's fixed cost is its catalog changes (a
+ * table, its index, DETACH and ATTACH) and its wait for every stage. By whole backfills of 24 hours, rewrite was
+ * the faster up to 5,000 rows an hour, even at 10,000, and 25% slower at 50,000 (docs/benchmark.md). A rewrite's
+ * own tables cost their creation likewise (storeTables.ts, rewriteTablesOf).
  */
-async function publishesBySwap(tx: PoolClient, pipeline: Pipeline, backfillId: number, hour: Date, swapMinRows: number): Promise<boolean> {
-  if (!(await hourPartitionOf(tx, pipeline, hour))) return false;
+async function stagedApart(tx: PoolClient, backfillId: number, hour: Date, swapMinRows: number): Promise<boolean> {
   if (swapMinRows === 0) return true;
   const target = await findPublishTarget(tx, backfillId, hour);
   if (!target || target.expectedRows === null) return true;
@@ -87,17 +90,22 @@ interface Staged {
   table?: { qualified: string; name: string };
 }
 
-/** The live keys into the run's baseline table, the step's rows into the shared staged table, checked to be all in the hour. */
-async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
+/**
+ * The live keys into the run's baseline table, the step's rows into its staged table (its own when `apart`, else
+ * the shared one), checked to be all in the hour.
+ */
+async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean): Promise<Staged> {
   const hour = run[2];
   await keepBaseline(tx, store, run, liveSource(store));
-  const staged = await stageStepRows(tx, store, run);
+  const tables = rewriteTablesOf(store, run, apart);
+  if (apart) await createRewriteTables(tx, store, tables);
+  const staged = await stageStepRows(tx, store, tables.staged, run);
   if (staged.produced !== staged.inHour) {
     throw new BackfillError(ErrorCode.StepFailed,
       `the ${pipeline.name} step produced ${staged.produced} rows for ${formatHour(hour)} but only ${staged.inHour} of them are in that hour: ` +
       `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`);
   }
-  return { source: runSource(store, store.staged) };
+  return { source: runSource(store, tables.staged) };
 }
 
 /** The live keys and the step's rows into tables of their own, to be swapped in for the hour's partition (swap.ts). */
@@ -137,7 +145,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
   const staged = await findStagedReconciliation(tx, backfill.id, STAGED_RUN, hour);
   // A partition staged before the envelope was measured at staging (migrations/0026) is measured here.
-  const plan = staged?.plan ?? await againstPlan(tx, store, run, target.stagedTable ? tableSource(store, target.stagedTable) : runSource(store, store.staged));
+  const plan = staged?.plan ?? await againstPlan(tx, store, run, target.stagedTable ? tableSource(store, target.stagedTable) : runSource(store, rewriteTablesOf(store, run, target.stagedApart).staged));
   const reason = envelopeBreach(staged, target, plan, backfill.previewedBy);
   if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
@@ -145,7 +153,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   await lockPartition(tx, pipeline.name, hour);
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, hooks)
-    : await rewrite(tx, pipeline, store, run);
+    : await rewrite(tx, pipeline, store, run, target.stagedApart);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
@@ -187,13 +195,14 @@ interface Written {
  * Other writers go on meanwhile: a row one of them commits after the DELETE's snapshot is neither deleted nor
  * among the rows written (writeRunRows counts what its own INSERT returned), so it stays a late row for good.
  */
-async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Written> {
-  const rows = await saveAndDeletePrior(tx, store, run);
+async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean): Promise<Written> {
+  const tables = rewriteTablesOf(store, run, apart);
+  const rows = await saveAndDeletePrior(tx, store, tables.saved, run);
   await savedOnce(tx, run, rows, null);
-  const written = await writeRunRows(tx, store, run, rowsChecksum(pipeline.keyColumns), await keptBaseline(tx, store, run));
+  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(pipeline.keyColumns), await keptBaseline(tx, store, run));
   // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each;
   // its checksum is the written rows' unless other writers' rows are live beside them.
-  const measured = await reconcileWritten(tx, store, run, runSource(store, store.saved), liveSource(store), written);
+  const measured = await reconcileWritten(tx, store, run, runSource(store, tables.saved), liveSource(store), written);
   return { published: measured.reconciliation, lateRows: written.lateRows, snapshot: measured.after, rowsWritten: written };
 }
 

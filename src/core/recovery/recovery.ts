@@ -9,10 +9,10 @@ import { acceptTargets, markTargetRestored } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { lockPartition, rowsChecksum } from '../../db/partitions.js';
-import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsIntoTarget, writtenByPublish } from '../../db/rewrite.js';
-import { preferHashJoins, STAGED_RUN, type RowStore } from '../../db/rowStore.js';
+import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsIntoTarget, writtenByPublish, type ChangedSincePublish } from '../../db/rewrite.js';
+import { preferHashJoins, STAGED_RUN, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
-import { keptBaseline } from '../recompute/storeTables.js';
+import { keptBaseline, rewriteTablesOf } from '../recompute/storeTables.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { advanceBackfill, moveSteps } from '../lifecycle/stepClaims.js';
 import { keysChangedSinceSwap, writtenBySwap } from '../../db/swap.js';
@@ -212,16 +212,31 @@ async function refuseIfOthersInFlight(tx: PoolClient, backfill: BackfillRow): Pr
  */
 async function writtenSincePublish(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwappedPartition | undefined): Promise<string | undefined> {
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, target.partitionHour];
-  const written = swapped ? writtenBySwap(of.store, swapped) : writtenByPublish(of.store);
-  const row = await checksumRows(tx, rowsChecksum(of.pipeline.keyColumns), written, run);
+  const published = swapped ? publishedBySwap(tx, of.store, run, swapped) : publishedByRewrite(tx, of.store, run, target.stagedApart);
+  const row = await checksumRows(tx, rowsChecksum(of.pipeline.keyColumns), published.written, run);
   if (row?.checksum === target.publishedChecksum) return undefined;
-  const changes = swapped ? await keysChangedSinceSwap(tx, of.store, run, swapped) : await changedSincePublish(tx, of.store, run, await keptBaseline(tx, of.store, run));
+  const changes = await published.changes();
   const counted = [[changes.changed, 'changed'], [changes.removed, 'removed'], [changes.added, 'written again after the publish removed it']] as const;
   const told = counted.filter(([n]) => n > 0).map(([n, how]) => `${n} ${how}`);
   const keys = changes.sample.map((s) => `${s.key} (${s.how === 'added' ? 'written again' : s.how})`).join(', ');
   const rows = target.publishedRows ?? target.rowsAfter;
   return `${formatHour(target.partitionHour)}: another writer changed rows this backfill's publish wrote (of its ${rows ?? '?'} rows: ` +
     `${told.length > 0 ? told.join(', ') : 'some changed in place'}${keys ? `; ${of.pipeline.keyColumns.join(', ')} ${keys}${changes.changed + changes.removed + changes.added > changes.sample.length ? ', …' : ''}` : ''}), and restoring would lose those writes`;
+}
+
+/** The live rows with the keys a publish wrote, and, read only when their checksum differs, how they changed. */
+interface PublishedRows {
+  written: RowSource;
+  changes(): Promise<ChangedSincePublish>;
+}
+
+function publishedBySwap(tx: PoolClient, store: RowStore, run: [number, number, Date], swapped: SwappedPartition): PublishedRows {
+  return { written: writtenBySwap(store, swapped), changes: () => keysChangedSinceSwap(tx, store, run, swapped) };
+}
+
+function publishedByRewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean): PublishedRows {
+  const tables = rewriteTablesOf(store, run, apart);
+  return { written: writtenByPublish(store, tables), changes: async () => changedSincePublish(tx, store, tables, run, await keptBaseline(tx, store, run)) };
 }
 
 /**
@@ -279,11 +294,12 @@ async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store:
  */
 async function restoreByRewrite(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, run: [number, number, Date], target: BackfillTargetRow): Promise<void> {
   const { store } = of;
-  const deleted = await deleteRowsChecked(tx, writtenByPublish(store), rowsChecksum(of.pipeline.keyColumns), run);
+  const tables = rewriteTablesOf(store, run, target.stagedApart);
+  const deleted = await deleteRowsChecked(tx, writtenByPublish(store, tables), rowsChecksum(of.pipeline.keyColumns), run);
   if (deleted.checksum !== target.publishedChecksum) throw writtenDuringRollback(run, `${deleted.rows} rows had the keys it wrote, not the ${target.publishedRows ?? target.rowsAfter ?? '?'} it wrote`);
   let inserted: number | null;
   try {
-    inserted = await insertRunRowsIntoTarget(tx, store, store.saved, run);
+    inserted = await insertRunRowsIntoTarget(tx, store, tables.saved, run);
   } catch (error) {
     if ((error as { code?: unknown }).code !== UNIQUE_VIOLATION) throw error;
     throw writtenDuringRollback(run, `a row with a key the publish replaced was written: ${(error as { detail?: string }).detail ?? 'a duplicate key'}`, error);

@@ -97,12 +97,15 @@ export interface StoredRows {
   bytes: number;
 }
 
-/** The tables of one hour's run that hold its baseline keys: counted as the baseline, not listed one by one. */
-const BASELINE_TABLE = /_g[0-9]+_baseline"?$/;
+/**
+ * The tables of one hour's run that hold what the store's shared tables hold for other runs (its baseline keys;
+ * for a rewrite staged apart, its staged and saved rows): counted as that shared table, not listed one by one.
+ */
+const RUN_TABLE = /_g[0-9]+_(baseline|staged|saved)"?$/;
 
-/** `table`'s rows and bytes added to `found`, under 'baseline' for a baseline table of an hour. */
+/** `table`'s rows and bytes added to `found`, under the shared table's name for a table of an hour's run (RUN_TABLE). */
 function counted(found: StoredRows[], table: string, measured: { rows: number; bytes: number }): void {
-  const name = BASELINE_TABLE.test(table) ? 'baseline' : table;
+  const name = RUN_TABLE.exec(table)?.[1] ?? table;
   const entry = found.find((item) => item.table === name);
   if (!entry) {
     found.push({ table: name, ...measured });
