@@ -16,7 +16,7 @@ import { sourceShards } from './partitionStep.js';
 import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
-import { hourPartitionOf, indexLikeTarget, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type SwapHooks } from './swap.js';
+import { hourPartitionOf, indexLikeTarget, publishBySwap, recordWrittenKeys, reportedLockWait, stageIntoTable, type LockWait, type MeasuredAtStaging, type SwapHooks } from './swap.js';
 import { createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf } from './storeTables.js';
 import { formatHour } from '../time.js';
 
@@ -59,10 +59,12 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   const staged = apart && await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run, apart);
   // Every check of the partition in one statement; the staged rows and the plan's stay as they are until the
   // publish, which reads these figures.
-  const { reconciliation: result, plan } = await measureStaged(tx, store, run, liveSource(store), staged.source);
+  // For a swap, the same statement takes what its publish reads when nothing live changed since (swap.ts, measureSwap).
+  const { reconciliation: result, plan, forSwap } = await measureStaged(tx, store, run, liveSource(store), staged.source, { forSwap: staged.table !== undefined });
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
-  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan);
+  if (staged.table && forSwap) await recordWrittenKeys(tx, store, run, staged.table.qualified);
+  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, forSwap && { liveRows: forSwap.liveRows, checksum: forSwap.staged.checksum });
   await markTargetStaged(tx, backfill.id, hour, { table: staged.table?.qualified ?? null, apart: apart && !staged.table });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
   return 'staged';
@@ -110,7 +112,8 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
 
 /** The live keys and the step's rows into tables of their own, to be swapped in for the hour's partition (swap.ts). */
 async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
-  await keepBaseline(tx, store, run, liveSource(store));
+  // With row versions: by them the publish tells whether anything live changed since (swap.ts, measureSwap).
+  await keepBaseline(tx, store, run, liveSource(store), { rowVersions: true });
   const table = await stageIntoTable(tx, pipeline, store, run);
   return { source: tableSource(store, table.qualified), table };
 }
@@ -152,7 +155,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   await preferHashJoins(tx);
   await lockPartition(tx, pipeline.name, hour);
   const written = target.stagedTable
-    ? await swapIn(tx, pipeline, store, run, target.stagedTable, hooks)
+    ? await swapIn(tx, pipeline, store, run, target.stagedTable, measuredAtStaging(staged), hooks)
     : await rewrite(tx, pipeline, store, run, target.stagedApart);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
@@ -207,12 +210,23 @@ async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run:
 }
 
 /** Publish by swap (swap.ts): the live partition is detached into the store, the staged table attached. */
-async function swapIn(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks): Promise<Written> {
-  const swap = await publishBySwap(tx, pipeline, store, run, staged, hooks);
+async function swapIn(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, atStaging: MeasuredAtStaging | undefined, hooks: SwapHooks): Promise<Written> {
+  const swap = await publishBySwap(tx, pipeline, store, run, staged, atStaging, hooks);
   await savedOnce(tx, run, swap.savedRows, { saved: swap.savedTable, published: swap.publishedTable });
   // Writers of the target waited from the carrying of late rows to the commit: the partition swapped in is
   // exactly what this publish wrote.
   return { published: swap.published, lateRows: swap.lateRows, snapshot: swap.snapshot, rowsWritten: swap.snapshot, swap: swapCost(swap.swapMs, swap.lockWait) };
+}
+
+/** What staging measured for a swap (migrations/0028), when it did: none for a partition staged before, or whose join was not exact. */
+function measuredAtStaging(staged: StagedReconciliation | undefined): MeasuredAtStaging | undefined {
+  if (!staged?.forSwap || !staged.plan) return undefined;
+  const { keysMissing, keysAdded, keysDuplicated, keysChanged, totalBefore, totalAfter } = staged;
+  return {
+    reconciliation: { keysMissing, keysAdded, keysDuplicated, keysChanged, totalBefore, totalAfter },
+    liveRows: staged.forSwap.liveRows,
+    staged: { rows: staged.plan.stagedRows, total: totalAfter, checksum: staged.forSwap.checksum },
+  };
 }
 
 /** Saved once: a second save of the same partition by the same backfill is refused by the primary key. */

@@ -6,7 +6,7 @@ import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.j
 import { preferHashJoins, storeSchemaName, tableSource, type RowStore } from '../../db/rowStore.js';
 import {
   addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
-  beginPublishTry, explainHourQuery, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes,
+  beginPublishTry, explainHourQuery, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes, liveChangesSince,
   readLockTimeoutMs, readNestloopSetting, setLocalNestloop, swapTables, tryTableLocks, undoPublishTry, keepPublishTry, type HourPartition, type PlanNode, type TableLock,
 } from '../../db/swap.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -292,7 +292,8 @@ export interface SwapHooks {
  * Publishes the staged table in place of the live hour partition, inside the caller's transaction (which then
  * checks the backfill's state and the step's claim, and commits). The caller holds the partition lock.
  */
-export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, hooks: SwapHooks = {}): Promise<SwapOutcome> {
+export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, atStaging: MeasuredAtStaging | undefined,
+  hooks: SwapHooks = {}): Promise<SwapOutcome> {
   const hour = run[2];
   await refuseIfAttached(tx, staged);
   if ((await isAttachedPartition(tx, staged)) === undefined) {
@@ -306,7 +307,7 @@ export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: R
     await locking.take([exclusive(store.target)], { probe: true });
     await beginPublishTry(tx);
     await locking.take([writersOut(store.target)]);
-    const measured = await measureSwap(tx, pipeline, store, run, staged);
+    const measured = await measureSwap(tx, pipeline, store, run, staged, atStaging);
     await hooks.beforeCatalogLocks?.();
     // One try at steps 3 to 5; a reader that came meanwhile makes it give back everything since the savepoint
     // (writers wait no longer either), and start again.
@@ -327,11 +328,37 @@ interface SwapMeasures {
   snapshot: PartitionSnapshot;
 }
 
-async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string): Promise<SwapMeasures> {
+/**
+ * What staging measured of a partition staged for a swap, and kept (migrations/0028): the reconciliation of the
+ * live rows then against the staged ones, how many live rows there were, and the staged rows' snapshot. Staging
+ * also kept the baseline with row versions and recorded the written keys (stageIntoTable's caller).
+ */
+export interface MeasuredAtStaging {
+  reconciliation: Reconciliation;
+  liveRows: number;
+  staged: PartitionSnapshot;
+}
+
+/**
+ * Under the target's EXCLUSIVE (no writer can change the live partition until the commit): when staging measured
+ * the partition and nothing live changed since (liveChangesSince: no key added, gone or in another row version),
+ * the live partition is exactly the rows staging compared, and the staged table exactly the rows it measured (the
+ * store's own, written by nobody else), so its figures are the publish's: one read of the live keys and the
+ * baseline's instead of the late rows' carry, the written keys and a join of both sides with the checksum's sort.
+ * Otherwise (late rows, rows another writer changed, or a partition staged before staging measured it) the late
+ * rows are carried, the written keys recorded again and both sides measured anew.
+ */
+async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, atStaging: MeasuredAtStaging | undefined): Promise<SwapMeasures> {
   const hour = run[2];
   const live = await hourPartitionOf(tx, pipeline, hour);
   if (!live) {
     throw new BackfillError(ErrorCode.StepFailed, `${pipeline.targetTable} has no partition of exactly ${formatHour(hour)} any more: it was staged for a swap, so it is not published. Nothing was changed.`);
+  }
+  if (atStaging) {
+    const changes = await liveChangesSince(tx, store, run, { live: live.qualified, baseline: baselineTable(store, run) });
+    if (changes.added === 0 && changes.changed === 0 && changes.gone === 0) {
+      return { live, lateRows: 0, published: atStaging.reconciliation, savedRows: atStaging.liveRows, snapshot: atStaging.staged };
+    }
   }
   const lateRows = await carryLateRowsIntoStaged(tx, store, run, { live: live.qualified, staged, baseline: baselineTable(store, run) });
   await recordWrittenKeys(tx, store, run, staged);
@@ -352,8 +379,12 @@ async function swapCatalog(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
   return { savedRows, lateRows, published, snapshot, savedTable: inStore(store, savedName), publishedTable: live.qualified, swapMs, lockWait };
 }
 
-/** The keys this publish writes (staged and carried): a rollback checks that nobody else changed those rows. */
-async function recordWrittenKeys(tx: PoolClient, store: RowStore, run: [number, number, Date], staged: string): Promise<void> {
+/**
+ * The keys a publish of `staged` writes (staged, and carried at publish), with their row versions: a rollback
+ * checks that nobody else changed those rows. Recorded when the partition is staged, and again by a publish that
+ * carries late rows.
+ */
+export async function recordWrittenKeys(tx: PoolClient, store: RowStore, run: [number, number, Date], staged: string): Promise<void> {
   await keepKeysIn(tx, store, inStore(store, writtenTableName(run[0], run[2])), tableSource(store, staged), run, { rowVersions: true });
 }
 

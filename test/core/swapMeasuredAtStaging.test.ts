@@ -1,0 +1,117 @@
+// A publish by swap reads what staging measured (the reconciliation, the live rows counted, the staged rows'
+// checksum) when nothing live changed since, and measures again when anything did: a row written, updated (even
+// to the same values) or deleted by another writer between the stage and the publish. Whichever way it went, what
+// the publish recorded must be what one measure of both sides after the commit finds: the saved partition (the
+// rows swapped out) against the live one, by key, with the live partition's snapshot. Night 15 on the partitioned
+// target, real PostgreSQL; the other writer is a connection of the test, committing before the publish starts.
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { executeStep } from '../../src/core/procedure.js';
+import { rowStoreOf } from '../../src/core/recompute/rowStore.js';
+import { requirePipeline } from '../../src/db/pipelines.js';
+import { reconcileWithSnapshot } from '../../src/db/reconcile.js';
+import { liveSource, STAGED_RUN, tableSource } from '../../src/db/rowStore.js';
+import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
+
+const NIGHT = '2026-11-15';
+const HOURS = ['05', '06', '07', '08', '09', '10'];
+const hourKey = (hh: string) => `${NIGHT}T${hh}:00Z`;
+const HOUR = '05';
+/** Far from the demo's order ids (1e8 + …) and the bench's (1e9 + …). */
+const LATE_ORDER_ID = 9_000_000_001;
+
+let engine: TestEngine | undefined;
+
+afterEach(async () => {
+  await engine?.close();
+  engine = undefined;
+});
+
+/** What another writer does to the live hour between its stage and its publish. */
+const CHANGES = {
+  nothing: [],
+  'a row updated': [`UPDATE warehouse.orders SET amount_base = amount_base + 1 WHERE partition_hour = $1 AND order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = $1)`],
+  'a row updated to the same values': [`UPDATE warehouse.orders SET amount_base = amount_base WHERE partition_hour = $1 AND order_id = (SELECT max(order_id) FROM warehouse.orders WHERE partition_hour = $1)`],
+  'a row deleted': [`DELETE FROM warehouse.orders WHERE partition_hour = $1 AND order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = $1)`],
+  'a row written (a late row)': [
+    `INSERT INTO warehouse.orders (partition_hour, order_id, shard, merchant_id, currency, amount_local, fx_rate, amount_base)
+     SELECT $1, ${LATE_ORDER_ID}, 1, merchant_id, 'USD', 10.00, 1, 10.00 FROM warehouse.orders WHERE partition_hour = $1 LIMIT 1`,
+  ],
+  'a row deleted and written again with its key': [
+    `WITH gone AS (DELETE FROM warehouse.orders WHERE partition_hour = $1 AND order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = $1) RETURNING *)
+     INSERT INTO warehouse.orders SELECT * FROM gone`,
+  ],
+} as const;
+
+interface Recorded {
+  keysMissing: number;
+  keysAdded: number;
+  keysChanged: number;
+  keysDuplicated: number;
+  lateRows: number;
+  totalBefore: string;
+  totalAfter: string;
+  rowsAfter: number;
+  checksumAfter: string;
+  rowsSaved: number;
+}
+
+/** What the publish of the hour recorded: its reconciliation, the target's snapshot after, the rows it saved. */
+async function recorded(e: TestEngine, id: number): Promise<Recorded> {
+  const { rows } = await e.ctx.pool.query<Recorded>(
+    `SELECT r.keys_missing AS "keysMissing", r.keys_added AS "keysAdded", r.keys_changed AS "keysChanged", r.keys_duplicated AS "keysDuplicated",
+            r.late_rows AS "lateRows", r.total_before::text AS "totalBefore", r.total_after::text AS "totalAfter",
+            t.rows_after::int AS "rowsAfter", t.checksum_after AS "checksumAfter", p.rows_saved::int AS "rowsSaved"
+     FROM backfill.reconciliations r
+     JOIN backfill.backfill_targets t ON t.backfill_id = r.backfill_id AND t.partition_hour = r.partition_hour
+     JOIN backfill.preserved_partitions p ON p.backfill_id = r.backfill_id AND p.partition_hour = r.partition_hour
+     WHERE r.backfill_id = $1 AND r.generation = $2 AND r.partition_hour = $3 AND r.phase = 'published'`, [id, STAGED_RUN, hourKey(HOUR)]);
+  const row = rows[0];
+  if (!row) throw new Error('the publish recorded nothing');
+  return row;
+}
+
+/** One measure of both sides after the commit: the saved partition (what was swapped out) against the live one. */
+async function measuredAfter(e: TestEngine, id: number): Promise<Recorded> {
+  const pipeline = await requirePipeline(e.ctx.pool, 'orders');
+  const store = await rowStoreOf(e.ctx.pool, pipeline);
+  const { rows: saved } = await e.ctx.pool.query<{ table: string }>(
+    'SELECT saved_table AS table FROM backfill.preserved_partitions WHERE backfill_id = $1 AND partition_hour = $2', [id, hourKey(HOUR)]);
+  const savedTable = saved[0]?.table;
+  if (!savedTable) throw new Error('no saved partition');
+  const run: [number, number, Date] = [id, STAGED_RUN, new Date(hourKey(HOUR))];
+  const m = await reconcileWithSnapshot(e.ctx.pool, store, run, tableSource(store, savedTable), liveSource(store));
+  const { rows: late } = await e.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM warehouse.orders WHERE order_id = $1', [LATE_ORDER_ID]);
+  return { ...m.reconciliation, lateRows: late[0]?.n ?? 0, rowsAfter: m.after.rows, checksumAfter: m.after.checksum, rowsSaved: m.beforeRows };
+}
+
+describe('a publish by swap reads what staging measured only while nothing live changed since', () => {
+  it.each(Object.entries(CHANGES))('%s between the stage and the publish', async (change, statements) => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'measured at staging');
+    for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
+    for (const statement of statements) expect((await e.ctx.pool.query(statement, [hourKey(HOUR)])).rowCount).toBe(1);
+
+    const publishStatements: string[] = [];
+    e.ctx.hooks = { afterStatement: async (_backfillId, _hour, statement) => { publishStatements.push(statement); } };
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hourKey(HOUR) })).toBe('done');
+    e.ctx.hooks = undefined;
+
+    const after = await measuredAfter(e, id);
+    expect(await recorded(e, id)).toEqual({ ...after, keysDuplicated: 0 });
+    if (change === 'a row written (a late row)') expect(after.lateRows).toBe(1);
+    if (change === 'a row deleted') expect(after.rowsSaved).toBe((await recordedAtStaging(e, id)).liveRows - 1);
+
+    // The way it went: the checksum's sort (string_agg) and the late rows' carry run only when something changed.
+    const measuredAgain = publishStatements.some((statement) => statement.includes('string_agg'));
+    expect(measuredAgain).toBe(change !== 'nothing');
+    expect(publishStatements.some((statement) => /^INSERT INTO \S*p2026111505_b\d+_g1"? \(/.test(statement))).toBe(change !== 'nothing');
+  });
+});
+
+async function recordedAtStaging(e: TestEngine, id: number): Promise<{ liveRows: number }> {
+  const { rows } = await e.ctx.pool.query<{ liveRows: number }>(
+    `SELECT live_rows::int AS "liveRows" FROM backfill.reconciliations WHERE backfill_id = $1 AND partition_hour = $2 AND phase = 'staged'`, [id, hourKey(HOUR)]);
+  return rows[0] ?? { liveRows: -1 };
+}
