@@ -2,6 +2,7 @@ import type { Pipeline } from './pipelines.js';
 import type { StoredAnnouncement } from './backfillConsumers.js';
 import type { ConsumerPlacement } from './readLog.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
+import { wholeUtcDays } from './partitions.js';
 import type { BackfillState } from '../core/states.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { redact } from '../redaction.js';
@@ -266,20 +267,21 @@ export interface NewBackfill extends Pick<BackfillRow, 'reason' | 'requestedBy' 
 
 /** The log row, announced; returns its id. Identifiers come from the pipeline's catalog row, quoted once. */
 export async function insertBackfill(tx: Queryable, pipeline: Pipeline, row: NewBackfill): Promise<number | undefined> {
-  const partition = quoteIdent(pipeline.partitionColumn);
+  // The days as ranges of the partition column, not its expression: read in those days' partitions alone (wholeUtcDays).
+  const days = wholeUtcDays(quoteIdent(pipeline.partitionColumn), row.days, 13);
   // total_before is computed by this very INSERT: captured with announced_at, before any delete can happen.
   const { rows } = await tx.query<{ id: number }>(
     `INSERT INTO backfill.backfills (pipeline, reason, requested_by, first_hour, last_hour, partition_count,
                                      watermark_before, watermark_reset_to, total_before, announced_at, state, limit_override,
                                      incident_channel, plan_id, needs_second_approval)
      SELECT $1::text, $2::text, $3::text, $4::timestamptz, $5::timestamptz, $6::int, $7::timestamptz, $8::timestamptz,
-            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $10::text, $11::text, $12::bigint, $13::boolean
+            coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $9::text, $10::text, $11::bigint, $12::boolean
      FROM ${quoteQualified(pipeline.targetTable)}
-     WHERE (${partition} AT TIME ZONE 'UTC')::date = ANY ($9::date[])
+     WHERE ${days.condition}
      RETURNING id`,
     [pipeline.name, row.reason, row.requestedBy, row.firstHour, row.lastHour, row.partitionCount,
-      row.watermarkBefore, row.watermarkResetTo, row.days, row.limitOverride,
-      row.incidentChannel, row.planId, row.needsSecondApproval]);
+      row.watermarkBefore, row.watermarkResetTo, row.limitOverride,
+      row.incidentChannel, row.planId, row.needsSecondApproval, ...days.params]);
   return rows[0]?.id;
 }
 

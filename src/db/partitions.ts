@@ -60,10 +60,46 @@ export async function snapshotRows(db: Queryable, columns: { measure: string; ke
 }
 
 /** sum(measure) over whole UTC days: what a daily report over those partitions shows. */
-export async function totalOverDays(db: Queryable, pipeline: Pipeline, days: string[]): Promise<string> {
+export async function totalOverDays(db: Queryable, pipeline: Pipeline, days: readonly string[]): Promise<string> {
+  const within = wholeUtcDays(quoteIdent(pipeline.partitionColumn), days, 1);
   const { rows } = await db.query<{ total: string }>(
     `SELECT coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)::numeric(18,2)::text AS total
-     FROM ${quoteQualified(pipeline.targetTable)}
-     WHERE (${quoteIdent(pipeline.partitionColumn)} AT TIME ZONE 'UTC')::date = ANY ($1::date[])`, [days]);
+     FROM ${quoteQualified(pipeline.targetTable)} WHERE ${within.condition}`, within.params);
   return rows[0]?.total ?? '0.00';
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * The rows of whole UTC days (YYYY-MM-DD, in any order, repeats allowed), as ranges of the partition column
+ * `column` (quoted): `(column >= $n AND column < $n+1) OR …`, one range for each run of consecutive days, its
+ * bounds the parameters from `$firstParam` on (midnight UTC of the first day, and of the day after the last).
+ * For a timestamptz column they hold the rows `(column AT TIME ZONE 'UTC')::date` puts on those days.
+ *
+ * PERF: that expression of the column, the way the days' totals were read before, can use no index and prune no
+ * partition: every start and compare read the whole target to sum a day (1.2 million rows for one day of the
+ * bench's 1.24 million; all of them for one day of a year). Ranges prune a target partitioned by hour to the days'
+ * partitions before the statement runs, and are an index range on a plain one. Ranges alone: with the expression
+ * beside them, its default estimate made the planner scan whole partitions by their index.
+ */
+export function wholeUtcDays(column: string, days: readonly string[], firstParam: number): { condition: string; params: Date[] } {
+  const starts = [...new Set(days.map(midnightUtc))].sort((a, b) => a - b);
+  const ranges: [number, number][] = [];
+  for (const start of starts) {
+    const last = ranges.at(-1);
+    if (last && last[1] === start) last[1] = start + DAY_MS;
+    else ranges.push([start, start + DAY_MS]);
+  }
+  if (ranges.length === 0) return { condition: 'false', params: [] };
+  const condition = ranges.map((_range, index) => {
+    const from = firstParam + 2 * index;
+    return `(${column} >= $${from}::timestamptz AND ${column} < $${from + 1}::timestamptz)`;
+  }).join(' OR ');
+  return { condition: `(${condition})`, params: ranges.flatMap(([from, to]) => [new Date(from), new Date(to)]) };
+}
+
+function midnightUtc(day: string): number {
+  const ms = /^\d{4}-\d{2}-\d{2}$/.test(day) ? Date.parse(`${day}T00:00:00Z`) : Number.NaN;
+  if (Number.isNaN(ms)) throw new Error(`not a day (YYYY-MM-DD): ${day}`);
+  return ms;
 }

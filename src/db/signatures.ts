@@ -1,5 +1,6 @@
 import type { Pipeline } from './pipelines.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
+import { wholeUtcDays } from './partitions.js';
 
 // Signed figures (backfill.signoffs: who signed which report's total for which day; signing is a history) and the
 // figures in a backfill's scope (backfill.backfill_signoffs: the signed total then, and the report after it).
@@ -58,12 +59,14 @@ export async function listSignedReports(db: Queryable): Promise<{ report: string
  * backfill). Identifiers come from the pipeline's catalog row, quoted once.
  */
 export async function insertBackfillSignoff(tx: Queryable, pipeline: Pipeline, backfillId: number, figure: SignedFigure): Promise<void> {
+  // The day as a range of the partition column, not its expression: read in that day's partitions alone (wholeUtcDays).
+  const day = wholeUtcDays(quoteIdent(pipeline.partitionColumn), [figure.period], 6);
   await tx.query(
     `INSERT INTO backfill.backfill_signoffs (backfill_id, signoff_id, report, period, signed_total, total_before)
      SELECT $1::bigint, $2::bigint, $3::text, $4::date, $5::numeric, coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)
      FROM ${quoteQualified(pipeline.targetTable)}
-     WHERE (${quoteIdent(pipeline.partitionColumn)} AT TIME ZONE 'UTC')::date = $4::date`,
-    [backfillId, figure.signoffId, figure.report, figure.period, figure.total]);
+     WHERE ${day.condition}`,
+    [backfillId, figure.signoffId, figure.report, figure.period, figure.total, ...day.params]);
 }
 
 /** What the rebuilt report shows for a figure in the backfill's scope, and its difference from the signed one. */

@@ -1,11 +1,16 @@
-// The figures a backfill keeps of each partition when it starts (rows, total and checksum before): read only in
-// the hours backfilled, so that a target partitioned by hour is pruned to their partitions. Compared with the
-// statement they replaced (the hours joined to the whole target), on both shapes of the demo's target, with an
-// hour that holds no rows; another day's partition counted unread, in the session's statistics.
+// The figures a backfill keeps of each partition when it starts (rows, total and checksum before), and the days'
+// totals (the backfill's total before, a signed figure's, what a daily report shows): each read only in the hours,
+// or the days, asked for, so that a target partitioned by hour is pruned to their partitions. Compared with the
+// statements they replaced (the hours joined to the whole target; the day of an expression of the partition
+// column), on both shapes of the demo's target, with an hour and a day that hold no rows; another day's partition
+// counted unread, in the session's statistics.
 
 import { afterEach, describe, expect, it } from 'vitest';
+import { insertBackfill } from '../../src/db/backfills.js';
+import { totalOverDays, wholeUtcDays } from '../../src/db/partitions.js';
 import { withTransaction, type Queryable } from '../../src/db/pool.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
+import { insertBackfillSignoff } from '../../src/db/signatures.js';
 import { insertTargets } from '../../src/db/targets.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
@@ -48,6 +53,47 @@ describe.each([['plain', 'month-end'], ['partitioned by hour', 'month-end-partit
     expect(scans).toBe(0);
   });
 
+  it("sum whole days as the day of the partition column did (a day named twice, days apart, a day without rows), and read no other day's partition", async () => {
+    engine = await createTestEngine(scenario);
+    const e = engine;
+    const pipeline = await requirePipeline(e.ctx.pool, 'orders');
+    const days = ['2026-11-16', '2026-11-15', '2026-11-15', '2026-11-20', '2026-12-31'];
+    const byExpression = async (named: string[]) => (await e.ctx.pool.query<{ total: string }>(
+      `SELECT coalesce(sum(amount_base), 0)::numeric(18,2)::text AS total FROM warehouse.orders WHERE (partition_hour AT TIME ZONE 'UTC')::date = ANY ($1::date[])`, [named])).rows[0]?.total;
+    expect(Number(await byExpression(days))).toBeGreaterThan(0);
+    expect(await byExpression(['2026-12-31'])).toBe('0.00');
+
+    const read = await withTransaction(e.ctx.pool, async (tx) => {
+      const before = await scansOfAnotherDay(tx);
+      const total = await totalOverDays(tx, pipeline, days);
+      const id = await insertBackfill(tx, pipeline, {
+        reason: 'days test', requestedBy: 'U07ONCALL', firstHour: new Date('2026-11-15T00:00Z'), lastHour: new Date('2026-11-16T23:00Z'), partitionCount: 48,
+        watermarkBefore: null, watermarkResetTo: new Date('2026-11-14T23:00Z'), days: ['2026-11-16', '2026-11-15'], limitOverride: null, incidentChannel: null, planId: null, needsSecondApproval: false,
+      });
+      if (id === undefined) throw new Error('no backfill row');
+      const { rows: [signoff] } = await tx.query<{ id: number }>('SELECT id FROM backfill.signoffs ORDER BY id LIMIT 1');
+      await insertBackfillSignoff(tx, pipeline, id, { signoffId: signoff?.id ?? 0, report: 'settlement_report', period: '2026-11-15', total: '1.00', signedBy: 'U07SETTLE', signedAt: new Date() });
+      const { rows: [kept] } = await tx.query<{ backfill: string; signoff: string }>(
+        `SELECT b.total_before::text AS backfill, s.total_before::text AS signoff FROM backfill.backfills b JOIN backfill.backfill_signoffs s ON s.backfill_id = b.id WHERE b.id = $1`, [id]);
+      const after = await scansOfAnotherDay(tx);
+      await tx.query('ROLLBACK; BEGIN');
+      return { total, kept, scans: after - before };
+    });
+    expect(read.total).toBe(await byExpression(days));
+    expect(read.kept).toEqual({ backfill: await byExpression(['2026-11-15', '2026-11-16']), signoff: await byExpression(['2026-11-15']) });
+    expect(read.scans).toBe(0);
+  });
+});
+
+describe('wholeUtcDays', () => {
+  it('makes one range of each run of consecutive days, in order, whatever order and repeats the days come in', () => {
+    const { condition, params } = wholeUtcDays('"p"', ['2026-11-16', '2026-11-15', '2026-11-20', '2026-11-15', '2026-11-30', '2026-12-01'], 3);
+    expect(condition).toBe('(("p" >= $3::timestamptz AND "p" < $4::timestamptz) OR ("p" >= $5::timestamptz AND "p" < $6::timestamptz) OR ("p" >= $7::timestamptz AND "p" < $8::timestamptz))');
+    expect(params.map((d) => d.toISOString())).toEqual([
+      '2026-11-15T00:00:00.000Z', '2026-11-17T00:00:00.000Z', '2026-11-20T00:00:00.000Z', '2026-11-21T00:00:00.000Z', '2026-11-30T00:00:00.000Z', '2026-12-02T00:00:00.000Z']);
+    expect(wholeUtcDays('"p"', [], 1)).toEqual({ condition: 'false', params: [] });
+    expect(() => wholeUtcDays('"p"', ['2026-11-15T00:00Z'], 1)).toThrow(/not a day/);
+  });
 });
 
 /**
