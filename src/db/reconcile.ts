@@ -86,24 +86,24 @@ async function measuredApart(db: Queryable, store: RowStore, run: [number, numbe
 export interface StagedMeasure {
   reconciliation: Reconciliation;
   plan: AgainstPlan;
-  /** With `forSwap`, where the join was exact: the live rows counted, and the staged rows' snapshot (its checksum). */
-  forSwap?: { liveRows: number; staged: PartitionSnapshot };
+  /** Where the join was exact: the live rows counted, and with `snapshot` the staged rows' (with their checksum). */
+  exact?: { liveRows: number; staged?: PartitionSnapshot };
 }
 
 /**
  * reconcileByKey of the live rows against the staged ones, and againstPlan of the staged rows, in one statement:
- * every check staging makes of a partition (duplicate and missing keys, changed rows, both totals, the envelope).
- * `forSwap`: the same statement also counts the live rows and takes the staged rows' snapshot, which a publish by
- * swap reads instead of measuring both sides again when nothing live changed since (swap.ts, measureSwap).
+ * every check staging makes of a partition (duplicate and missing keys, changed rows, both totals, the envelope),
+ * and the live rows counted. `snapshot`: the same statement takes the staged rows' snapshot too, which a publish
+ * by swap reads instead of measuring both sides again when nothing live changed since (swap.ts, measureSwap).
  *
  * PERF: one join of the three sides (live, staged, the plan's keys) by key reads each once; the envelope was a
  * second read of the staged rows, at publish. Where the join cannot be exact (a key twice on a side, or NULL) the
- * two statements run instead, and no snapshot is taken. test/core/onePass.test.ts holds the results equal to theirs.
+ * two statements run instead, and nothing more is measured. test/core/onePass.test.ts holds the results equal to theirs.
  */
-export async function measureStaged(db: Queryable, store: RowStore, run: [number, number, Date], live: RowSource, staged: RowSource, options: { forSwap?: boolean } = {}): Promise<StagedMeasure> {
-  const joined = await joinBothSides(db, store, run, live, staged, { snapshot: options.forSwap === true, plan: true });
+export async function measureStaged(db: Queryable, store: RowStore, run: [number, number, Date], live: RowSource, staged: RowSource, options: { snapshot?: boolean } = {}): Promise<StagedMeasure> {
+  const joined = await joinBothSides(db, store, run, live, staged, { snapshot: options.snapshot === true, plan: true });
   if (joined.unique && joined.plan) {
-    return { reconciliation: joined.reconciliation, plan: joined.plan, ...(options.forSwap ? { forSwap: { liveRows: Number(joined.beforeRows), staged: joined.after } } : {}) };
+    return { reconciliation: joined.reconciliation, plan: joined.plan, exact: { liveRows: Number(joined.beforeRows), ...(options.snapshot ? { staged: joined.after } : {}) } };
   }
   return { reconciliation: await groupBothSides(db, store, run, live, staged), plan: await againstPlan(db, store, run, staged) };
 }

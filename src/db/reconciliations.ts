@@ -34,41 +34,42 @@ export async function loadReconciliation(db: Queryable, backfillId: number): Pro
 }
 
 /**
- * What staging measured of the rows a swap would publish (migrations/0028): the live rows it compared them
- * with, and the staged rows' checksum (rowsChecksum). Their count and total are the plan's stagedRows and the
+ * What staging measured besides the reconciliation, where its join was exact (migrations/0028): the live rows it
+ * compared the staged ones with (their keys kept with row versions in the run's baseline) and, for a publish by
+ * swap, the staged rows' checksum (rowsChecksum). Their count and total are the plan's stagedRows and the
  * reconciliation's totalAfter.
  */
-export interface StagedForSwap {
+export interface MeasuredLive {
   liveRows: number;
-  checksum: string;
+  stagedChecksum: string | null;
 }
 
-/** The staged phase's reconciliation: its counts, its late rows and, when staging measured them, the envelope and the swap's figures. */
-export type StagedReconciliation = ReconciliationCounts & { lateRows: number; plan?: AgainstPlan; forSwap?: StagedForSwap };
+/** The staged phase's reconciliation: its counts, its late rows and, when staging measured them, the envelope and the live rows. */
+export type StagedReconciliation = ReconciliationCounts & { lateRows: number; plan?: AgainstPlan; measured?: MeasuredLive };
 
 /** The staged phase's reconciliation of the run's partition, with its late rows and the envelope staging measured. */
 export async function findStagedReconciliation(db: Queryable, backfillId: number, generation: number, hour: Date): Promise<StagedReconciliation | undefined> {
-  const { rows } = await db.query<ReconciliationCounts & { lateRows: number; plan: AgainstPlan | null; forSwap: StagedForSwap | null }>(
+  const { rows } = await db.query<ReconciliationCounts & { lateRows: number; plan: AgainstPlan | null; measured: MeasuredLive | null }>(
     `SELECT keys_missing AS "keysMissing", keys_added AS "keysAdded", keys_duplicated AS "keysDuplicated", keys_changed AS "keysChanged",
             total_before::text AS "totalBefore", total_after::text AS "totalAfter", late_rows AS "lateRows",
             CASE WHEN plan_rows IS NOT NULL THEN json_build_object('lost', plan_lost, 'stagedKnown', staged_known_total::text, 'expected', plan_total::text,
               'added', plan_added, 'planned', plan_rows, 'stagedRows', staged_rows, 'stagedTotal', staged_total::text) END AS plan,
-            CASE WHEN staged_checksum IS NOT NULL THEN json_build_object('liveRows', live_rows, 'checksum', staged_checksum) END AS "forSwap"
+            CASE WHEN live_rows IS NOT NULL THEN json_build_object('liveRows', live_rows, 'stagedChecksum', staged_checksum) END AS measured
      FROM backfill.reconciliations WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz AND phase = 'staged'`,
     [backfillId, generation, hour]);
   const row = rows[0];
   if (!row) return undefined;
-  const { plan, forSwap, ...counts } = row;
-  return { ...counts, ...(plan ? { plan } : {}), ...(forSwap ? { forSwap } : {}) };
+  const { plan, measured, ...counts } = row;
+  return { ...counts, ...(plan ? { plan } : {}), ...(measured ? { measured } : {}) };
 }
 
 /**
  * The reconciliation of a phase of the run's partition, and at staging the envelope it measured (migrations/0026)
- * and, for a swap, what its publish reads instead of measuring again (migrations/0028); a re-run of the phase
- * replaces it.
+ * and the live rows it measured, which its publish reads instead of measuring again (migrations/0028); a re-run
+ * of the phase replaces it.
  */
 export async function saveReconciliation(tx: Queryable, backfillId: number, generation: number, hour: Date, phase: 'staged' | 'published', r: ReconciliationCounts, lateRows: number,
-  plan?: AgainstPlan, forSwap?: StagedForSwap): Promise<void> {
+  plan?: AgainstPlan, measured?: MeasuredLive): Promise<void> {
   await tx.query(
     `INSERT INTO backfill.reconciliations (backfill_id, generation, partition_hour, phase, keys_missing, keys_added, keys_duplicated, keys_changed, late_rows, total_before, total_after,
        plan_lost, plan_added, plan_rows, plan_total, staged_known_total, staged_rows, staged_total, live_rows, staged_checksum)
@@ -82,5 +83,5 @@ export async function saveReconciliation(tx: Queryable, backfillId: number, gene
        staged_total = EXCLUDED.staged_total, live_rows = EXCLUDED.live_rows, staged_checksum = EXCLUDED.staged_checksum, at = now()`,
     [backfillId, generation, hour, phase, r.keysMissing, r.keysAdded, r.keysDuplicated, r.keysChanged, lateRows, r.totalBefore, r.totalAfter,
       plan?.lost ?? null, plan?.added ?? null, plan?.planned ?? null, plan?.expected ?? null, plan?.stagedKnown ?? null, plan?.stagedRows ?? null, plan?.stagedTotal ?? null,
-      forSwap?.liveRows ?? null, forSwap?.checksum ?? null]);
+      measured?.liveRows ?? null, measured?.stagedChecksum ?? null]);
 }

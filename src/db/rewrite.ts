@@ -1,6 +1,6 @@
 import { runPipelineSql } from './pipelineSql.js';
 import type { Queryable } from './pool.js';
-import { keysEqual, liveSource, rowText, runRows, runSource, stepRows, type RowSource, type RowStore } from './rowStore.js';
+import { keysEqual, liveSource, rowText, runRows, runSource, stepRows, tableSource, type RowSource, type RowStore } from './rowStore.js';
 
 // Stage, publish and restore by rewrite: the statements over the run's staged and saved rows (RewriteTables: in
 // tables of the run's own, or the store's shared ones), its baseline, and the live partition they replace. Each
@@ -42,6 +42,42 @@ export async function saveAndDeletePrior(tx: Queryable, store: RowStore, saved: 
   return inserted.rowCount ?? 0;
 }
 
+/**
+ * saveAndDeletePrior, and in the same statement what it deleted against the baseline kept with row versions when
+ * the partition was staged (`baseline`, a table of the run's own with bf_xmin, keepKeysIn): keys it deleted that
+ * the baseline does not have (rows written since), keys of the baseline in another row version (changed since),
+ * keys of the baseline it did not delete (gone since). All three zero means it deleted exactly the rows staging
+ * measured: a row version's xmin is the transaction that wrote it, which committed before staging read it and
+ * writes nothing more, and nothing but a new version changes a row. A key NULL or twice on a side counts as one of
+ * the three, never as unchanged.
+ */
+export async function saveAndDeleteComparing(tx: Queryable, store: RowStore, saved: string, run: [number, number, Date], baseline: string): Promise<{ rows: number; unchanged: boolean }> {
+  const [first] = store.keys;
+  if (!first) throw new Error('a publish needs key columns');
+  const { rows } = await tx.query<{ rows: number; added: number; changed: number; gone: number }>(
+    `WITH gone AS (DELETE FROM ${liveSource(store)} RETURNING t.*, t.xmin AS bf_xmin),
+     kept AS (
+       INSERT INTO ${saved} (bf_backfill, bf_generation, ${store.columns.join(', ')})
+       SELECT $1::bigint, $2::int, ${store.columns.map((column) => `gone.${column}`).join(', ')} FROM gone
+       RETURNING 1)
+     SELECT (SELECT count(*) FROM kept)::int AS rows,
+            count(*) FILTER (WHERE b.${first} IS NULL)::int AS added,
+            count(*) FILTER (WHERE g.${first} IS NOT NULL AND b.${first} IS NOT NULL AND NOT (g.bf_xmin = b.bf_xmin))::int AS changed,
+            count(*) FILTER (WHERE g.${first} IS NULL)::int AS gone
+     FROM (SELECT ${store.keys.map((key) => `gone.${key}`).join(', ')}, gone.bf_xmin FROM gone) g
+     FULL JOIN (SELECT ${store.keys.map((key) => `t.${key}`).join(', ')}, t.bf_xmin FROM ${tableSource(store, baseline)}) b
+       ON ${store.keys.map((key) => `g.${key} = b.${key}`).join(' AND ')}`, run);
+  const row = rows[0];
+  if (!row) throw new Error('the publish delete returned no row');
+  return { rows: row.rows, unchanged: row.added === 0 && row.changed === 0 && row.gone === 0 };
+}
+
+/** The live rows of the run's hour, counted. */
+export async function countLiveRows(tx: Queryable, store: RowStore, run: [number, number, Date]): Promise<number> {
+  const { rows } = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${liveSource(store)}`, run);
+  return rows[0]?.n ?? 0;
+}
+
 /** The run's rows of a table of the store (staged to publish, saved to restore) into the target. Returns how many. */
 export async function insertRunRowsIntoTarget(tx: Queryable, store: RowStore, table: string, run: [number, number, Date]): Promise<number | null> {
   const inserted = await tx.query(`INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, table)}`, run);
@@ -74,15 +110,19 @@ export interface RowsWritten {
  * what this statement inserted (RETURNING), never over the live partition: a row another writer commits while
  * the publish runs is not the publish's, and a rollback must leave it alone. `checksum` is rowsChecksum.
  */
-export async function writeRunRows(tx: Queryable, store: RowStore, tables: RewriteTables, run: [number, number, Date], checksum: string, baseline: RowSource): Promise<RowsWritten> {
+export async function writeRunRows(tx: Queryable, store: RowStore, tables: RewriteTables, run: [number, number, Date], checksum: string, baseline: RowSource | 'none'): Promise<RowsWritten> {
   const columns = store.columns.join(', ');
+  // 'none': the delete removed exactly the baseline's rows (saveAndDeleteComparing), so no late row can be among them.
+  const late = baseline === 'none'
+    ? `SELECT * FROM staged_rows WHERE false`
+    : `INSERT INTO ${store.target} (${columns})
+       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${carriedLateRows(store, tables, baseline)}
+       RETURNING *`;
   const { rows } = await tx.query<RowsWritten>(
     `WITH staged_rows AS (
        INSERT INTO ${store.target} (${columns}) SELECT ${columns} FROM ${runRows(store, tables.staged)} RETURNING *
      ), late_rows AS (
-       INSERT INTO ${store.target} (${columns})
-       SELECT ${store.columns.map((column) => `p.${column}`).join(', ')} FROM ${carriedLateRows(store, tables, baseline)}
-       RETURNING *
+       ${late}
      )
      SELECT count(*)::int AS rows, (SELECT count(*)::int FROM late_rows) AS "lateRows", ${checksum} AS checksum
      FROM (SELECT * FROM staged_rows UNION ALL SELECT * FROM late_rows) t`, run);

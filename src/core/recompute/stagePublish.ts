@@ -7,7 +7,7 @@ import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
 import { againstPlan, measureStaged, reconcileWritten, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation, type StagedReconciliation } from '../../db/reconciliations.js';
-import { saveAndDeletePrior, stageStepRows, writeRunRows, type RowsWritten } from '../../db/rewrite.js';
+import { countLiveRows, saveAndDeleteComparing, saveAndDeletePrior, stageStepRows, writeRunRows, type RewriteTables, type RowsWritten } from '../../db/rewrite.js';
 import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -17,7 +17,7 @@ import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
 import { hourPartitionOf, indexLikeTarget, publishBySwap, recordWrittenKeys, reportedLockWait, stageIntoTable, type LockWait, type MeasuredAtStaging, type SwapHooks } from './swap.js';
-import { createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf } from './storeTables.js';
+import { createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, versionedBaseline } from './storeTables.js';
 import { formatHour } from '../time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
@@ -59,12 +59,13 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   const staged = apart && await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run, apart);
   // Every check of the partition in one statement; the staged rows and the plan's stay as they are until the
   // publish, which reads these figures.
-  // For a swap, the same statement takes what its publish reads when nothing live changed since (swap.ts, measureSwap).
-  const { reconciliation: result, plan, forSwap } = await measureStaged(tx, store, run, liveSource(store), staged.source, { forSwap: staged.table !== undefined });
+  // With the live rows it counted, which the publish reads when nothing live changed since (and for a swap the
+  // staged rows' checksum: swap.ts, measureSwap).
+  const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, { snapshot: staged.table !== undefined });
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
-  if (staged.table && forSwap) await recordWrittenKeys(tx, store, run, staged.table.qualified);
-  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, forSwap && { liveRows: forSwap.liveRows, checksum: forSwap.staged.checksum });
+  if (staged.table && exact) await recordWrittenKeys(tx, store, run, staged.table.qualified);
+  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null });
   await markTargetStaged(tx, backfill.id, hour, { table: staged.table?.qualified ?? null, apart: apart && !staged.table });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
   return 'staged';
@@ -98,7 +99,8 @@ interface Staged {
  */
 async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean): Promise<Staged> {
   const hour = run[2];
-  await keepBaseline(tx, store, run, liveSource(store));
+  // With row versions: by them the publish tells whether it deleted exactly these rows (saveAndDeleteComparing).
+  await keepBaseline(tx, store, run, liveSource(store), { rowVersions: true });
   const tables = rewriteTablesOf(store, run, apart);
   if (apart) await createRewriteTables(tx, store, tables);
   const staged = await stageStepRows(tx, store, tables.staged, run);
@@ -156,7 +158,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   await lockPartition(tx, pipeline.name, hour);
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, measuredAtStaging(staged), hooks)
-    : await rewrite(tx, pipeline, store, run, target.stagedApart);
+    : await rewrite(tx, pipeline, store, run, target.stagedApart, staged?.measured ? countsOf(staged) : undefined);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
@@ -197,11 +199,42 @@ interface Written {
  * Publish by rewrite: the live rows are deleted into the saved rows, the staged ones inserted, late rows carried.
  * Other writers go on meanwhile: a row one of them commits after the DELETE's snapshot is neither deleted nor
  * among the rows written (writeRunRows counts what its own INSERT returned), so it stays a late row for good.
+ * Where staging measured the partition (`atStaging`) and kept its baseline with row versions, the delete tells
+ * in the same statement whether it removed exactly the rows staging compared (saveAndDeleteComparing); then
+ * nothing is late and, unless another writer's row is live beside the written ones, staging's reconciliation is
+ * the publish's (rewriteUnchanged).
  */
-async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean): Promise<Written> {
+async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: Reconciliation | undefined): Promise<Written> {
   const tables = rewriteTablesOf(store, run, apart);
+  const versioned = atStaging && await versionedBaseline(tx, store, run);
+  if (atStaging && versioned) {
+    const prior = await saveAndDeleteComparing(tx, store, tables.saved, run, versioned);
+    await savedOnce(tx, run, prior.rows, null);
+    if (prior.unchanged) return rewriteUnchanged(tx, pipeline, store, run, tables, atStaging);
+    return writeAndMeasure(tx, pipeline, store, run, tables);
+  }
   const rows = await saveAndDeletePrior(tx, store, tables.saved, run);
   await savedOnce(tx, run, rows, null);
+  return writeAndMeasure(tx, pipeline, store, run, tables);
+}
+
+/**
+ * The publish deleted exactly the rows staging measured (saveAndDeleteComparing), so none of them is late: the
+ * staged rows alone are written. When the live partition then holds only those (no other writer's row committed
+ * since the delete's snapshot is visible beside them), it holds exactly the rows staging compared with what it
+ * replaced, and staging's reconciliation is the publish's; otherwise both sides are measured, as by any publish.
+ */
+async function rewriteUnchanged(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], tables: RewriteTables, atStaging: Reconciliation): Promise<Written> {
+  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(pipeline.keyColumns), 'none');
+  if (await countLiveRows(tx, store, run) === written.rows) {
+    return { published: atStaging, lateRows: 0, snapshot: { rows: written.rows, total: atStaging.totalAfter, checksum: written.checksum }, rowsWritten: written };
+  }
+  const measured = await reconcileWritten(tx, store, run, runSource(store, tables.saved), liveSource(store), written);
+  return { published: measured.reconciliation, lateRows: 0, snapshot: measured.after, rowsWritten: written };
+}
+
+/** The staged rows and the late ones written, then the saved rows against the live ones measured. */
+async function writeAndMeasure(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], tables: RewriteTables): Promise<Written> {
   const written = await writeRunRows(tx, store, tables, run, rowsChecksum(pipeline.keyColumns), await keptBaseline(tx, store, run));
   // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each;
   // its checksum is the written rows' unless other writers' rows are live beside them.
@@ -220,13 +253,19 @@ async function swapIn(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: 
 
 /** What staging measured for a swap (migrations/0028), when it did: none for a partition staged before, or whose join was not exact. */
 function measuredAtStaging(staged: StagedReconciliation | undefined): MeasuredAtStaging | undefined {
-  if (!staged?.forSwap || !staged.plan) return undefined;
-  const { keysMissing, keysAdded, keysDuplicated, keysChanged, totalBefore, totalAfter } = staged;
+  const checksum = staged?.measured?.stagedChecksum;
+  if (!staged?.measured || !checksum || !staged.plan) return undefined;
   return {
-    reconciliation: { keysMissing, keysAdded, keysDuplicated, keysChanged, totalBefore, totalAfter },
-    liveRows: staged.forSwap.liveRows,
-    staged: { rows: staged.plan.stagedRows, total: totalAfter, checksum: staged.forSwap.checksum },
+    reconciliation: countsOf(staged),
+    liveRows: staged.measured.liveRows,
+    staged: { rows: staged.plan.stagedRows, total: staged.totalAfter, checksum },
   };
+}
+
+/** The reconciliation's own figures of a kept one, without its late rows and what else staging kept beside them. */
+function countsOf(staged: StagedReconciliation): Reconciliation {
+  const { keysMissing, keysAdded, keysDuplicated, keysChanged, totalBefore, totalAfter } = staged;
+  return { keysMissing, keysAdded, keysDuplicated, keysChanged, totalBefore, totalAfter };
 }
 
 /** Saved once: a second save of the same partition by the same backfill is refused by the primary key. */

@@ -55,6 +55,17 @@ export async function keptBaseline(db: Queryable, store: RowStore, run: [number,
 }
 
 /**
+ * The run's baseline table when it was kept with row versions (bf_xmin, keepBaseline's rowVersions), as a publish
+ * by rewrite compares what it deletes with it; undefined for an hour staged before, or whose table retention dropped.
+ */
+export async function versionedBaseline(db: Queryable, store: RowStore, run: [number, number, Date]): Promise<string | undefined> {
+  const table = baselineTable(store, run);
+  const { rows } = await db.query<{ versioned: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1::text) AND attname = 'bf_xmin' AND NOT attisdropped) AS versioned`, [table]);
+  return rows[0]?.versioned ? table : undefined;
+}
+
+/**
  * Where a run published by rewrite keeps its rows (BackfillTargetRow.stagedApart says which, from its staging):
  * tables of its own, without an index (each is read whole, by a hash join or a scan), or the store's shared
  * staged and saved tables. PERF: at 50,000 rows an hour, inserting into the shared tables, whose btree on

@@ -1,16 +1,17 @@
-// A publish by swap reads what staging measured (the reconciliation, the live rows counted, the staged rows'
-// checksum) when nothing live changed since, and measures again when anything did: a row written, updated (even
+// A publish reads what staging measured (the reconciliation, the live rows counted; by swap, the staged rows'
+// checksum too) when nothing live changed since, and measures again when anything did: a row written, updated (even
 // to the same values) or deleted by another writer between the stage and the publish. Whichever way it went, what
-// the publish recorded must be what one measure of both sides after the commit finds: the saved partition (the
-// rows swapped out) against the live one, by key, with the live partition's snapshot. Night 15 on the partitioned
-// target, real PostgreSQL; the other writer is a connection of the test, committing before the publish starts.
+// the publish recorded must be what one measure of both sides after the commit finds: the saved rows (the
+// partition swapped out, or the rows the rewrite deleted) against the live ones, by key, with the live partition's
+// snapshot. Night 15 on both shapes of the target, real PostgreSQL; the other writer is a connection of the test,
+// committing before the publish starts.
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { executeStep } from '../../src/core/procedure.js';
 import { rowStoreOf } from '../../src/core/recompute/rowStore.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { reconcileWithSnapshot } from '../../src/db/reconcile.js';
-import { liveSource, STAGED_RUN, tableSource } from '../../src/db/rowStore.js';
+import { liveSource, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../src/db/rowStore.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const NIGHT = '2026-11-15';
@@ -71,23 +72,30 @@ async function recorded(e: TestEngine, id: number): Promise<Recorded> {
   return row;
 }
 
-/** One measure of both sides after the commit: the saved partition (what was swapped out) against the live one. */
+/** Where the publish put the rows it replaced: the partition a swap detached, or the rewrite's saved rows of the run. */
+async function savedSource(e: TestEngine, id: number, store: RowStore): Promise<RowSource> {
+  const { rows } = await e.ctx.pool.query<{ table: string | null }>(
+    'SELECT saved_table AS table FROM backfill.preserved_partitions WHERE backfill_id = $1 AND partition_hour = $2', [id, hourKey(HOUR)]);
+  const table = rows[0]?.table;
+  return table ? tableSource(store, table) : runSource(store, `bf_orders."p20261115${HOUR}_b${id}_g1_saved"`);
+}
+
+/** One measure of both sides after the commit: the saved rows against the live ones. */
 async function measuredAfter(e: TestEngine, id: number): Promise<Recorded> {
   const pipeline = await requirePipeline(e.ctx.pool, 'orders');
   const store = await rowStoreOf(e.ctx.pool, pipeline);
-  const { rows: saved } = await e.ctx.pool.query<{ table: string }>(
-    'SELECT saved_table AS table FROM backfill.preserved_partitions WHERE backfill_id = $1 AND partition_hour = $2', [id, hourKey(HOUR)]);
-  const savedTable = saved[0]?.table;
-  if (!savedTable) throw new Error('no saved partition');
   const run: [number, number, Date] = [id, STAGED_RUN, new Date(hourKey(HOUR))];
-  const m = await reconcileWithSnapshot(e.ctx.pool, store, run, tableSource(store, savedTable), liveSource(store));
+  const m = await reconcileWithSnapshot(e.ctx.pool, store, run, await savedSource(e, id, store), liveSource(store));
   const { rows: late } = await e.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM warehouse.orders WHERE order_id = $1', [LATE_ORDER_ID]);
   return { ...m.reconciliation, lateRows: late[0]?.n ?? 0, rowsAfter: m.after.rows, checksumAfter: m.after.checksum, rowsSaved: m.beforeRows };
 }
 
-describe('a publish by swap reads what staging measured only while nothing live changed since', () => {
+describe.each([
+  { shape: 'partitioned by hour', scenario: 'month-end-partitioned', by: 'swap' },
+  { shape: 'plain', scenario: 'month-end', by: 'rewrite' },
+] as const)('a publish by $by ($shape target) reads what staging measured only while nothing live changed since', ({ scenario, by }) => {
   it.each(Object.entries(CHANGES))('%s between the stage and the publish', async (change, statements) => {
-    engine = await createTestEngine('month-end-partitioned');
+    engine = await createTestEngine(scenario);
     const e = engine;
     const id = await approvedNight15(e.ctx, 'measured at staging');
     for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
@@ -97,16 +105,44 @@ describe('a publish by swap reads what staging measured only while nothing live 
     e.ctx.hooks = { afterStatement: async (_backfillId, _hour, statement) => { publishStatements.push(statement); } };
     expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hourKey(HOUR) })).toBe('done');
     e.ctx.hooks = undefined;
+    const { rows: published } = await e.ctx.pool.query<{ by: string }>(
+      `SELECT detail ->> 'publishedBy' AS by FROM backfill.events WHERE backfill_id = $1 AND kind = 'recomputed'`, [id]);
+    expect(published).toEqual([{ by }]);
 
     const after = await measuredAfter(e, id);
     expect(await recorded(e, id)).toEqual({ ...after, keysDuplicated: 0 });
     if (change === 'a row written (a late row)') expect(after.lateRows).toBe(1);
     if (change === 'a row deleted') expect(after.rowsSaved).toBe((await recordedAtStaging(e, id)).liveRows - 1);
 
-    // The way it went: the checksum's sort (string_agg) and the late rows' carry run only when something changed.
-    const measuredAgain = publishStatements.some((statement) => statement.includes('string_agg'));
-    expect(measuredAgain).toBe(change !== 'nothing');
-    expect(publishStatements.some((statement) => /^INSERT INTO \S*p2026111505_b\d+_g1"? \(/.test(statement))).toBe(change !== 'nothing');
+    // The way it went: both sides are joined again (the reconciliation's statement), and late rows looked for
+    // (by swap, carried into the staged table; by rewrite, among the rows deleted), only when something changed.
+    expect(publishStatements.some((statement) => statement.includes(') a FULL JOIN (SELECT t.* FROM'))).toBe(change !== 'nothing');
+    const carry = by === 'swap' ? /^INSERT INTO \S*p2026111505_b\d+_g1"? \(/ : /late_rows AS \(\s+INSERT INTO/;
+    expect(publishStatements.some((statement) => carry.test(statement))).toBe(change !== 'nothing');
+  });
+});
+
+describe('a publish by rewrite (plain target) with another writer beside it', () => {
+  it('measures both sides when a row another writer committed after its delete is live beside the rows it wrote', async () => {
+    engine = await createTestEngine('month-end');
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'measured at staging');
+    for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
+    const publishStatements: string[] = [];
+    e.ctx.hooks = {
+      afterStatement: async (_backfillId, _hour, statement) => {
+        publishStatements.push(statement);
+        // A key of its own, so it waits for nothing the publish holds.
+        if (statement.startsWith('WITH gone AS (DELETE')) await e.ctx.pool.query(CHANGES['a row written (a late row)'][0], [hourKey(HOUR)]);
+      },
+    };
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hourKey(HOUR) })).toBe('done');
+    e.ctx.hooks = undefined;
+    const after = await measuredAfter(e, id);
+    expect(after.lateRows).toBe(1);
+    // Not carried (the delete did not see it): live beside the written rows, in the snapshot, not among the saved.
+    expect(await recorded(e, id)).toEqual({ ...after, keysDuplicated: 0, lateRows: 0 });
+    expect(publishStatements.some((statement) => statement.includes(') a FULL JOIN (SELECT t.* FROM'))).toBe(true);
   });
 });
 
