@@ -32,6 +32,8 @@ interface Figures {
   /** (whole backfill − raw step) / partitions, in ms. */
   overheadMs: number;
   swap: { medianMs: number; maxMs: number } | null;
+  /** Of the whole backfill, the last partition published → done (the watermark, the consumers' replays, the compare), in s. */
+  tailSeconds: number | null;
   peakRssMb: number | null;
 }
 
@@ -80,6 +82,7 @@ function figuresOf(key: string, run: RunResult, fromSuite: boolean, size: SuiteS
     reconcile: ratioed(measured('reconciliation')),
     overheadMs: ((seconds - raw) / size.partitions) * 1000,
     swap: phases?.swapMedianMs !== null && phases?.swapMedianMs !== undefined ? { medianMs: phases.swapMedianMs, maxMs: phases.swapMaxMs ?? phases.swapMedianMs } : null,
+    tailSeconds: phases ? phases.tailMs / 1000 : null,
     peakRssMb: memory && memory.peakRssMb.length > 0 ? Math.max(...memory.peakRssMb) : null,
   };
 }
@@ -139,7 +142,7 @@ const DASH = '—';
 function cells(row: Row, rows: Row[], machines: string[]): string[] {
   const f = row.figures;
   const head = [row.target, sizeLabel(row)];
-  if (!f) return [...head, ...Array<string>(8).fill(DASH), 'not measured'];
+  if (!f) return [...head, ...Array<string>(9).fill(DASH), 'not measured'];
   const bound = f.backfill.lowerBound ? '> ' : '';
   const perRow = perRowAgainstFirst(rows, row);
   const machine = machines.length > 1 ? `, machine ${String.fromCharCode(65 + machines.indexOf(machineText(f.machine)))}` : '';
@@ -147,6 +150,7 @@ function cells(row: Row, rows: Row[], machines: string[]): string[] {
     ...head,
     duration(f.rawSeconds),
     `${bound}${duration(f.backfill.seconds)} (${bound}${times(f.backfill.ratio)})`,
+    f.tailSeconds === null || f.backfill.lowerBound ? DASH : `${duration(f.tailSeconds)} (${fmt((100 * f.tailSeconds) / f.backfill.seconds, 0)}%)`,
     `${bound}${fmt(f.overheadMs, f.overheadMs < 10 ? 1 : 0)} ms`,
     f.start ? `${duration(f.start.seconds)} (${times(f.start.ratio)})` : DASH,
     f.reconcile ? `${duration(f.reconcile.seconds)} (${times(f.reconcile.ratio)})` : DASH,
@@ -165,7 +169,7 @@ function markdownTable(header: string[], body: string[][]): string[] {
 function fullTable(rows: Row[], machines: string[]): string[] {
   const base = linearBase(rows);
   return markdownTable(
-    ['target', 'rows × partitions', 'raw step', 'whole backfill, 1 worker process (× raw)', 'overhead per partition', 'start (× raw)',
+    ['target', 'rows × partitions', 'raw step', 'whole backfill, 1 worker process (× raw)', 'of which the watermark, the consumers\' replays and the compare', 'overhead per partition', 'start (× raw)',
       'reconciliation (× one scan of both sides)', 'swap window, median / longest', 'worker peak RSS',
       `whole backfill per row, × ${base ? sizeLabel(base) : 'the first linear size'}'s`, 'measured, entry'],
     rows.map((row) => cells(row, rows, machines)));
