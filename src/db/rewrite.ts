@@ -1,6 +1,6 @@
 import { runPipelineSql } from './pipelineSql.js';
 import type { Queryable } from './pool.js';
-import { keysEqual, liveSource, rowText, runRows, runSource, stepRows, tableSource, type RowSource, type RowStore } from './rowStore.js';
+import { keysEqual, liveSource, nothingChanged, rowText, runRows, runSource, stepRows, versionsAgainstBaseline, type RowSource, type RowStore, type VersionChanges } from './rowStore.js';
 
 // Stage, publish and restore by rewrite: the statements over the run's staged and saved rows (RewriteTables: in
 // tables of the run's own, or the store's shared ones), its baseline, and the live partition they replace. Each
@@ -44,32 +44,21 @@ export async function saveAndDeletePrior(tx: Queryable, store: RowStore, saved: 
 
 /**
  * saveAndDeletePrior, and in the same statement what it deleted against the baseline kept with row versions when
- * the partition was staged (`baseline`, a table of the run's own with bf_xmin, keepKeysIn): keys it deleted that
- * the baseline does not have (rows written since), keys of the baseline in another row version (changed since),
- * keys of the baseline it did not delete (gone since). All three zero means it deleted exactly the rows staging
- * measured: a row version's xmin is the transaction that wrote it, which committed before staging read it and
- * writes nothing more, and nothing but a new version changes a row. A key NULL or twice on a side counts as one of
- * the three, never as unchanged.
+ * the partition was staged (`baseline`, versionsAgainstBaseline): unchanged when it deleted exactly the rows
+ * staging measured.
  */
 export async function saveAndDeleteComparing(tx: Queryable, store: RowStore, saved: string, run: [number, number, Date], baseline: string): Promise<{ rows: number; unchanged: boolean }> {
-  const [first] = store.keys;
-  if (!first) throw new Error('a publish needs key columns');
-  const { rows } = await tx.query<{ rows: number; added: number; changed: number; gone: number }>(
+  const { rows } = await tx.query<VersionChanges & { rows: number }>(
     `WITH gone AS (DELETE FROM ${liveSource(store)} RETURNING t.*, t.xmin AS bf_xmin),
      kept AS (
        INSERT INTO ${saved} (bf_backfill, bf_generation, ${store.columns.join(', ')})
        SELECT $1::bigint, $2::int, ${store.columns.map((column) => `gone.${column}`).join(', ')} FROM gone
        RETURNING 1)
-     SELECT (SELECT count(*) FROM kept)::int AS rows,
-            count(*) FILTER (WHERE b.${first} IS NULL)::int AS added,
-            count(*) FILTER (WHERE g.${first} IS NOT NULL AND b.${first} IS NOT NULL AND NOT (g.bf_xmin = b.bf_xmin))::int AS changed,
-            count(*) FILTER (WHERE g.${first} IS NULL)::int AS gone
-     FROM (SELECT ${store.keys.map((key) => `gone.${key}`).join(', ')}, gone.bf_xmin FROM gone) g
-     FULL JOIN (SELECT ${store.keys.map((key) => `t.${key}`).join(', ')}, t.bf_xmin FROM ${tableSource(store, baseline)}) b
-       ON ${store.keys.map((key) => `g.${key} = b.${key}`).join(' AND ')}`, run);
+     SELECT (SELECT count(*) FROM kept)::int AS rows, c.*
+     FROM (${versionsAgainstBaseline(store, `SELECT ${store.keys.map((key) => `gone.${key}`).join(', ')}, gone.bf_xmin FROM gone`, baseline)}) c`, run);
   const row = rows[0];
   if (!row) throw new Error('the publish delete returned no row');
-  return { rows: row.rows, unchanged: row.added === 0 && row.changed === 0 && row.gone === 0 };
+  return { rows: row.rows, unchanged: nothingChanged(row) };
 }
 
 /** The live rows of the run's hour, counted. */

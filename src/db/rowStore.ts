@@ -117,6 +117,36 @@ export function tableSource(store: RowStore, table: string, alias = 't'): RowSou
   return `${table} ${alias} WHERE $1::bigint IS NOT NULL AND $2::int IS NOT NULL AND ${alias}.${store.partition} = $3::timestamptz`;
 }
 
+/** What other writers did to a partition's rows since it was staged, by key against the baseline's row versions. */
+export interface VersionChanges {
+  /** Keys the baseline does not have: rows written since (late rows). */
+  added: number;
+  /** Keys of the baseline in another row version: updated (or deleted and written again) since. */
+  changed: number;
+  /** Keys of the baseline no longer there. */
+  gone: number;
+}
+
+/**
+ * One row of VersionChanges: `versioned` (a query yielding the key columns and each row's version as bf_xmin)
+ * against the baseline kept with row versions when the partition was staged (`baseline`, a table of keepKeysIn's
+ * rowVersions), in one read of each, with the run's parameters. All three zero (nothingChanged) means the rows are
+ * exactly those staging read: a row version's xmin is the transaction that wrote it, which committed before
+ * staging read it and writes nothing more, and nothing but a new version changes a row. A key NULL or twice on a
+ * side counts as added and gone, or as changed, never as unchanged.
+ */
+export function versionsAgainstBaseline(store: RowStore, versioned: string, baseline: string): string {
+  const [first] = store.keys;
+  if (!first) throw new Error('comparing row versions needs key columns');
+  return `SELECT count(*) FILTER (WHERE b.${first} IS NULL)::int AS added,
+            count(*) FILTER (WHERE v.${first} IS NOT NULL AND b.${first} IS NOT NULL AND NOT (v.bf_xmin = b.bf_xmin))::int AS changed,
+            count(*) FILTER (WHERE v.${first} IS NULL)::int AS gone
+     FROM (${versioned}) v
+     FULL JOIN (SELECT ${store.keys.map((key) => `t.${key}`).join(', ')}, t.bf_xmin FROM ${tableSource(store, baseline)}) b ON ${keysEqual(store, 'v', 'b')}`;
+}
+
+export const nothingChanged = (changes: VersionChanges): boolean => changes.added === 0 && changes.changed === 0 && changes.gone === 0;
+
 /**
  * PERF: the store's tables are filled and joined inside one transaction, before any statistics exist for the
  * new rows (autovacuum may be off, and ANALYZE per partition would serialize the workers). With a nested loop

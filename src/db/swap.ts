@@ -1,6 +1,6 @@
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 import { runPipelineSql } from './pipelineSql.js';
-import { keysEqual, liveSource, stepRows, tableSource, type RowSource, type RowStore } from './rowStore.js';
+import { keysEqual, liveSource, stepRows, tableSource, versionsAgainstBaseline, type RowSource, type RowStore, type VersionChanges } from './rowStore.js';
 import type { Pipeline } from './pipelines.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
@@ -250,33 +250,10 @@ export async function carryLateRowsIntoStaged(tx: Queryable, store: RowStore, ru
   return late.rowCount ?? 0;
 }
 
-/** What other writers did to the live partition since it was staged, by key against the baseline's row versions. */
-export interface LiveChanges {
-  /** Live keys the baseline does not have: rows written since (late rows, to be carried). */
-  added: number;
-  /** Keys of the baseline live in another row version: updated (or deleted and written again) since. */
-  changed: number;
-  /** Keys of the baseline no longer live. */
-  gone: number;
-}
-
-/**
- * The live partition `live` against the baseline kept with row versions when it was staged (keepKeysIn's
- * bf_xmin), in one read of each. All three zero means the partition holds exactly the rows it held then: an
- * UPDATE by anyone makes a new row version with another xmin, and nothing but a new version changes a row. A key
- * NULL or twice on a side counts as added and gone, or as changed, never as unchanged, so such a partition is
- * always measured again.
- */
-export async function liveChangesSince(tx: Queryable, store: RowStore, run: [number, number, Date], tables: { live: string; baseline: string }): Promise<LiveChanges> {
-  const [first] = store.keys;
-  if (!first) throw new Error('a publish by swap needs key columns');
-  const keys = store.keys.map((key) => `t.${key}`).join(', ');
-  const { rows } = await tx.query<LiveChanges>(
-    `SELECT count(*) FILTER (WHERE b.${first} IS NULL)::int AS added,
-            count(*) FILTER (WHERE l.${first} IS NOT NULL AND b.${first} IS NOT NULL AND NOT (l.bf_xmin = b.bf_xmin))::int AS changed,
-            count(*) FILTER (WHERE l.${first} IS NULL)::int AS gone
-     FROM (SELECT ${keys}, t.xmin AS bf_xmin FROM ${tableSource(store, tables.live)}) l
-     FULL JOIN (SELECT ${keys}, t.bf_xmin FROM ${tableSource(store, tables.baseline)}) b ON ${store.keys.map((key) => `l.${key} = b.${key}`).join(' AND ')}`, run);
+/** The live partition `live` against the baseline kept with row versions when it was staged (versionsAgainstBaseline). */
+export async function liveChangesSince(tx: Queryable, store: RowStore, run: [number, number, Date], tables: { live: string; baseline: string }): Promise<VersionChanges> {
+  const versioned = `SELECT ${store.keys.map((key) => `t.${key}`).join(', ')}, t.xmin AS bf_xmin FROM ${tableSource(store, tables.live)}`;
+  const { rows } = await tx.query<VersionChanges>(versionsAgainstBaseline(store, versioned, tables.baseline), run);
   const row = rows[0];
   if (!row) throw new Error('the live partition\'s changes returned no row');
   return row;

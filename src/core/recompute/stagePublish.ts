@@ -211,11 +211,11 @@ async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run:
     const prior = await saveAndDeleteComparing(tx, store, tables.saved, run, versioned);
     await savedOnce(tx, run, prior.rows, null);
     if (prior.unchanged) return rewriteUnchanged(tx, pipeline, store, run, tables, atStaging);
-    return writeAndMeasure(tx, pipeline, store, run, tables);
+    return writeAndMeasure(tx, pipeline, store, run, tables, tableSource(store, versioned));
   }
   const rows = await saveAndDeletePrior(tx, store, tables.saved, run);
   await savedOnce(tx, run, rows, null);
-  return writeAndMeasure(tx, pipeline, store, run, tables);
+  return writeAndMeasure(tx, pipeline, store, run, tables, await keptBaseline(tx, store, run));
 }
 
 /**
@@ -233,9 +233,9 @@ async function rewriteUnchanged(tx: PoolClient, pipeline: Pipeline, store: RowSt
   return { published: measured.reconciliation, lateRows: 0, snapshot: measured.after, rowsWritten: written };
 }
 
-/** The staged rows and the late ones written, then the saved rows against the live ones measured. */
-async function writeAndMeasure(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], tables: RewriteTables): Promise<Written> {
-  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(pipeline.keyColumns), await keptBaseline(tx, store, run));
+/** The staged rows and the late ones (those not in `baseline`) written, then the saved rows against the live ones measured. */
+async function writeAndMeasure(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], tables: RewriteTables, baseline: RowSource): Promise<Written> {
+  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(pipeline.keyColumns), baseline);
   // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each;
   // its checksum is the written rows' unless other writers' rows are live beside them.
   const measured = await reconcileWritten(tx, store, run, runSource(store, tables.saved), liveSource(store), written);

@@ -38,7 +38,7 @@ export const baselineTable = (store: RowStore, run: [number, number, Date]) => i
  * rows by (rows normal ingestion wrote since), in a table of its own without an index (a hash join reads it
  * whole). PERF: copying 50,000 keys into the store's shared baseline, whose btree on (backfill, generation,
  * hour, key) grows with every row, took 120–190 ms; into a table of their own, under 90 ms. `rowVersions`: with
- * each row's xmin, by which a publish by swap tells whether anything live changed since (liveChangesSince).
+ * each row's xmin, by which a publish tells whether anything live changed since (versionsAgainstBaseline).
  */
 export async function keepBaseline(tx: PoolClient, store: RowStore, run: [number, number, Date], live: RowSource, options: { rowVersions?: boolean } = {}): Promise<void> {
   await keepKeysIn(tx, store, baselineTable(store, run), live, run, options);

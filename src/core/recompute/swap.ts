@@ -3,7 +3,7 @@ import type { PartitionSnapshot } from '../../db/partitions.js';
 import type { Pipeline } from '../../db/pipelines.js';
 import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.js';
-import { preferHashJoins, storeSchemaName, tableSource, type RowStore } from '../../db/rowStore.js';
+import { nothingChanged, preferHashJoins, storeSchemaName, tableSource, type RowStore } from '../../db/rowStore.js';
 import {
   addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
   beginPublishTry, explainHourQuery, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes, liveChangesSince,
@@ -355,8 +355,7 @@ async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
     throw new BackfillError(ErrorCode.StepFailed, `${pipeline.targetTable} has no partition of exactly ${formatHour(hour)} any more: it was staged for a swap, so it is not published. Nothing was changed.`);
   }
   if (atStaging) {
-    const changes = await liveChangesSince(tx, store, run, { live: live.qualified, baseline: baselineTable(store, run) });
-    if (changes.added === 0 && changes.changed === 0 && changes.gone === 0) {
+    if (nothingChanged(await liveChangesSince(tx, store, run, { live: live.qualified, baseline: baselineTable(store, run) }))) {
       return { live, lateRows: 0, published: atStaging.reconciliation, savedRows: atStaging.liveRows, snapshot: atStaging.staged };
     }
   }
