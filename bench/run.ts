@@ -39,7 +39,7 @@ import { readWatermark } from '../src/core/identify/identify.js';
 import { formatHour, formatHourRange } from '../src/core/time.js';
 import { migrate } from '../src/db/migrate.js';
 import { requirePipeline, type Pipeline } from '../src/db/pipelines.js';
-import { createPool, dropDatabase, poolBounds, recreateDatabase, type Pool } from '../src/db/pool.js';
+import { createPool, dropDatabase, sessionSettings, recreateDatabase, type Pool } from '../src/db/pool.js';
 import { DEMO_PIPELINE } from '../dev/demo/constants.js';
 import { seedDemo } from '../dev/demo/seed.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../src/errors.js';
@@ -719,7 +719,7 @@ async function benchOn(setting: Setting): Promise<{ key: string; result: RunResu
   progress(`benchmark: ${parsed.rowsPerPartition.toLocaleString('en-US')} rows × ${parsed.partitions} partitions, ${parsed.target} target, worker processes ${parsed.workers.join(', ')}, ` +
     `queues on ${setting.queues.join(' and ')}; database ${BENCH_DATABASE}, queue prefix ${setting.prefix}-<backend>`);
   await recreateDatabase(benchUrl);
-  const pool = createPool(benchUrl, 'backfill-bot-bench', poolBounds(config));
+  const pool = createPool(benchUrl, 'backfill-bot-bench', sessionSettings(config));
   let rigs: QueueRig[] = [];
   let failure: unknown;
   let written: { key: string; result: RunResult } | undefined;

@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { PrintingMessenger } from '../src/cli/runner.js';
 import { queueBackendOf } from '../src/backends.js';
 import { loadConfig } from '../src/config.js';
-import { createPool, poolBounds } from '../src/db/pool.js';
+import { createPool, sessionSettings } from '../src/db/pool.js';
 import { startWorkers } from '../src/worker.js';
 import { listenForPlans } from './autoExplain.js';
 import { WORKER_APPLICATION } from './workerProcesses.js';
@@ -26,7 +26,7 @@ async function main(): Promise<void> {
   if (!loaded.DATABASE_URL) throw new Error('bench/worker.ts needs DATABASE_URL: bench/run.ts starts it with the bench database');
   const config = { ...loaded, DATABASE_URL: loaded.DATABASE_URL };
   // The bounds the production worker runs with (src/workerMain.ts).
-  const pool = createPool(config.DATABASE_URL, WORKER_APPLICATION, poolBounds(config));
+  const pool = createPool(config.DATABASE_URL, WORKER_APPLICATION, sessionSettings(config));
   const explainFile = values['explain-file'];
   if (explainFile) listenForPlans(pool, (plan) => appendFileSync(explainFile, `${JSON.stringify(plan)}\n`));
   const workers = await startWorkers({ pool, config, messenger: new PrintingMessenger(() => undefined) });

@@ -5,7 +5,7 @@ import type { CatalogInput } from './core/catalog/apply.js';
 import type { EngineContext } from './core/context.js';
 import { migrate } from './db/migrate.js';
 import { loadPeople, type People } from './db/people.js';
-import { createPool, poolBounds } from './db/pool.js';
+import { createPool, sessionSettings } from './db/pool.js';
 import { BackfillError, ErrorCode } from './errors.js';
 
 // The composition of one CLI command (src/cli/main.ts): a small pool of its own, the migrations applied, who is
@@ -26,7 +26,7 @@ export interface CommandSession {
  * sweep every few seconds); a stop takes the backfill's jobs off the queue when the queue answers.
  */
 export async function openCommandSession(config: RunConfig): Promise<CommandSession> {
-  const pool = createPool(config.DATABASE_URL, 'backfill-cli', poolBounds(config));
+  const pool = createPool(config.DATABASE_URL, 'backfill-cli', sessionSettings(config));
   try {
     await migrate(pool);
     const ctx: EngineContext = { pool, config };

@@ -119,6 +119,8 @@ const configSchema = z.object({
   // a frozen or vanished worker's. Unset: STEP_LEASE_MS, since a step idle longer than its lease has lost its claim.
   IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number({ error: 'IDLE_IN_TRANSACTION_TIMEOUT_MS must be a whole number of milliseconds, e.g. 60000' })
     .int('IDLE_IN_TRANSACTION_TIMEOUT_MS must be a whole number of milliseconds, e.g. 60000').positive('IDLE_IN_TRANSACTION_TIMEOUT_MS must be at least 1').optional(),
+  // off: the bot's sessions run with jit = off (src/db/pool.ts says why); server: with the server's own setting.
+  DATABASE_JIT: z.enum(['off', 'server'], { error: 'DATABASE_JIT must be off (the default) or server (the server\'s own jit setting)' }).default('off'),
   JOB_BACKOFF_MS: positiveInt('JOB_BACKOFF_MS', 2000),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
   // Signs every webhook re-trigger (X-Backfill-Signature). No default: a default is public, and a receiver that

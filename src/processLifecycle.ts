@@ -2,7 +2,7 @@ import { openBackends, type Backends, type RunConfig } from './backends.js';
 import { loadConfig, requireSlack, secretValues, type SlackConfig } from './config.js';
 import { requireWebhookSecret } from './core/retrigger/call.js';
 import { migrate } from './db/migrate.js';
-import { createPool, poolBounds, type Pool } from './db/pool.js';
+import { createPool, sessionSettings, type Pool } from './db/pool.js';
 import { BackfillError, ErrorCode, isBackfillError } from './errors.js';
 import { configureLogging, logger } from './log.js';
 
@@ -99,7 +99,7 @@ export function runSlackService(applicationName: string, start: (pool: Pool, con
     requireWebhookSecret(loaded);
     const backends = await openBackends(loaded, { log: (line) => log.info(line) });
     return startOn(backends, async (config) => {
-      const pool = createPool(config.DATABASE_URL, applicationName, poolBounds(config));
+      const pool = createPool(config.DATABASE_URL, applicationName, sessionSettings(config));
       try {
         await migrate(pool);
         const service = await start(pool, config, slack);

@@ -12,7 +12,7 @@ import { registerSecrets } from '../../src/redaction.js';
 import { loadBackfillReport } from '../../src/core/file/status.js';
 import { listEvents } from '../../src/db/events.js';
 import { migrate } from '../../src/db/migrate.js';
-import { createPool, poolBounds, recreateDatabase, type Pool } from '../../src/db/pool.js';
+import { createPool, sessionSettings, recreateDatabase, type Pool } from '../../src/db/pool.js';
 import { isBackfillError } from '../../src/errors.js';
 import { createQueue } from '../../src/queue/connection.js';
 import { runOn } from '../../src/processLifecycle.js';
@@ -80,7 +80,7 @@ async function runDemo(config: RunConfig, queueBackend: QueueBackend, target: Ta
 
   section(`Seeding the Harborlight demo into ${new URL(config.DATABASE_URL).pathname.slice(1)}`);
   await recreateDatabase(config.DATABASE_URL);
-  const pool = createPool(config.DATABASE_URL, 'backfill-demo', poolBounds(config));
+  const pool = createPool(config.DATABASE_URL, 'backfill-demo', sessionSettings(config));
   await migrate(pool);
   const slack = await startSlackEmulator();
   const bot = await createSlackApp({

@@ -4,7 +4,7 @@
 import { openBackends } from '../../src/backends.js';
 import { loadConfig } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
-import { createPool, poolBounds } from '../../src/db/pool.js';
+import { createPool, sessionSettings } from '../../src/db/pool.js';
 import { runOn } from '../../src/processLifecycle.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../../src/errors.js';
 import { DemoScenario, SCENARIO_AS_OF } from './constants.js';
@@ -44,7 +44,7 @@ async function main(): Promise<void> {
   const backends = await openBackends(loadConfig(), { create: true, checkQueue: false, log: (line) => console.log(line) });
   console.log(backends.summary);
   await runOn(backends, async (config) => {
-    const pool = createPool(config.DATABASE_URL, 'backfill-bot-demo-seed', poolBounds(config));
+    const pool = createPool(config.DATABASE_URL, 'backfill-bot-demo-seed', sessionSettings(config));
     try {
       const started = performance.now();
       await migrate(pool);

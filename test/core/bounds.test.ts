@@ -8,7 +8,7 @@ import { recordingRefusals } from '../../src/core/refusals.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { executeStep, type StepContext } from '../../src/core/procedure.js';
 import { listEvents } from '../../src/db/events.js';
-import { createPool, withTransaction, type Pool, type PoolBounds } from '../../src/db/pool.js';
+import { createPool, withTransaction, type Pool, type SessionSettings } from '../../src/db/pool.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { planMessage } from '../../src/views/blocks.js';
 import { renderPlan } from '../../src/views/text.js';
@@ -30,7 +30,7 @@ afterEach(async () => {
 });
 
 /** The engine's database through a pool with these bounds, under an application name of its own. */
-function boundedContext(e: TestEngine, bounds: PoolBounds): { ctx: StepContext; pool: Pool; applicationName: string } {
+function boundedContext(e: TestEngine, bounds: SessionSettings): { ctx: StepContext; pool: Pool; applicationName: string } {
   const applicationName = `bounds-${randomBytes(4).toString('hex')}`;
   const pool = createPool(e.ctx.config.DATABASE_URL, applicationName, bounds);
   opened.push(pool);

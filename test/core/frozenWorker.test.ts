@@ -19,7 +19,7 @@ import { executeStep, type StepContext, type StepRef } from '../../src/core/proc
 import { listEvents } from '../../src/db/events.js';
 import { OWNERS } from '../../dev/demo/constants.js';
 import { SlackMessenger } from '../../src/slack/delivery/messenger.js';
-import { createPool, poolBounds, terminateTransactionsNamed, type Pool } from '../../src/db/pool.js';
+import { createPool, sessionSettings, terminateTransactionsNamed, type Pool } from '../../src/db/pool.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
 import { startWorkerProcess } from '../support/workerProcess.js';
@@ -107,9 +107,9 @@ describe('a session idle inside a transaction', () => {
     engine = await createTestEngine('month-end');
     const e = engine;
     // The default follows the lease; a value of its own wins.
-    expect(poolBounds({ ...e.ctx.config, STEP_LEASE_MS: 45_000 }).idleInTransactionTimeoutMs).toBe(45_000);
-    expect(poolBounds({ ...e.ctx.config, IDLE_IN_TRANSACTION_TIMEOUT_MS: 300 }).idleInTransactionTimeoutMs).toBe(300);
-    const pool = poolFor(e, 'backfill-bot-idle', poolBounds({ ...e.ctx.config, IDLE_IN_TRANSACTION_TIMEOUT_MS: 300 }));
+    expect(sessionSettings({ ...e.ctx.config, STEP_LEASE_MS: 45_000 }).idleInTransactionTimeoutMs).toBe(45_000);
+    expect(sessionSettings({ ...e.ctx.config, IDLE_IN_TRANSACTION_TIMEOUT_MS: 300 }).idleInTransactionTimeoutMs).toBe(300);
+    const pool = poolFor(e, 'backfill-bot-idle', sessionSettings({ ...e.ctx.config, IDLE_IN_TRANSACTION_TIMEOUT_MS: 300 }));
     const client = await pool.connect();
     const lost = new Promise<Error>((resolve) => client.once('error', resolve));
     const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid ?? -1;
