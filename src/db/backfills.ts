@@ -265,12 +265,15 @@ export interface NewBackfill extends Pick<BackfillRow, 'reason' | 'requestedBy' 
   needsSecondApproval: boolean;
 }
 
-/** The log row, announced; returns its id. Identifiers come from the pipeline's catalog row, quoted once. */
-export async function insertBackfill(tx: Queryable, pipeline: Pipeline, row: NewBackfill): Promise<number | undefined> {
+/**
+ * The log row, announced; returns its id and the days' total before it captured. Identifiers come from the
+ * pipeline's catalog row, quoted once.
+ */
+export async function insertBackfill(tx: Queryable, pipeline: Pipeline, row: NewBackfill): Promise<{ id: number; totalBefore: string } | undefined> {
   // The days as ranges of the partition column, not its expression: read in those days' partitions alone (wholeUtcDays).
   const days = wholeUtcDays(quoteIdent(pipeline.partitionColumn), row.days, 13);
   // total_before is computed by this very INSERT: captured with announced_at, before any delete can happen.
-  const { rows } = await tx.query<{ id: number }>(
+  const { rows } = await tx.query<{ id: number; totalBefore: string }>(
     `INSERT INTO backfill.backfills (pipeline, reason, requested_by, first_hour, last_hour, partition_count,
                                      watermark_before, watermark_reset_to, total_before, announced_at, state, limit_override,
                                      incident_channel, plan_id, needs_second_approval)
@@ -278,11 +281,11 @@ export async function insertBackfill(tx: Queryable, pipeline: Pipeline, row: New
             coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0), now(), 'announced', $9::text, $10::text, $11::bigint, $12::boolean
      FROM ${quoteQualified(pipeline.targetTable)}
      WHERE ${days.condition}
-     RETURNING id`,
+     RETURNING id, total_before::text AS "totalBefore"`,
     [pipeline.name, row.reason, row.requestedBy, row.firstHour, row.lastHour, row.partitionCount,
       row.watermarkBefore, row.watermarkResetTo, row.limitOverride,
       row.incidentChannel, row.planId, row.needsSecondApproval, ...days.params]);
-  return rows[0]?.id;
+  return rows[0];
 }
 
 /** The backfill's size as estimated at start, and whether it waits for a second operator's approval. */

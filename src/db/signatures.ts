@@ -56,17 +56,27 @@ export async function listSignedReports(db: Queryable): Promise<{ report: string
 
 /**
  * A signed figure in the backfill's scope, with the total the pipeline's table holds for its day now (before the
- * backfill). Identifiers come from the pipeline's catalog row, quoted once.
+ * backfill), or `dayTotal` when the caller read that day's total already in this transaction. Returns the total
+ * recorded. Identifiers come from the pipeline's catalog row, quoted once.
  */
-export async function insertBackfillSignoff(tx: Queryable, pipeline: Pipeline, backfillId: number, figure: SignedFigure): Promise<void> {
+export async function insertBackfillSignoff(tx: Queryable, pipeline: Pipeline, backfillId: number, figure: SignedFigure, dayTotal?: string): Promise<string> {
+  const row = [backfillId, figure.signoffId, figure.report, figure.period, figure.total];
+  if (dayTotal !== undefined) {
+    await tx.query(
+      `INSERT INTO backfill.backfill_signoffs (backfill_id, signoff_id, report, period, signed_total, total_before)
+       VALUES ($1::bigint, $2::bigint, $3::text, $4::date, $5::numeric, $6::numeric)`, [...row, dayTotal]);
+    return dayTotal;
+  }
   // The day as a range of the partition column, not its expression: read in that day's partitions alone (wholeUtcDays).
   const day = wholeUtcDays(quoteIdent(pipeline.partitionColumn), [figure.period], 6);
-  await tx.query(
+  const { rows } = await tx.query<{ total: string }>(
     `INSERT INTO backfill.backfill_signoffs (backfill_id, signoff_id, report, period, signed_total, total_before)
      SELECT $1::bigint, $2::bigint, $3::text, $4::date, $5::numeric, coalesce(sum(${quoteIdent(pipeline.measureColumn)}), 0)
      FROM ${quoteQualified(pipeline.targetTable)}
-     WHERE ${day.condition}`,
-    [backfillId, figure.signoffId, figure.report, figure.period, figure.total, ...day.params]);
+     WHERE ${day.condition}
+     RETURNING total_before::text AS total`,
+    [...row, ...day.params]);
+  return rows[0]?.total ?? '0.00';
 }
 
 /** What the rebuilt report shows for a figure in the backfill's scope, and its difference from the signed one. */

@@ -21,6 +21,19 @@ afterEach(async () => {
   engine = undefined;
 });
 
+/** The pipeline's table summed over the day of an expression of its partition column. */
+async function dayTotal(e: TestEngine, day: string): Promise<string | undefined> {
+  const { rows } = await e.ctx.pool.query<{ total: string }>(
+    `SELECT coalesce(sum(amount_base), 0)::numeric(18,2)::text AS total FROM warehouse.orders WHERE (partition_hour AT TIME ZONE 'UTC')::date = $1::date`, [day]);
+  return rows[0]?.total;
+}
+
+async function signedFiguresBefore(e: TestEngine, backfillId: number): Promise<{ period: string; total: string }[]> {
+  const { rows } = await e.ctx.pool.query<{ period: string; total: string }>(
+    `SELECT to_char(period, 'YYYY-MM-DD') AS period, total_before::text AS total FROM backfill.backfill_signoffs WHERE backfill_id = $1 ORDER BY period`, [backfillId]);
+  return rows;
+}
+
 describe('the preview', () => {
   it('runs the step query once, aggregated, writing nothing to the table; start keeps its rows by key as the envelope', async () => {
     engine = await createTestEngine();
@@ -30,7 +43,13 @@ describe('the preview', () => {
     const plan = await planBackfill(e.ctx, REQUEST);
     expect(plan.previewedBy).toBe('step');
     expect(plan.expectedTotalAfter).toBe('1271902.10');
-    const { backfill } = await startBackfill(e.ctx, REQUEST);
+    const { backfill, plan: started } = await startBackfill(e.ctx, REQUEST);
+    // Start previews again in its own transaction, reading the days once (the backfill row's total before) and
+    // the hours once (the targets' figures before): the same figures as the plan's own reads.
+    expect({ before: started.totalBefore, after: started.expectedTotalAfter, kept: backfill.totalBefore }).toEqual({ before: plan.totalBefore, after: '1271902.10', kept: plan.totalBefore });
+    // The settlement report signed for the night, the backfill's one day: its total before is the day's.
+    expect(await signedFiguresBefore(e, backfill.id)).toEqual([{ period: '2026-11-15', total: await dayTotal(e, '2026-11-15') }]);
+    expect(plan.totalBefore).toBe(await dayTotal(e, '2026-11-15'));
     // The old preview deleted and re-inserted every target hour in a rolled-back transaction; this one reads.
     expect(await dead()).toBe(deletedBefore);
     const kept = await e.ctx.pool.query(`SELECT count(*)::int AS n, sum(bf_measure)::text AS total FROM bf_orders.expected WHERE bf_backfill = $1`, [backfill.id]);
@@ -49,7 +68,8 @@ describe('the preview', () => {
     expect(plan.expectedTotalAfter).toBe('1271902.10');
     expect(plan.announcements[0]?.facts.previewedBy).toBe('estimate');
     expect(slackNoticeText({ kind: 'announcement', facts: plan.announcements[0]!.facts })).toMatch(/from the pipeline's estimate/);
-    const { backfill } = await startBackfill(e.ctx, REQUEST);
+    const { backfill, plan: started } = await startBackfill(e.ctx, REQUEST);
+    expect({ before: started.totalBefore, after: started.expectedTotalAfter }).toEqual({ before: plan.totalBefore, after: plan.expectedTotalAfter });
     expect((await e.ctx.pool.query(`SELECT count(*)::int AS n FROM bf_orders.expected WHERE bf_backfill = $1`, [backfill.id])).rows[0].n).toBe(0);
     // After the announcement one order of 07:00 changes upstream: its total leaves the estimate.
     await e.ctx.pool.query(`UPDATE warehouse.orders_raw SET amount_local = amount_local + 10 WHERE order_id = (SELECT min(order_id) FROM warehouse.orders_raw WHERE event_hour = '2026-11-15T07:00Z')`);
@@ -62,5 +82,29 @@ describe('the preview', () => {
     expect(published).toContain('05');
     expect(published).not.toContain('07');
     expect(published).not.toContain('10');
+  });
+
+  it('gives start the figures the plan gives over hours of two days, each day summed whole, an hour with no live rows too', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    // Midnight's live rows are gone and one source row of 23:00 changed: the preview differs from what is live.
+    await e.ctx.pool.query(`DELETE FROM warehouse.orders WHERE partition_hour = '2026-11-16T00:00Z'`);
+    await e.ctx.pool.query(`UPDATE warehouse.orders_raw SET amount_local = amount_local + 10 WHERE order_id = (SELECT min(order_id) FROM warehouse.orders_raw WHERE event_hour = '2026-11-15T23:00Z')`);
+    const request = { ...REQUEST, target: '2026-11-15T22:00..2026-11-16T01:00' };
+    const plan = await planBackfill(e.ctx, request);
+    expect(plan.days).toEqual(['2026-11-15', '2026-11-16']);
+    const { backfill, plan: started } = await startBackfill(e.ctx, request);
+    expect({ before: started.totalBefore, after: started.expectedTotalAfter, expected: started.expected })
+      .toEqual({ before: plan.totalBefore, after: plan.expectedTotalAfter, expected: plan.expected });
+    expect(backfill.totalBefore).toBe(plan.totalBefore);
+    // The total after is the days' total less the hours' live rows plus the preview's: the targets hold both.
+    const { rows } = await e.ctx.pool.query<{ live: string; previewed: string }>(
+      `SELECT sum(total_before)::text AS live, sum(expected_total)::text AS previewed FROM backfill.backfill_targets WHERE backfill_id = $1`, [backfill.id]);
+    const cents = (money: string | undefined) => Math.round(Number(money) * 100);
+    expect(rows[0]?.live).not.toBe(rows[0]?.previewed);
+    // Over two days, the figure signed for each has that day's total before, not the backfill's.
+    expect(await signedFiguresBefore(e, backfill.id)).toEqual([
+      { period: '2026-11-15', total: await dayTotal(e, '2026-11-15') }, { period: '2026-11-16', total: await dayTotal(e, '2026-11-16') }]);
+    expect(cents(started.expectedTotalAfter)).toBe(cents(plan.totalBefore) - cents(rows[0]?.live) + cents(rows[0]?.previewed));
   });
 });

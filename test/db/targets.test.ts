@@ -66,20 +66,23 @@ describe.each([['plain', 'month-end'], ['partitioned by hour', 'month-end-partit
     const read = await withTransaction(e.ctx.pool, async (tx) => {
       const before = await scansOfAnotherDay(tx);
       const total = await totalOverDays(tx, pipeline, days);
-      const id = await insertBackfill(tx, pipeline, {
+      const inserted = await insertBackfill(tx, pipeline, {
         reason: 'days test', requestedBy: 'U07ONCALL', firstHour: new Date('2026-11-15T00:00Z'), lastHour: new Date('2026-11-16T23:00Z'), partitionCount: 48,
         watermarkBefore: null, watermarkResetTo: new Date('2026-11-14T23:00Z'), days: ['2026-11-16', '2026-11-15'], limitOverride: null, incidentChannel: null, planId: null, needsSecondApproval: false,
       });
-      if (id === undefined) throw new Error('no backfill row');
+      if (inserted === undefined) throw new Error('no backfill row');
+      const { id } = inserted;
       const { rows: [signoff] } = await tx.query<{ id: number }>('SELECT id FROM backfill.signoffs ORDER BY id LIMIT 1');
       await insertBackfillSignoff(tx, pipeline, id, { signoffId: signoff?.id ?? 0, report: 'settlement_report', period: '2026-11-15', total: '1.00', signedBy: 'U07SETTLE', signedAt: new Date() });
       const { rows: [kept] } = await tx.query<{ backfill: string; signoff: string }>(
         `SELECT b.total_before::text AS backfill, s.total_before::text AS signoff FROM backfill.backfills b JOIN backfill.backfill_signoffs s ON s.backfill_id = b.id WHERE b.id = $1`, [id]);
       const after = await scansOfAnotherDay(tx);
       await tx.query('ROLLBACK; BEGIN');
-      return { total, kept, scans: after - before };
+      return { total, kept, returned: inserted.totalBefore, scans: after - before };
     });
     expect(read.total).toBe(await byExpression(days));
+    // What the insert returns is what it kept: start's preview takes its days' total from it.
+    expect(read.returned).toBe(read.kept?.backfill);
     expect(read.kept).toEqual({ backfill: await byExpression(['2026-11-15', '2026-11-16']), signoff: await byExpression(['2026-11-15']) });
     expect(read.scans).toBe(0);
   });

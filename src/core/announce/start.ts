@@ -5,14 +5,13 @@ import { recordEvent } from '../../db/events.js';
 import { withTransaction, type PoolClient } from '../../db/pool.js';
 import { insertBackfillSignoff } from '../../db/signatures.js';
 import { insertAnnounceSteps } from '../../db/steps.js';
-import { insertTargets } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { approveIfGateOpen } from './gate.js';
 import { freezeCatalog } from '../catalog/frozen.js';
 import { ensureRowStore } from '../recompute/rowStore.js';
 import { recordSize } from '../identify/sizing.js';
-import { announcementsFor, buildPlan, checkFrozenPlan, previewTotals, withPreview, type BackfillRequest, type Plan } from '../identify/plan.js';
+import { announcementsFor, buildPlan, checkFrozenPlan, previewAtStart, withPreview, type BackfillRequest, type Plan } from '../identify/plan.js';
 import { formatHourRange } from '../time.js';
 
 export interface StartResult {
@@ -35,19 +34,19 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
     return await withTransaction(ctx.pool, async (tx) => {
       // No catalog apply lands between the freeze below and this commit: it waits, then sees this backfill in flight.
       await lockCatalogShared(tx);
-      const id = await insertBackfillRow(tx, unpreviewed, request, ctx.config.CAPACITY_LIMIT);
-      // The preview runs once, here: its per-key rows become the envelope in the same statements.
+      const { id, totalBefore } = await insertBackfillRow(tx, unpreviewed, request, ctx.config.CAPACITY_LIMIT);
+      // The preview runs once, here: its per-key rows become the envelope in the same statements, and the
+      // targets are recorded with what each partition holds now (previewAtStart).
       await ensureRowStore(tx, pipeline);
-      const plan = withPreview(unpreviewed, await previewTotals(tx, pipeline, identified.hours, unpreviewed.days, { backfillId: id }), request);
+      const plan = withPreview(unpreviewed, await previewAtStart(tx, pipeline, identified.hours, { backfillId: id, totalBefore }), request);
       await setPreviewedBy(tx, id, plan.previewedBy);
       // Capacity: partitions and rows, once the preview knows the rows; over either limit, a second operator approves.
       await recordSize(tx, id, plan, ctx.config);
-      await insertTargets(tx, plan.pipeline, id, plan.expected);
       const announcements = announcementsFor(plan, request, id);
       await insertReaders(tx, id, plan, announcements);
       // What it previewed and announces is what it runs: the step, the shard rule and the readers' re-triggers.
       await freezeCatalog(tx, id, plan);
-      await insertSignedFigures(tx, id, plan);
+      await insertSignedFigures(tx, id, plan, totalBefore);
       // The plan this backfill runs, on its own timeline (a separate `plan` call is only an audit event).
       await recordEvent(tx, {
         backfillId: id, actor: request.actor, kind: 'planned',
@@ -76,16 +75,16 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
   }
 }
 
-async function insertBackfillRow(tx: PoolClient, plan: Plan, request: BackfillRequest, capacityLimit: number): Promise<number> {
+async function insertBackfillRow(tx: PoolClient, plan: Plan, request: BackfillRequest, capacityLimit: number): Promise<{ id: number; totalBefore: string }> {
   const { pipeline, identified } = plan;
-  const id = await insertBackfill(tx, pipeline, {
+  const inserted = await insertBackfill(tx, pipeline, {
     reason: request.reason.trim(), requestedBy: request.actor, firstHour: identified.firstHour, lastHour: identified.lastHour,
     partitionCount: identified.hours.length, watermarkBefore: identified.watermarkBefore, watermarkResetTo: identified.watermarkResetTo,
     days: plan.days, limitOverride: request.limitOverride?.trim() || null, incidentChannel: request.incidentChannel ?? null,
     planId: request.planId ?? null, needsSecondApproval: identified.hours.length > capacityLimit,
   });
-  if (id === undefined) throw new Error('backfill insert returned no id');
-  return id;
+  if (inserted === undefined) throw new Error('backfill insert returned no id');
+  return inserted;
 }
 
 async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcements: Plan['announcements']): Promise<void> {
@@ -96,8 +95,17 @@ async function insertReaders(tx: PoolClient, id: number, plan: Plan, announcemen
   }
 }
 
-async function insertSignedFigures(tx: PoolClient, id: number, plan: Plan): Promise<void> {
-  for (const figure of plan.signed) await insertBackfillSignoff(tx, plan.pipeline, id, figure);
+/**
+ * Each day's total is read once, however many figures were signed for it: a backfill of one day has it already,
+ * in the total before its row captured.
+ */
+async function insertSignedFigures(tx: PoolClient, id: number, plan: Plan, totalBefore: string): Promise<void> {
+  const dayTotals = new Map<string, string>();
+  const [onlyDay, ...otherDays] = plan.days;
+  if (onlyDay !== undefined && otherDays.length === 0) dayTotals.set(onlyDay, totalBefore);
+  for (const figure of plan.signed) {
+    dayTotals.set(figure.period, await insertBackfillSignoff(tx, plan.pipeline, id, figure, dayTotals.get(figure.period)));
+  }
 }
 
 async function overlapError(ctx: EngineContext, request: BackfillRequest, plan: Plan): Promise<BackfillError> {

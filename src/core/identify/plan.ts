@@ -12,6 +12,8 @@ import { identifyTargets, type Identified } from './identify.js';
 import { directionOf, subtractMoney, type Direction } from '../money.js';
 import { totalOverDays } from '../../db/partitions.js';
 import { previewPartition, totalAfterReplacing } from '../../db/preview.js';
+import type { RowStore } from '../../db/rowStore.js';
+import { insertTargets, totalAfterTargets } from '../../db/targets.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
 import { sizePlan, type SizeVerdict } from './sizing.js';
 import { distinctDays, parseTargetSpec, type TargetSpec } from '../time.js';
@@ -155,17 +157,38 @@ export interface Preview {
 /**
  * What the step would produce for each target, and the days' total with the targets replaced by it. From the
  * pipeline's estimate query when it declares one; otherwise from the step's own query, aggregated in
- * PostgreSQL (and, at start, kept by key in the store as the announced envelope, in the same statement).
- * Nothing is written to the target, and no row leaves the database.
+ * PostgreSQL. Nothing is written to the target, and no row leaves the database.
  */
-export async function previewTotals(db: Queryable, pipeline: Pipeline, hours: Date[], days: string[], keepFor?: { backfillId: number }): Promise<Preview> {
+async function previewTotals(db: Queryable, pipeline: Pipeline, hours: Date[], days: string[]): Promise<Preview> {
   const store = await rowStoreOf(db, pipeline);
   const before = await totalOverDays(db, pipeline, days);
+  const expected = await previewHours(db, store, pipeline, hours);
+  const after = await totalAfterReplacing(db, store, before, hours, expected.map((e) => e.total));
+  return { before, after: after ?? before, expected, previewedBy: previewedBy(pipeline) };
+}
+
+/**
+ * The preview inside `start`'s transaction: the step's rows kept by key in the store as the announced envelope,
+ * in the same statements; the targets recorded with what each partition holds now (insertTargets). The days'
+ * total before is the one the backfill row captured, and the total after is that, less what the targets hold
+ * now, plus what the preview expects of them: one read of the days and one of the hours, where previewTotals
+ * reads the days again and the hours twice (the same figures, each from a snapshot of its own).
+ */
+export async function previewAtStart(tx: Queryable, pipeline: Pipeline, hours: Date[], backfill: { backfillId: number; totalBefore: string }): Promise<Preview> {
+  const store = await rowStoreOf(tx, pipeline);
+  const expected = await previewHours(tx, store, pipeline, hours, { backfillId: backfill.backfillId });
+  await insertTargets(tx, pipeline, backfill.backfillId, expected);
+  const after = await totalAfterTargets(tx, backfill.backfillId, backfill.totalBefore);
+  return { before: backfill.totalBefore, after, expected, previewedBy: previewedBy(pipeline) };
+}
+
+async function previewHours(db: Queryable, store: RowStore, pipeline: Pipeline, hours: Date[], keepFor?: { backfillId: number }): Promise<Plan['expected']> {
   const expected: Plan['expected'] = [];
   for (const hour of hours) {
     const row = await previewPartition(db, store, pipeline, hour, keepFor);
     expected.push({ hour, rows: Number(row?.rows ?? 0), total: row?.total ?? '0.00' });
   }
-  const after = await totalAfterReplacing(db, store, before, hours, expected.map((e) => e.total));
-  return { before, after: after ?? before, expected, previewedBy: pipeline.estimateSql ? 'estimate' : 'step' };
+  return expected;
 }
+
+const previewedBy = (pipeline: Pipeline): Preview['previewedBy'] => (pipeline.estimateSql ? 'estimate' : 'step');
