@@ -26,7 +26,7 @@ export interface SessionSettings {
   /**
    * 'off': the session runs with `jit = off`. PostgreSQL decides to compile a plan from its total cost alone,
    * then compiles every node's expressions, pruned or not: a consumer's replay joining a day to a target of
-   * 750 hourly partitions spent 2.4 s compiling 4,300 functions to read 1.2 million rows in 0.5 s
+   * 720 hourly partitions spent 2.4 s compiling 4,300 functions to read 1.2 million rows in 0.5 s
    * (docs/benchmark.md). 'server' (or unset): the server's own setting.
    */
   jit?: 'off' | 'server' | undefined;

@@ -93,7 +93,7 @@ describe('settings a step changes for one statement come back', () => {
 });
 
 // PostgreSQL decides to JIT-compile a plan from its estimated total cost alone, then compiles the expressions of
-// every node it initializes, pruned partitions included. A consumer's replay joining a day to a target of 750
+// every node it initializes, pruned partitions included. A consumer's replay joining a day to a target of 720
 // hourly partitions, pruned only at execution, spent 2.4 s compiling 4,300 functions to read 0.5 s of rows.
 describe('JIT in the sessions of the bot', () => {
   /** A target of many hourly partitions, read the way a consumer's replay reads it: a day joined by range. */
