@@ -3,12 +3,13 @@
 // back as it was (or, for the name, goes with the transaction), whatever the try's outcome: the rest of the step's
 // transaction, and the next one on the pooled connection, must not run under a setting meant for one statement.
 
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { createPool, sessionSettings, withTransaction, withTransactionsNamed, type Pool, type PoolClient } from '../../src/db/pool.js';
+import { createPool, quoteIdent, sessionSettings, withTransaction, withTransactionsNamed, type Pool, type PoolClient } from '../../src/db/pool.js';
 import { analyzeStagedTable, tryTableLocks } from '../../src/db/swap.js';
-import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { createTestDatabase, withAdminClient, type TestDatabase } from '../support/db.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -95,6 +96,8 @@ describe('settings a step changes for one statement come back', () => {
 // PostgreSQL decides to JIT-compile a plan from its estimated total cost alone, then compiles the expressions of
 // every node it initializes, pruned partitions included. A consumer's replay joining a day to a target of 720
 // hourly partitions, pruned only at execution, spent 2.4 s compiling 4,300 functions to read 0.5 s of rows.
+const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
+
 describe('JIT in the sessions of the bot', () => {
   /** A target of many hourly partitions, read the way a consumer's replay reads it: a day joined by range. */
   const REPLAY = `SELECT d.day, count(o.id) FROM (SELECT DISTINCT (h AT TIME ZONE 'UTC')::date AS day FROM unnest($1::timestamptz[]) AS h) d
@@ -144,6 +147,23 @@ describe('JIT in the sessions of the bot', () => {
       expect(await setting(bots, 'statement_timeout')).toBe('15min');
     } finally {
       await Promise.all([bots.end(), servers.end()]);
+    }
+  });
+
+  it('keeps a URL whose user and password need escaping as it was, the setting added', async () => {
+    const role = `jit test@${randomBytes(3).toString('hex')}`;
+    const password = 'p@ss/w:rd?#%';
+    await withAdminClient((client) => client.query(`CREATE ROLE ${quoteIdent(role)} LOGIN PASSWORD ${literal(password)}`));
+    const url = new URL(db.url);
+    url.username = encodeURIComponent(role);
+    url.password = encodeURIComponent(password);
+    const pool = createPool(url.toString(), 'session-settings-jit', sessionSettings(loadConfig({})));
+    try {
+      const { rows } = await pool.query<{ who: string; jit: string }>(`SELECT current_user AS who, current_setting('jit') AS jit`);
+      expect(rows[0]).toEqual({ who: role, jit: 'off' });
+    } finally {
+      await pool.end();
+      await withAdminClient((client) => client.query(`DROP ROLE ${quoteIdent(role)}`));
     }
   });
 
