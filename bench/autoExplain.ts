@@ -36,9 +36,12 @@ export function listenForPlans(pool: Pool, sink: (plan: CapturedPlan) => void): 
   });
 }
 
-/** A pool of this process whose statements over `minDurationMs` come back with their plans. */
-export function explainingPool(databaseUrl: string, minDurationMs: number, nodeTiming: boolean, sink: (plan: CapturedPlan) => void): Pool {
-  const options = autoExplainOptions(minDurationMs, { nodeTiming });
+/**
+ * A pool of this process whose statements over `minDurationMs` come back with their plans, with JIT as the bot's
+ * own sessions have it (DATABASE_JIT): a plan compiled here and not in the timed runs is not theirs.
+ */
+export function explainingPool(databaseUrl: string, minDurationMs: number, nodeTiming: boolean, sink: (plan: CapturedPlan) => void, jit: 'off' | 'server'): Pool {
+  const options = `${autoExplainOptions(minDurationMs, { nodeTiming })}${jit === 'off' ? ' -c jit=off' : ''}`;
   const pool = new pg.Pool({ connectionString: databaseUrl, application_name: 'backfill-bench-explain', max: 10, options });
   pool.on('error', (error) => console.error(`postgres (explain pool): ${error.message}`));
   listenForPlans(pool, sink);

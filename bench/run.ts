@@ -314,8 +314,10 @@ async function measureReconciliation(bench: Bench): Promise<ReconcileFigures | u
 // ---- --explain: one more backfill and the reconciliation under auto_explain ---------------------------------
 
 /**
- * One backfill over the first 1 + WAVE_SIZE hours (the canary and one wave: every statement of a backfill runs
- * in it), with every statement over a tenth of a raw step's partition logged with its plan. Per-node timing is
+ * One backfill over the timed runs' hours, with every statement over a tenth of a raw step's partition logged
+ * with its plan. All of them, not the canary and one wave (where every statement of a backfill runs already):
+ * a plan depends on how many partitions were replaced before it, and the consumers' replays over 5 of 24 hours
+ * were estimated under jit_above_cost where those over all 24 passed it and spent most of their time compiling. Per-node timing is
  * off there: under it a plan with a nested loop of 10⁹ iterations would run for many times as long; the row
  * counts (loops, rows removed by a join filter) are what tells such a plan apart. Then every statement of one
  * reconciliation, one scan of both sides and one raw step, with per-node timing, whatever they take.
@@ -325,9 +327,9 @@ async function explainRun(bench: Bench, rawPerPartitionMs: number, timeoutSecond
   const file = path.join(os.tmpdir(), `backfill-bench-explain-${process.pid}.jsonl`);
   rmSync(file, { force: true });
   const plans: CapturedPlan[] = [];
-  const slowPool = explainingPool(bench.config.DATABASE_URL, thresholdMs, false, (plan) => plans.push(plan));
-  const everyPool = explainingPool(bench.config.DATABASE_URL, 0, true, (plan) => plans.push(plan));
-  const hours = bench.hours.slice(0, 1 + bench.config.WAVE_SIZE);
+  const slowPool = explainingPool(bench.config.DATABASE_URL, thresholdMs, false, (plan) => plans.push(plan), bench.config.DATABASE_JIT);
+  const everyPool = explainingPool(bench.config.DATABASE_URL, 0, true, (plan) => plans.push(plan), bench.config.DATABASE_JIT);
+  const hours = bench.hours;
   const rig = bench.rigs[0] as QueueRig;
   let processes: WorkerProcess[] = [];
   try {
@@ -619,7 +621,7 @@ function print(result: RunResult): void {
   console.log(targetsTable(result.targets));
   if (result.explain) {
     console.log('');
-    console.log('EXPLAIN (ANALYZE, BUFFERS) by auto_explain, heaviest first: the statements over the threshold of one backfill of the canary and one wave ' +
+    console.log('EXPLAIN (ANALYZE, BUFFERS) by auto_explain, heaviest first: the statements over the threshold of one backfill over the timed runs\' hours ' +
       '(1 worker process, no per-node timing), and every statement of one reconciliation, one scan of both sides and one raw step:');
     console.log(explainReport(result.explain));
   }

@@ -51,7 +51,7 @@ describe('statistics of a staged partition at a lower target', () => {
   beforeAll(async () => {
     db = await createTestDatabase('empty');
     await db.pool.query(TARGET);
-    explaining = explainingPool(db.url, 0, false, (plan) => plans.push(plan));
+    explaining = explainingPool(db.url, 0, false, (plan) => plans.push(plan), 'off');
   });
 
   afterAll(async () => {
