@@ -1,3 +1,4 @@
+import { checksumOver } from './partitions.js';
 import type { Pipeline } from './pipelines.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 
@@ -14,7 +15,6 @@ import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
  * partition of the target, pruned only as it runs: with JIT on the server compiled them all, 14.6 s.
  */
 export async function insertTargets(tx: Queryable, pipeline: Pipeline, backfillId: number, expected: { hour: Date; rows: number; total: string }[]): Promise<void> {
-  const order = pipeline.keyColumns.map((column) => `t.${quoteIdent(column)}`).join(', ');
   const partition = quoteIdent(pipeline.partitionColumn);
   await tx.query(
     `INSERT INTO backfill.backfill_targets (backfill_id, partition_hour, rows_before, total_before, checksum_before, expected_rows, expected_total)
@@ -22,7 +22,7 @@ export async function insertTargets(tx: Queryable, pipeline: Pipeline, backfillI
      FROM unnest($2::timestamptz[], $3::bigint[], $4::numeric[]) AS e(h, rows, total)
      CROSS JOIN LATERAL (
        SELECT count(*) AS rows, coalesce(sum(t.${quoteIdent(pipeline.measureColumn)}), 0) AS total,
-              md5(coalesce(string_agg(t::text, '|' ORDER BY ${order}), '')) AS checksum
+              ${checksumOver('t', pipeline.keyColumns.map(quoteIdent))} AS checksum
        FROM ${quoteQualified(pipeline.targetTable)} t WHERE t.${partition} = e.h AND t.${partition} = ANY ($2::timestamptz[])) live`,
     [backfillId, expected.map((e) => e.hour), expected.map((e) => e.rows), expected.map((e) => e.total)]);
 }
