@@ -25,21 +25,43 @@ const PHASE_SQL: Record<StepPhase, string> = {
 const settledSql = (alias: string) => `${alias}.status IN (${SETTLED.map((status) => `'${status}'`).join(', ')})`;
 const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')`;
 
+/**
+ * The wave and staged table of the target whose hour a step's key names (HOUR_KEY_SQL's text), as a lateral row
+ * over `s`: found through the targets' primary key by the hour the key parses to (a key of no hour parses to NULL
+ * and finds none), then held to the same text.
+ * PERF: matching the text alone formats every target's hour for every step, which no index serves; and the
+ * control tables are never analyzed (autovacuum may be off), so the planner, expecting a row or two, nested
+ * such scans inside the steps' (see openOfBackfills). A lateral lookup by the key is an index probe whatever
+ * the statistics say; OFFSET 0 keeps the planner from flattening it back into a join it would nest the same way.
+ */
+function targetOfStep(s: string): string {
+  const hour = `(CASE WHEN ${s}.step_key ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00Z$' THEN ${s}.step_key::timestamptz END)`;
+  return `SELECT t.wave, t.staged_relid FROM backfill.backfill_targets t
+     WHERE t.backfill_id = ${s}.backfill_id AND t.partition_hour >= ${hour} AND t.partition_hour < ${hour} + interval '1 hour'
+       AND ${HOUR_KEY_SQL('t')} = ${s}.step_key
+     OFFSET 0`;
+}
+
+/**
+ * What the waits read of the backfill as a whole, once per statement (openOfBackfills, as `o`): its stages,
+ * publishes and rollback replays not yet settled, and the lowest wave with a publish not yet settled.
+ */
+const OPEN_STAGES = 'o.open_stages';
+const OPEN_PUBLISHES = 'o.open_publishes';
+const OPEN_ROLLBACK_REPLAYS = 'o.open_rollback_replays';
+const LOWEST_OPEN_WAVE = 'o.lowest_open_wave';
+
+// `st` is the step's own target (targetOfStep), absent for a key of no hour.
 const WAIT_SQL: Record<WaitRule, string> = {
-  // The stage of the same hour: a publish and its stage share the step key.
+  // The stage of the same hour: a publish and its stage share the step key (one lookup of the primary key).
   'own stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key AND NOT ${settledSql('r')})`,
   // A partition staged into a table of its own (staged_relid) is published by swap: it waits for every stage.
-  'every stage before a swap': `(NOT EXISTS (SELECT 1 FROM backfill.backfill_targets t
-      WHERE t.backfill_id = s.backfill_id AND ${HOUR_KEY_SQL('t')} = s.step_key AND t.staged_relid IS NOT NULL)
-    OR NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settledSql('r')}))`,
-  'every stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settledSql('r')})`,
-  // The canary (wave 0) first; each later wave only once every earlier one is published.
-  'earlier waves': `NOT EXISTS (
-    SELECT 1 FROM backfill.backfill_steps p
-    JOIN backfill.backfill_targets pt ON pt.backfill_id = p.backfill_id AND p.step_key = ${HOUR_KEY_SQL('pt')}
-    JOIN backfill.backfill_targets st ON st.backfill_id = s.backfill_id AND s.step_key = ${HOUR_KEY_SQL('st')}
-    WHERE p.backfill_id = s.backfill_id AND p.kind = 'publish' AND NOT ${settledSql('p')} AND pt.wave < st.wave)`,
-  'every publish': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'publish' AND NOT ${settledSql('r')})`,
+  'every stage before a swap': `(st.staged_relid IS NULL OR coalesce(${OPEN_STAGES}, 0) = 0)`,
+  'every stage': `coalesce(${OPEN_STAGES}, 0) = 0`,
+  // The canary (wave 0) first; each later wave only once every earlier one is published: no publish of a lower
+  // wave is still open, so the step's wave is at most the lowest open one.
+  'earlier waves': `(${LOWEST_OPEN_WAVE} IS NULL OR st.wave IS NULL OR st.wave <= ${LOWEST_OPEN_WAVE})`,
+  'every publish': `coalesce(${OPEN_PUBLISHES}, 0) = 0`,
   // A replay waits for every consumer it depends on, within its own phase.
   'replays depended on': `NOT EXISTS (
     SELECT 1 FROM backfill.backfill_consumers bc
@@ -47,9 +69,36 @@ const WAIT_SQL: Record<WaitRule, string> = {
       AND split_part(d.step_key, '@', 1) = ANY (bc.depends_on)
       AND (d.step_key LIKE '%${ROLLBACK_SUFFIX}') = (s.step_key LIKE '%${ROLLBACK_SUFFIX}')
     WHERE bc.backfill_id = s.backfill_id AND bc.consumer = split_part(s.step_key, '@', 1) AND NOT ${settledSql('d')})`,
-  'every rollback replay': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'replay'
-    AND r.step_key LIKE '%${ROLLBACK_SUFFIX}' AND NOT ${settledSql('r')})`,
+  'every rollback replay': `coalesce(${OPEN_ROLLBACK_REPLAYS}, 0) = 0`,
 };
+
+/**
+ * The open counts of the backfills `which` selects (a condition on `r.backfill_id`), one row each: what the waits
+ * above read as `o`. A publish's wave is its target's, found by the hour its key names.
+ *
+ * PERF: the waits were subqueries per step, each reading the backfill's steps and targets again (and the targets'
+ * hours as text: no index helps), so a look for runnable steps grew with the square of the partitions, and a
+ * backfill with them with the cube: at 60 rows × 240 partitions a dispatch took 211 ms (median) and the backfill
+ * 57 s where 24 partitions took 0.5 s. One pass over the backfill's steps, each publish's target found by its key
+ * (targetOfStep), reads each row once (docs/benchmark.md). test/db/runnableSteps.test.ts holds the two forms to
+ * the same answers.
+ */
+function openOfBackfills(which: string): string {
+  const open = (condition: string) => `count(*) FILTER (WHERE ${condition} AND NOT ${settledSql('r')})::int`;
+  return `SELECT r.backfill_id,
+            ${open(`r.kind = 'stage'`)} AS open_stages,
+            ${open(`r.kind = 'publish'`)} AS open_publishes,
+            ${open(`r.kind = 'replay' AND r.step_key LIKE '%${ROLLBACK_SUFFIX}'`)} AS open_rollback_replays,
+            min(pt.wave) FILTER (WHERE r.kind = 'publish' AND NOT ${settledSql('r')}) AS lowest_open_wave
+     FROM backfill.backfill_steps r
+     LEFT JOIN LATERAL (${targetOfStep('r')}) pt ON r.kind = 'publish'
+     WHERE ${which}
+     GROUP BY r.backfill_id`;
+}
+
+/** The step's own target (`st`) and its backfill's open counts (`o`, a CTE of openOfBackfills named open_steps), for the waits. */
+const WAIT_JOINS = `LEFT JOIN open_steps o ON o.backfill_id = s.backfill_id
+     LEFT JOIN LATERAL (${targetOfStep('s')}) st ON true`;
 
 const quoteList = (values: readonly string[]) => values.map((value) => `'${value}'`).join(', ');
 
@@ -85,9 +134,11 @@ export interface StepClaimCheckRow {
 /** Prepared under a name (see RUNNABLE_STEPS below). */
 const LOCK_STEP_FOR_CLAIM = {
   name: 'backfill_lock_step_for_claim',
-  text: `SELECT s.status, coalesce(s.lease_expires_at < clock_timestamp(), true) AS expired, ${runnableSql()} AS runnable, s.attempts,
+  text: `WITH open_steps AS (${openOfBackfills('r.backfill_id = $1::bigint')})
+     SELECT s.status, coalesce(s.lease_expires_at < clock_timestamp(), true) AS expired, ${runnableSql()} AS runnable, s.attempts,
             s.claim_token::text AS token
      FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
+     ${WAIT_JOINS}
      WHERE s.backfill_id = $1::bigint AND s.kind = $2::text AND s.step_key = $3::text FOR UPDATE OF s`,
 };
 
@@ -201,17 +252,21 @@ export interface RunnableStepRow {
 }
 
 const runnableStepsSql = (ofOneBackfill: boolean) =>
-  `SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key, CASE WHEN s.status = 'running' THEN s.attempts END AS "takeoverOf"
-   FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
-   WHERE (s.status = 'pending' OR (s.status = 'running' AND s.lease_expires_at < clock_timestamp()))
-     ${ofOneBackfill ? 'AND s.backfill_id = $2::bigint' : ''}
-     AND ${runnableSql()}
+  `WITH candidate AS (
+     SELECT s.backfill_id, s.kind, s.step_key, s.status, s.attempts FROM backfill.backfill_steps s
+     WHERE (s.status = 'pending' OR (s.status = 'running' AND s.lease_expires_at < clock_timestamp()))
+       ${ofOneBackfill ? 'AND s.backfill_id = $2::bigint' : ''}
+   ), open_steps AS (${openOfBackfills('r.backfill_id IN (SELECT c.backfill_id FROM candidate c)')})
+   SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key, CASE WHEN s.status = 'running' THEN s.attempts END AS "takeoverOf"
+   FROM candidate s JOIN backfill.backfills b ON b.id = s.backfill_id
+   ${WAIT_JOINS}
+   WHERE ${runnableSql()}
    ORDER BY s.backfill_id, array_position($1::text[], s.kind), s.step_key`;
 
-// PERF: the step graph's predicate is a dozen subqueries, and planning them took 5.5 ms a dispatch at 60 rows a
-// partition (the server's log, bind of the unnamed statement), against 2.5 ms running them. Prepared under a name,
-// a connection plans it for its first five runs and then keeps one generic plan: 4.4-5.3 ms a call became
-// 0.4-0.6 ms, and a backfill of 60 × 24 took 0.97-1.05 s before, 0.69-0.72 s after (docs/benchmark.md). The same
+// PERF: the step graph's predicate was a dozen subqueries (fewer since openOfBackfills), and planning them took
+// 5.5 ms a dispatch at 60 rows a partition (the server's log, bind of the unnamed statement), against 2.5 ms
+// running them. Prepared under a name, a connection plans it for its first five runs and then keeps one generic
+// plan: 4.4-5.3 ms a call became 0.4-0.6 ms, and a backfill of 60 × 24 took 0.97-1.05 s before, 0.69-0.72 s after (docs/benchmark.md). The same
 // goes for a claim's check (1.4 ms of planning). The names are fixed and the texts built once, from fixed strings.
 // A migration that changed the type of a column these select would fail them on connections that prepared them
 // before ("cached plan must not change result type"): workers restart on a deploy, so none outlives one.
