@@ -51,10 +51,10 @@ const OPEN_PUBLISHES = 'o.open_publishes';
 const OPEN_ROLLBACK_REPLAYS = 'o.open_rollback_replays';
 const LOWEST_OPEN_WAVE = 'o.lowest_open_wave';
 
-// `st` is the step's own target (targetOfStep), absent for a key of no hour.
+// `st` is the step's own target (targetOfStep), absent for a key of no hour; `os` its stage (OWN_STAGE).
 const WAIT_SQL: Record<WaitRule, string> = {
-  // The stage of the same hour: a publish and its stage share the step key (one lookup of the primary key).
-  'own stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key AND NOT ${settledSql('r')})`,
+  // The stage of the same hour: a publish and its stage share the step key (ownStage, `os`).
+  'own stage': `(os.status IS NULL OR ${settledSql('os')})`,
   // A partition staged into a table of its own (staged_relid) is published by swap: it waits for every stage.
   'every stage before a swap': `(st.staged_relid IS NULL OR coalesce(${OPEN_STAGES}, 0) = 0)`,
   'every stage': `coalesce(${OPEN_STAGES}, 0) = 0`,
@@ -96,9 +96,16 @@ function openOfBackfills(which: string): string {
      GROUP BY r.backfill_id`;
 }
 
-/** The step's own target (`st`) and its backfill's open counts (`o`, a CTE of openOfBackfills named open_steps), for the waits. */
+/**
+ * The stage of the step's hour (a publish and its stage share the step key), by the primary key. PERF: as NOT
+ * EXISTS the planner turned it into one hashed scan of every backfill's steps, history and all, for each look.
+ */
+const OWN_STAGE = `SELECT r.status FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key OFFSET 0`;
+
+/** The step's own target (`st`) and stage (`os`), and its backfill's open counts (`o`, a CTE of openOfBackfills named open_steps), for the waits. */
 const WAIT_JOINS = `LEFT JOIN open_steps o ON o.backfill_id = s.backfill_id
-     LEFT JOIN LATERAL (${targetOfStep('s')}) st ON true`;
+     LEFT JOIN LATERAL (${targetOfStep('s')}) st ON true
+     LEFT JOIN LATERAL (${OWN_STAGE}) os ON true`;
 
 const quoteList = (values: readonly string[]) => values.map((value) => `'${value}'`).join(', ');
 
