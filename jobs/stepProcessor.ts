@@ -9,12 +9,15 @@ import { sendReminder } from '../src/core/announce/reminders.js';
 import { failEscalation, sendEscalation, type EscalationOutcome } from '../src/core/announce/escalation.js';
 import { pruneStoredRows, RETENTION_ACTOR } from '../src/core/recovery/retention.js';
 import { StatusRefreshes } from '../src/queue/statusRefreshes.js';
+import { CoalescedDispatch } from '../src/queue/coalescedDispatch.js';
 
 /**
  * A thin shell over the core: parse, run the step, enqueue whatever became runnable. The core records a
  * failure against the step; on the last attempt (or one that retrying cannot fix) BullMQ is told not to retry.
  */
 export function createStepProcessor(ctx: StepContext, queue: Queue, refreshes = new StatusRefreshes(ctx.messenger, ctx.log ?? logger())) {
+  // Jobs of one backfill finishing side by side share the dispatch after their commits (src/queue/coalescedDispatch.ts).
+  const dispatches = new CoalescedDispatch((backfillId: number) => dispatch(ctx, queue, backfillId));
   return async (job: Job): Promise<StepOutcome | EscalationOutcome | 'reminded' | 'not_due' | 'told' | { pruned: number }> => {
     if (job.name === RETENTION_JOB) {
       retentionPayloadSchema.parse(job.data);
@@ -39,7 +42,7 @@ export function createStepProcessor(ctx: StepContext, queue: Queue, refreshes = 
     try {
       // executeStep records a failure against the step itself (retry, or on the last attempt fail it and the backfill).
       const outcome = await executeStep(ctx, step, { finalAttempt });
-      await dispatch(ctx, queue, step.backfillId);
+      await dispatches.request(step.backfillId);
       refreshes.request(step.backfillId);
       return outcome;
     } catch (error) {
