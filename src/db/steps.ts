@@ -34,10 +34,10 @@ const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME
  * such scans inside the steps' (see openOfBackfills). A lateral lookup by the key is an index probe whatever
  * the statistics say; OFFSET 0 keeps the planner from flattening it back into a join it would nest the same way.
  */
-function targetOfStep(s: string): string {
+function targetOfStep(s: string, only = ''): string {
   const hour = `(CASE WHEN ${s}.step_key ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00Z$' THEN ${s}.step_key::timestamptz END)`;
   return `SELECT t.wave, t.staged_relid FROM backfill.backfill_targets t
-     WHERE t.backfill_id = ${s}.backfill_id AND t.partition_hour >= ${hour} AND t.partition_hour < ${hour} + interval '1 hour'
+     WHERE ${only}t.backfill_id = ${s}.backfill_id AND t.partition_hour >= ${hour} AND t.partition_hour < ${hour} + interval '1 hour'
        AND ${HOUR_KEY_SQL('t')} = ${s}.step_key
      OFFSET 0`;
 }
@@ -51,7 +51,7 @@ const OPEN_PUBLISHES = 'o.open_publishes';
 const OPEN_ROLLBACK_REPLAYS = 'o.open_rollback_replays';
 const LOWEST_OPEN_WAVE = 'o.lowest_open_wave';
 
-// `st` is the step's own target (targetOfStep), absent for a key of no hour; `os` its stage (OWN_STAGE).
+// `st` is the step's own target (targetOfStep), absent for a key of no hour; `os` its stage (ownStage).
 const WAIT_SQL: Record<WaitRule, string> = {
   // The stage of the same hour: a publish and its stage share the step key (ownStage, `os`).
   'own stage': `(os.status IS NULL OR ${settledSql('os')})`,
@@ -91,7 +91,7 @@ function openOfBackfills(which: string): string {
             ${open(`r.kind = 'replay' AND r.step_key LIKE '%${ROLLBACK_SUFFIX}'`)} AS open_rollback_replays,
             min(pt.wave) FILTER (WHERE r.kind = 'publish' AND NOT ${settledSql('r')}) AS lowest_open_wave
      FROM backfill.backfill_steps r
-     LEFT JOIN LATERAL (${targetOfStep('r')}) pt ON r.kind = 'publish'
+     LEFT JOIN LATERAL (${targetOfStep('r', `r.kind = 'publish' AND `)}) pt ON true
      WHERE ${which}
      GROUP BY r.backfill_id`;
 }
@@ -100,12 +100,32 @@ function openOfBackfills(which: string): string {
  * The stage of the step's hour (a publish and its stage share the step key), by the primary key. PERF: as NOT
  * EXISTS the planner turned it into one hashed scan of every backfill's steps, history and all, for each look.
  */
-const OWN_STAGE = `SELECT r.status FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key OFFSET 0`;
+const ownStage = (only: string) =>
+  `SELECT r.status FROM backfill.backfill_steps r WHERE ${only}r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key OFFSET 0`;
 
-/** The step's own target (`st`) and stage (`os`), and its backfill's open counts (`o`, a CTE of openOfBackfills named open_steps), for the waits. */
-const WAIT_JOINS = `LEFT JOIN open_steps o ON o.backfill_id = s.backfill_id
-     LEFT JOIN LATERAL (${targetOfStep('s')}) st ON true
-     LEFT JOIN LATERAL (${OWN_STAGE}) os ON true`;
+/** The waits that read the backfill's open counts (`o`), and those that read the step's own target or stage (`st`, `os`). */
+const READS_OPEN: readonly WaitRule[] = ['every stage before a swap', 'every stage', 'earlier waves', 'every publish', 'every rollback replay'];
+const READS_OWN: readonly WaitRule[] = ['own stage', 'every stage before a swap', 'earlier waves'];
+
+/**
+ * What the waits of steps of `kinds` read, as a CTE (`open_steps`, openOfBackfills over the backfills `which`
+ * selects) and joins: the backfill's open counts (`o`) where a wait reads them, the step's own target (`st`) and
+ * stage (`os`) where one reads those, each looked up only for a step of a kind that has such a wait.
+ */
+function waitReads(kinds: readonly StepKind[], which: string): { cte: string; joins: string } {
+  const rules = graphOf(kinds).flatMap(({ spec }) => spec.waitsFor);
+  const ownKinds = [...new Set(graphOf(kinds).filter(({ spec }) => spec.waitsFor.some((rule) => READS_OWN.includes(rule))).map(({ kind }) => kind))];
+  const open = rules.some((rule) => READS_OPEN.includes(rule));
+  const own = ownKinds.length > 0 ? `s.kind IN (${quoteList(ownKinds)}) AND ` : '';
+  return {
+    cte: open ? `open_steps AS (${openOfBackfills(which)})` : '',
+    joins: [
+      open ? 'LEFT JOIN open_steps o ON o.backfill_id = s.backfill_id' : '',
+      ownKinds.length > 0 ? `LEFT JOIN LATERAL (${targetOfStep('s', own)}) st ON true
+     LEFT JOIN LATERAL (${ownStage(own)}) os ON true` : '',
+    ].filter(Boolean).join('\n     '),
+  };
+}
 
 const quoteList = (values: readonly string[]) => values.map((value) => `'${value}'`).join(', ');
 
@@ -113,13 +133,20 @@ const quoteList = (values: readonly string[]) => values.map((value) => `'${value
  * One SQL predicate over `s` and `b`: true when the step's kind, phase, backfill state and waits allow it to
  * run now. Built from STEP_GRAPH (fixed strings, no input), used by the dispatcher and by the claim.
  */
-function runnableSql(): string {
-  const clauses = Object.entries(STEP_GRAPH).map(([name, spec]) => {
-    const [kind, phase] = name.split(':') as [StepKind, StepPhase];
+function runnableSql(kinds: readonly StepKind[] = STEP_KINDS): string {
+  const clauses = graphOf(kinds).map(({ kind, phase, spec }) => {
     const waits = spec.waitsFor.map((rule) => ` AND ${WAIT_SQL[rule]}`).join('');
     return `(s.kind = '${kind}' AND ${PHASE_SQL[phase]} AND b.state IN (${quoteList(spec.runsIn)})${waits})`;
   });
-  return `(${clauses.join('\n OR ')})`;
+  return clauses.length > 0 ? `(${clauses.join('\n OR ')})` : 'false';
+}
+
+/** The step graph's entries of the given kinds. */
+function graphOf(kinds: readonly StepKind[]) {
+  return Object.entries(STEP_GRAPH).flatMap(([name, spec]) => {
+    const [kind, phase] = name.split(':') as [StepKind, StepPhase];
+    return kinds.includes(kind) ? [{ kind, phase, spec }] : [];
+  });
 }
 
 /** The kinds a phase exit waits on, as SQL over `s`: for advanceBackfill's counts. */
@@ -138,20 +165,29 @@ export interface StepClaimCheckRow {
   token: string | null;
 }
 
-/** Prepared under a name (see RUNNABLE_STEPS below). */
-const LOCK_STEP_FOR_CLAIM = {
-  name: 'backfill_lock_step_for_claim',
-  text: `WITH open_steps AS (${openOfBackfills('r.backfill_id = $1::bigint')})
-     SELECT s.status, coalesce(s.lease_expires_at < clock_timestamp(), true) AS expired, ${runnableSql()} AS runnable, s.attempts,
+/**
+ * A claim's check of a step of `kind`, prepared under a name of its own (see RUNNABLE_STEPS below): only that
+ * kind's clauses of the graph, and only what its waits read (a stage's, none: no count of the backfill's steps).
+ */
+function claimCheck(kind: StepKind): { name: string; text: string } {
+  const reads = waitReads([kind], 'r.backfill_id = $1::bigint');
+  return {
+    name: `backfill_lock_step_for_claim_${kind}`,
+    text: `${reads.cte ? `WITH ${reads.cte}\n     ` : ''}SELECT s.status, coalesce(s.lease_expires_at < clock_timestamp(), true) AS expired, ${runnableSql([kind])} AS runnable, s.attempts,
             s.claim_token::text AS token
      FROM backfill.backfill_steps s JOIN backfill.backfills b ON b.id = s.backfill_id
-     ${WAIT_JOINS}
+     ${reads.joins}
      WHERE s.backfill_id = $1::bigint AND s.kind = $2::text AND s.step_key = $3::text FOR UPDATE OF s`,
-};
+  };
+}
+
+const CLAIM_CHECKS = new Map(STEP_KINDS.map((kind) => [kind, claimCheck(kind)]));
 
 /** The step under its row lock, with what a claim decides on. */
 export async function lockStepForClaim(tx: Queryable, ref: StepRef): Promise<StepClaimCheckRow | undefined> {
-  const { rows } = await tx.query<StepClaimCheckRow>({ ...LOCK_STEP_FOR_CLAIM, values: stepParams(ref) });
+  const check = CLAIM_CHECKS.get(ref.kind);
+  if (!check) throw new Error(`no step kind ${ref.kind}`);
+  const { rows } = await tx.query<StepClaimCheckRow>({ ...check, values: stepParams(ref) });
   return rows[0];
 }
 
@@ -258,15 +294,17 @@ export interface RunnableStepRow {
   takeoverOf: number | null;
 }
 
+const LISTING_READS = waitReads(STEP_KINDS, 'r.backfill_id IN (SELECT c.backfill_id FROM candidate c)');
+
 const runnableStepsSql = (ofOneBackfill: boolean) =>
   `WITH candidate AS (
      SELECT s.backfill_id, s.kind, s.step_key, s.status, s.attempts FROM backfill.backfill_steps s
      WHERE (s.status = 'pending' OR (s.status = 'running' AND s.lease_expires_at < clock_timestamp()))
        ${ofOneBackfill ? 'AND s.backfill_id = $2::bigint' : ''}
-   ), open_steps AS (${openOfBackfills('r.backfill_id IN (SELECT c.backfill_id FROM candidate c)')})
+   )${LISTING_READS.cte ? `, ${LISTING_READS.cte}` : ''}
    SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key, CASE WHEN s.status = 'running' THEN s.attempts END AS "takeoverOf"
    FROM candidate s JOIN backfill.backfills b ON b.id = s.backfill_id
-   ${WAIT_JOINS}
+   ${LISTING_READS.joins}
    WHERE ${runnableSql()}
    ORDER BY s.backfill_id, array_position($1::text[], s.kind), s.step_key`;
 

@@ -44,8 +44,10 @@ describe('a step\'s fixed statements, planned once per connection', () => {
         expect((await lockStepForClaim(client, stage))?.runnable).toBe(true);
         await client.query('ROLLBACK');
       }
-      const prepared = await preparedOn(client);
-      expect(prepared.map((p) => p.name)).toEqual(['backfill_lock_step_for_claim', 'backfill_runnable_steps', 'backfill_runnable_steps_of']);
+      // A claim's check is prepared per step kind (this connection may have checked an announcement's before).
+      const ran = ['backfill_lock_step_for_claim_stage', 'backfill_runnable_steps', 'backfill_runnable_steps_of'];
+      const prepared = (await preparedOn(client)).filter((p) => ran.includes(p.name));
+      expect(prepared.map((p) => p.name)).toEqual(ran);
       // After its first few runs (five custom plans), PostgreSQL keeps one generic plan of each: no more planning.
       for (const statement of prepared) expect(statement.generic, statement.name).toBeGreaterThan(0);
     } finally {
