@@ -113,9 +113,9 @@ const READS_OWN: readonly WaitRule[] = ['own stage', 'every stage before a swap'
  * stage (`os`) where one reads those, each looked up only for a step of a kind that has such a wait.
  */
 function waitReads(kinds: readonly StepKind[], which: string): { cte: string; joins: string } {
-  const rules = graphOf(kinds).flatMap(({ spec }) => spec.waitsFor);
-  const ownKinds = [...new Set(graphOf(kinds).filter(({ spec }) => spec.waitsFor.some((rule) => READS_OWN.includes(rule))).map(({ kind }) => kind))];
-  const open = rules.some((rule) => READS_OPEN.includes(rule));
+  const entries = graphOf(kinds);
+  const ownKinds = [...new Set(entries.filter(({ spec }) => spec.waitsFor.some((rule) => READS_OWN.includes(rule))).map(({ kind }) => kind))];
+  const open = entries.some(({ spec }) => spec.waitsFor.some((rule) => READS_OPEN.includes(rule)));
   const own = ownKinds.length > 0 ? `s.kind IN (${quoteList(ownKinds)}) AND ` : '';
   return {
     cte: open ? `open_steps AS (${openOfBackfills(which)})` : '',
