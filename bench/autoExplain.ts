@@ -4,7 +4,7 @@
 // Needs a superuser, as the bench's local server has.
 
 import pg from 'pg';
-import type { Pool } from '../src/db/pool.js';
+import { startupSettings, withStartupSettings, type Pool } from '../src/db/pool.js';
 
 export interface CapturedPlan {
   ms: number;
@@ -15,15 +15,20 @@ export interface CapturedPlan {
 }
 
 /**
- * Connection options (the startup packet's, as PGOPTIONS or pg's `options`) that load auto_explain at NOTICE
- * level for every statement of the session over `minDurationMs`. Needs a superuser (session_preload_libraries).
+ * Startup settings that load auto_explain at NOTICE level for every statement of the session over
+ * `minDurationMs`. Needs a superuser (session_preload_libraries).
  */
+function autoExplainSettings(minDurationMs: number, options: { nodeTiming: boolean }): Record<string, string> {
+  return {
+    session_preload_libraries: 'auto_explain', 'auto_explain.log_level': 'notice', 'auto_explain.log_min_duration': String(Math.max(0, Math.round(minDurationMs))),
+    'auto_explain.log_analyze': 'on', 'auto_explain.log_buffers': 'on', 'auto_explain.log_timing': options.nodeTiming ? 'on' : 'off',
+    'auto_explain.log_nested_statements': 'off',
+  };
+}
+
+/** The same as connection options, for a worker process's PGOPTIONS. */
 export function autoExplainOptions(minDurationMs: number, options: { nodeTiming: boolean }): string {
-  return [
-    'session_preload_libraries=auto_explain', 'auto_explain.log_level=notice', `auto_explain.log_min_duration=${Math.max(0, Math.round(minDurationMs))}`,
-    'auto_explain.log_analyze=on', 'auto_explain.log_buffers=on', `auto_explain.log_timing=${options.nodeTiming ? 'on' : 'off'}`,
-    'auto_explain.log_nested_statements=off',
-  ].map((setting) => `-c ${setting}`).join(' ');
+  return Object.entries(autoExplainSettings(minDurationMs, options)).map(([name, value]) => `-c ${name}=${value}`).join(' ');
 }
 
 /** Hands every auto_explain notice a connection of the pool receives to `sink`. */
@@ -41,8 +46,9 @@ export function listenForPlans(pool: Pool, sink: (plan: CapturedPlan) => void): 
  * own sessions have it (DATABASE_JIT): a plan compiled here and not in the timed runs is not theirs.
  */
 export function explainingPool(databaseUrl: string, minDurationMs: number, nodeTiming: boolean, sink: (plan: CapturedPlan) => void, jit: 'off' | 'server'): Pool {
-  const options = `${autoExplainOptions(minDurationMs, { nodeTiming })}${jit === 'off' ? ' -c jit=off' : ''}`;
-  const pool = new pg.Pool({ connectionString: databaseUrl, application_name: 'backfill-bench-explain', max: 10, options });
+  // The same startup settings as the bot's pools (createPool), joined to the URL's own options as theirs are.
+  const connectionString = withStartupSettings(databaseUrl, { ...autoExplainSettings(minDurationMs, { nodeTiming }), ...startupSettings({ jit }) });
+  const pool = new pg.Pool({ connectionString, application_name: 'backfill-bench-explain', max: 10 });
   pool.on('error', (error) => console.error(`postgres (explain pool): ${error.message}`));
   listenForPlans(pool, sink);
   return pool;

@@ -44,12 +44,17 @@ export function sessionSettings(config: {
   };
 }
 
+/** What of the session's settings goes in the startup packet (the timeouts are node-postgres' own options). */
+export function startupSettings(settings: Pick<SessionSettings, 'jit'>): Record<string, string> {
+  return settings.jit === 'off' ? { jit: 'off' } : {};
+}
+
 /**
  * The URL with `-c name=value` settings added to the startup packet's options, after those the URL or PGOPTIONS
  * already give (node-postgres takes the URL's `options` over its own config's, and PGOPTIONS only without
  * either, so the settings must join them in the URL to keep them).
  */
-function withStartupSettings(databaseUrl: string, settings: Record<string, string>): string {
+export function withStartupSettings(databaseUrl: string, settings: Record<string, string>): string {
   const entries = Object.entries(settings);
   if (entries.length === 0) return databaseUrl;
   const url = new URL(databaseUrl);
@@ -76,7 +81,7 @@ const openClients = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
  */
 export function createPool(databaseUrl: string, applicationName = 'backfill-bot', settings: SessionSettings = {}): pg.Pool {
   const pool = new pg.Pool({
-    connectionString: withStartupSettings(databaseUrl, settings.jit === 'off' ? { jit: 'off' } : {}),
+    connectionString: withStartupSettings(databaseUrl, startupSettings(settings)),
     application_name: applicationName, max: 10,
     statement_timeout: settings.statementTimeoutMs, lock_timeout: settings.lockTimeoutMs,
     idle_in_transaction_session_timeout: settings.idleInTransactionTimeoutMs,
