@@ -96,8 +96,6 @@ describe('settings a step changes for one statement come back', () => {
 // PostgreSQL decides to JIT-compile a plan from its estimated total cost alone, then compiles the expressions of
 // every node it initializes, pruned partitions included. A consumer's replay joining a day to a target of 720
 // hourly partitions, pruned only at execution, spent 2.4 s compiling 4,300 functions to read 0.5 s of rows.
-const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
-
 describe('JIT in the sessions of the bot', () => {
   /** A target of many hourly partitions, read the way a consumer's replay reads it: a day joined by range. */
   const REPLAY = `SELECT d.day, count(o.id) FROM (SELECT DISTINCT (h AT TIME ZONE 'UTC')::date AS day FROM unnest($1::timestamptz[]) AS h) d
@@ -153,7 +151,7 @@ describe('JIT in the sessions of the bot', () => {
   it('keeps a URL whose user and password need escaping as it was, the setting added', async () => {
     const role = `jit test@${randomBytes(3).toString('hex')}`;
     const password = 'p@ss/w:rd?#%';
-    await withAdminClient((client) => client.query(`CREATE ROLE ${quoteIdent(role)} LOGIN PASSWORD ${literal(password)}`));
+    await withAdminClient((client) => client.query(`CREATE ROLE ${quoteIdent(role)} LOGIN PASSWORD ${client.escapeLiteral(password)}`));
     const url = new URL(db.url);
     url.username = encodeURIComponent(role);
     url.password = encodeURIComponent(password);
