@@ -1,4 +1,4 @@
-import { quoteIdent, type Queryable } from './pool.js';
+import type { Queryable } from './pool.js';
 import { checksumOver, snapshotRows, type PartitionSnapshot } from './partitions.js';
 import { rowText, type RowSource, type RowStore } from './rowStore.js';
 
@@ -124,8 +124,7 @@ type JoinedRow = Reconciliation & AgainstPlan & { unique: boolean; beforeRows: n
 
 /** The one join of the sides (joinedRows): exact when `unique`; the snapshot's checksum and the plan's figures only when asked for. */
 async function joinBothSides(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource, options: JoinOptions): Promise<JoinedSides> {
-  const exact = await exactlyComparable(db, store);
-  const { rows } = await db.query<JoinedRow>(joinedRows(store, exact, before, after, options), run);
+  const { rows } = await db.query<JoinedRow>(joinedRows(store, before, after, options), run);
   const joined = rows[0];
   if (!joined) throw new Error('reconciliation returned no row');
   const { unique, beforeRows, afterRows, checksum, lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal, ...reconciliation } = joined;
@@ -143,30 +142,13 @@ async function groupBothSides(db: Queryable, store: RowStore, run: [number, numb
 }
 
 /**
- * The columns whose `=` holds exactly when their text is the same, as comparing rows as text meant: integers,
- * booleans, dates and times, uuid, bytea, numeric of a fixed scale, text under a deterministic collation. The
- * others (json has no `=`; 1.0 = 1.00 in an unconstrained numeric, -0 = 0, '1 day' = '24 hours') are compared
- * by their binary images (`*<>` on records).
- */
-async function exactlyComparable(db: Queryable, store: RowStore): Promise<Set<string>> {
-  const { rows } = await db.query<{ name: string }>(
-    `SELECT a.attname AS name
-     FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation
-     WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
-       AND (a.atttypid = ANY ('{int2,int4,int8,bool,date,time,timestamp,timestamptz,uuid,bytea}'::regtype[])
-            OR (a.atttypid = 'numeric'::regtype AND a.atttypmod <> -1)
-            OR (a.atttypid = ANY ('{text,varchar}'::regtype[]) AND coalesce(c.collisdeterministic, true)))`,
-    [store.target]);
-  return new Set(rows.map((row) => quoteIdent(row.name)));
-}
-
-/**
  * The rows joined directly, and with `plan` the plan's rows of the partition as a third side (`e`, joined to
  * whichever of the two has the key). `unique` holds when no key column is NULL on any side and there are as many
  * join rows as distinct keys: then no key is twice on a side, each join row is one key, and every count and
  * total below is exact; a side is present in a join row where its first key column is not NULL.
  */
-function joinedRows(store: RowStore, exact: Set<string>, before: RowSource, after: RowSource, options: JoinOptions): string {
+function joinedRows(store: RowStore, before: RowSource, after: RowSource, options: JoinOptions): string {
+  const { exact } = store;
   const [first] = store.keys;
   if (!first) throw new Error('a reconciliation needs key columns');
   const either = store.keys.map((key) => `coalesce(a.${key}, b.${key}${options.plan ? `, e.${key}` : ''})`);
@@ -206,7 +188,7 @@ function joinedRows(store: RowStore, exact: Set<string>, before: RowSource, afte
             ${unique} AS "unique",
             count(a.${first})::bigint AS "beforeRows",
             count(b.${first})::bigint AS "afterRows",
-            ${options.snapshot ? checksumOver('b', store.keys, inB) : 'NULL::text'} AS checksum
+            ${options.snapshot ? checksumOver('b', store, inB) : 'NULL::text'} AS checksum
      FROM (SELECT t.* FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}
      ${planSide}`;
 }

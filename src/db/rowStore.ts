@@ -25,6 +25,8 @@ export interface RowStore {
   target: string;
   /** The target's columns, quoted, in table order. */
   columns: string[];
+  /** Those of them whose `=` holds exactly when their text is the same (describeTableColumns), quoted. */
+  exact: ReadonlySet<string>;
   /** Key columns and the partition column, quoted. */
   keys: string[];
   partition: string;
@@ -38,12 +40,28 @@ export function storeSchemaName(pipeline: string): string {
   return `bf_${pipeline}`;
 }
 
-/** The table's columns (unquoted), in table order. */
-export async function listTableColumns(db: Queryable, table: string): Promise<string[]> {
-  const { rows } = await db.query<{ name: string }>(
-    `SELECT attname AS name FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+/** A table's columns (unquoted), in table order, and those of them that compare exactly (see `exact` of RowStore). */
+export interface TableColumns {
+  columns: string[];
+  exact: string[];
+}
+
+/**
+ * The table's columns, and which of them compare exactly: their `=` holds exactly when their text is the same, as
+ * comparing rows as text meant: integers, booleans, dates and times, uuid, bytea, numeric of a fixed scale, text
+ * under a deterministic collation. The others (json has no `=`; 1.0 = 1.00 in an unconstrained numeric, -0 = 0,
+ * '1 day' = '24 hours', 'A' = 'a' under a case-insensitive collation) are compared and checksummed by their text.
+ */
+export async function describeTableColumns(db: Queryable, table: string): Promise<TableColumns> {
+  const { rows } = await db.query<{ name: string; exact: boolean }>(
+    `SELECT a.attname AS name,
+            (a.atttypid = ANY ('{int2,int4,int8,bool,date,time,timestamp,timestamptz,uuid,bytea}'::regtype[])
+             OR (a.atttypid = 'numeric'::regtype AND a.atttypmod <> -1)
+             OR (a.atttypid = ANY ('{text,varchar}'::regtype[]) AND coalesce(c.collisdeterministic, true))) AS exact
+     FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation
+     WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
     [table]);
-  return rows.map((row) => row.name);
+  return { columns: rows.map((row) => row.name), exact: rows.filter((row) => row.exact).map((row) => row.name) };
 }
 
 /** Serializes the store's DDL for the pipeline until the end of the caller's transaction. */

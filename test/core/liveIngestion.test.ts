@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
-import { rowsChecksum } from '../../src/db/partitions.js';
+import { checksumShapeOf, rowsChecksum } from '../../src/db/partitions.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -166,7 +166,7 @@ describe('the published snapshot under live ingestion', () => {
     expect(writer.keys).toHaveLength(1);
     const { rows } = await e.ctx.pool.query<{ rowsAfter: number; rowsWritten: number; recorded: string; live: string; liveRows: number }>(
       `SELECT t.rows_after::int AS "rowsAfter", t.published_rows::int AS "rowsWritten", t.checksum_after AS recorded,
-              (SELECT ${rowsChecksum(['order_id'])} FROM warehouse.orders t WHERE t.partition_hour = $2::timestamptz) AS live,
+              (SELECT ${rowsChecksum(await checksumShapeOf(e.ctx.pool, 'warehouse.orders'))} FROM warehouse.orders t WHERE t.partition_hour = $2::timestamptz) AS live,
               (SELECT count(*)::int FROM warehouse.orders o WHERE o.partition_hour = $2::timestamptz) AS "liveRows"
        FROM backfill.backfill_targets t WHERE t.backfill_id = $1 AND t.partition_hour = $2::timestamptz`, [id, canary]);
     // The snapshot is the live partition's, the other writer's row in it; what the publish wrote is one row fewer.

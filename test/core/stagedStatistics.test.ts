@@ -29,6 +29,7 @@ const STORE: RowStore = {
   schema: 'bf_orders', staged: 'bf_orders.staged', saved: 'bf_orders.saved', baseline: 'bf_orders.baseline', expected: 'bf_orders.expected',
   target: 'w.orders',
   columns: ['partition_hour', 'order_id', 'shard', 'merchant_id', 'currency', 'amount_local', 'fx_rate', 'amount_base'],
+  exact: new Set(['partition_hour', 'order_id', 'shard', 'merchant_id', 'currency', 'amount_local', 'fx_rate', 'amount_base']),
   keys: ['order_id'], partition: 'partition_hour', measure: 'amount_base', stepQuery: 'SELECT 1', stepColumns: [],
 };
 

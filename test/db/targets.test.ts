@@ -7,7 +7,7 @@
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { insertBackfill } from '../../src/db/backfills.js';
-import { totalOverDays, wholeUtcDays } from '../../src/db/partitions.js';
+import { checksumOver, checksumShapeOf, totalOverDays, wholeUtcDays, type ChecksumShape } from '../../src/db/partitions.js';
 import { withTransaction, type Queryable } from '../../src/db/pool.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
 import { insertBackfillSignoff } from '../../src/db/signatures.js';
@@ -23,9 +23,9 @@ afterEach(async () => {
 
 const HOURS = ['2026-11-15T05:00Z', '2026-11-15T06:00Z', '2026-11-15T07:00Z', '2026-12-31T23:00Z'].map((hour) => new Date(hour));
 
-// What insertTargets read before: the hours joined to the whole target at once.
-const JOINED = `SELECT e.h AS hour, count(t.*)::int AS rows, coalesce(sum(t.amount_base), 0)::numeric(18,2)::text AS total,
-    md5(coalesce(string_agg(t::text, '|' ORDER BY t.order_id), '')) AS checksum
+// What insertTargets read before: the hours joined to the whole target at once (the checksum of the rows joined).
+const joined = (shape: ChecksumShape) => `SELECT e.h AS hour, count(t.*)::int AS rows, coalesce(sum(t.amount_base), 0)::numeric(18,2)::text AS total,
+    ${checksumOver('t', shape, 't.order_id IS NOT NULL')} AS checksum
   FROM unnest($1::timestamptz[]) AS e(h) LEFT JOIN warehouse.orders t ON t.partition_hour = e.h GROUP BY e.h ORDER BY e.h`;
 
 describe.each([['plain', 'month-end'], ['partitioned by hour', 'month-end-partitioned']] as const)('the figures before, on a target %s', (_shape, scenario) => {
@@ -34,7 +34,7 @@ describe.each([['plain', 'month-end'], ['partitioned by hour', 'month-end-partit
     const e = engine;
     const id = await approvedNight15(e.ctx, 'targets test');
     const pipeline = await requirePipeline(e.ctx.pool, 'orders');
-    const expected = (await e.ctx.pool.query<{ hour: Date; rows: number; total: string; checksum: string }>(JOINED, [HOURS])).rows;
+    const expected = (await e.ctx.pool.query<{ hour: Date; rows: number; total: string; checksum: string }>(joined(await checksumShapeOf(e.ctx.pool, 'warehouse.orders')), [HOURS])).rows;
     expect(expected.map((row) => row.rows > 0)).toEqual([true, true, true, false]);
 
     const { kept, scans } = await withTransaction(e.ctx.pool, async (tx) => {

@@ -1,6 +1,6 @@
 import type { Pipeline } from '../../db/pipelines.js';
 import { quoteIdent, quoteQualified, type Queryable } from '../../db/pool.js';
-import { createRowStoreTables, listTableColumns, lockRowStoreDdl, storeSchemaName, type RowStore } from '../../db/rowStore.js';
+import { createRowStoreTables, describeTableColumns, lockRowStoreDdl, storeSchemaName, type RowStore } from '../../db/rowStore.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { parseStepSql } from './stepSql.js';
 
@@ -10,7 +10,7 @@ import { parseStepSql } from './stepSql.js';
 /** The names and columns of a pipeline's store (the tables exist once ensureRowStore ran for it). */
 export async function rowStoreOf(db: Queryable, pipeline: Pipeline): Promise<RowStore> {
   const step = parseStepSql(pipeline.name, pipeline.stepSql);
-  const columns = await listTableColumns(db, pipeline.targetTable);
+  const { columns, exact } = await describeTableColumns(db, pipeline.targetTable);
   const schema = quoteIdent(storeSchemaName(pipeline.name));
   return {
     schema,
@@ -20,6 +20,7 @@ export async function rowStoreOf(db: Queryable, pipeline: Pipeline): Promise<Row
     expected: `${schema}.expected`,
     target: quoteQualified(pipeline.targetTable),
     columns: columns.map(quoteIdent),
+    exact: new Set(exact.map(quoteIdent)),
     keys: pipeline.keyColumns.map(quoteIdent),
     partition: quoteIdent(pipeline.partitionColumn),
     measure: quoteIdent(pipeline.measureColumn),

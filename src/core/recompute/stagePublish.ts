@@ -225,7 +225,7 @@ async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run:
  * replaced, and staging's reconciliation is the publish's; otherwise both sides are measured, as by any publish.
  */
 async function rewriteUnchanged(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], tables: RewriteTables, atStaging: Reconciliation): Promise<Written> {
-  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(pipeline.keyColumns), 'none');
+  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(store), 'none');
   if (await countLiveRows(tx, store, run) === written.rows) {
     return { published: atStaging, lateRows: 0, snapshot: { rows: written.rows, total: atStaging.totalAfter, checksum: written.checksum }, rowsWritten: written };
   }
@@ -235,7 +235,7 @@ async function rewriteUnchanged(tx: PoolClient, pipeline: Pipeline, store: RowSt
 
 /** The staged rows and the late ones (those not in `baseline`) written, then the saved rows against the live ones measured. */
 async function writeAndMeasure(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], tables: RewriteTables, baseline: RowSource): Promise<Written> {
-  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(pipeline.keyColumns), baseline);
+  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(store), baseline);
   // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each;
   // its checksum is the written rows' unless other writers' rows are live beside them.
   const measured = await reconcileWritten(tx, store, run, runSource(store, tables.saved), liveSource(store), written);

@@ -8,7 +8,7 @@ import { insertRollbackSteps } from '../../db/steps.js';
 import { acceptTargets, markTargetRestored } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
-import { lockPartition, rowsChecksum } from '../../db/partitions.js';
+import { lockPartition, rowsChecksumLike } from '../../db/partitions.js';
 import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsIntoTarget, writtenByPublish, type ChangedSincePublish } from '../../db/rewrite.js';
 import { preferHashJoins, STAGED_RUN, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
@@ -213,7 +213,7 @@ async function refuseIfOthersInFlight(tx: PoolClient, backfill: BackfillRow): Pr
 async function writtenSincePublish(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwappedPartition | undefined): Promise<string | undefined> {
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, target.partitionHour];
   const published = swapped ? publishedBySwap(tx, of.store, run, swapped) : publishedByRewrite(tx, of.store, run, target.stagedApart);
-  const row = await checksumRows(tx, rowsChecksum(of.pipeline.keyColumns), published.written, run);
+  const row = await checksumRows(tx, rowsChecksumLike(target.publishedChecksum, of.store), published.written, run);
   if (row?.checksum === target.publishedChecksum) return undefined;
   const changes = await published.changes();
   const counted = [[changes.changed, 'changed'], [changes.removed, 'removed'], [changes.added, 'written again after the publish removed it']] as const;
@@ -295,7 +295,7 @@ async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store:
 async function restoreByRewrite(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, run: [number, number, Date], target: BackfillTargetRow): Promise<void> {
   const { store } = of;
   const tables = rewriteTablesOf(store, run, target.stagedApart);
-  const deleted = await deleteRowsChecked(tx, writtenByPublish(store, tables), rowsChecksum(of.pipeline.keyColumns), run);
+  const deleted = await deleteRowsChecked(tx, writtenByPublish(store, tables), rowsChecksumLike(target.publishedChecksum, store), run);
   if (deleted.checksum !== target.publishedChecksum) throw writtenDuringRollback(run, `${deleted.rows} rows had the keys it wrote, not the ${target.publishedRows ?? target.rowsAfter ?? '?'} it wrote`);
   let inserted: number | null;
   try {
