@@ -205,7 +205,7 @@ describe('rollback', () => {
 const LEGACY_CHECKSUM = `md5(coalesce(string_agg(t::text, '|' ORDER BY t.order_id), ''))`;
 
 describe.each([['plain', 'month-end', 'rewrite'], ['partitioned by hour', 'month-end-partitioned', 'swap']] as const)(
-  'rollback of a publish that recorded its checksum in the earlier form, target %s (publish by %s)', (_shape, scenario) => {
+  'rollback of a publish that recorded its checksum in the earlier form, target %s (publish by %s)', (_shape, scenario, _by) => {
     async function publishedInEarlierForm(e: TestEngine): Promise<number> {
       const id = await approvedNight15(e.ctx, 'recovery test');
       expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('done');
