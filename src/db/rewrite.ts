@@ -88,7 +88,7 @@ function carriedLateRows(store: RowStore, tables: RewriteTables, baseline: RowSo
 export interface RowsWritten {
   rows: number;
   lateRows: number;
-  /** rowsChecksum over exactly the rows written, in key order. */
+  /** rowsChecksum over exactly the rows written. */
   checksum: string;
 }
 

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { toCents } from '../../src/core/money.js';
 import { answerPaidAgainst } from '../../src/core/finance/paidAgainst.js';
-import { lockPartition, replacePartition, snapshotPartition, type PartitionSnapshot } from '../../src/core/recompute/partitionStep.js';
+import { lockPartition, replacePartition, type PartitionSnapshot } from '../../src/core/recompute/partitionStep.js';
 import { continueBackfill, rollbackBackfill, stopBackfill } from '../../src/core/recovery/recovery.js';
 import { recordingRefusals } from '../../src/core/refusals.js';
 import { startBackfill } from '../../src/core/announce/start.js';
@@ -21,7 +21,7 @@ import { loadBackfillReport, type BackfillReport } from '../../src/core/file/sta
 import { executeStep, type StepContext, type StepRef } from '../../src/core/procedure.js';
 import { listEvents } from '../../src/db/events.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
-import { withTransaction } from '../../src/db/pool.js';
+import { withTransaction, type Queryable } from '../../src/db/pool.js';
 import { BackfillError, ErrorCode } from '../../src/errors.js';
 import { createStepQueue, dispatch } from '../../src/queue/stepQueue.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
@@ -113,9 +113,12 @@ async function targetOf(e: TestEngine, id: number, hour: string): Promise<Target
 
 // ---- what the warehouse holds --------------------------------------------------------------------------------
 
-/** rows, total and checksum of a partition, leaving out the given orders (late rows a test added). */
-async function snapshotOf(e: TestEngine, hour: string, excluding: number[] = []): Promise<PartitionSnapshot> {
-  const { rows } = await e.ctx.pool.query<PartitionSnapshot>(
+/**
+ * rows, total and a checksum of a partition, leaving out the given orders (late rows a test added): the test's own
+ * fingerprint (the md5 of the rows' text in key order), not the bot's rowsChecksum, which some of these check.
+ */
+async function snapshotOf(e: TestEngine, hour: string, excluding: number[] = [], db: Queryable = e.ctx.pool): Promise<PartitionSnapshot> {
+  const { rows } = await db.query<PartitionSnapshot>(
     `SELECT count(*)::int AS rows, coalesce(sum(amount_base), 0)::numeric(18,2)::text AS total,
             md5(coalesce(string_agg(t::text, '|' ORDER BY order_id), '')) AS checksum
      FROM warehouse.orders t WHERE partition_hour = $1 AND order_id <> ALL ($2::bigint[])`, [hour, excluding]);
@@ -141,8 +144,7 @@ async function rebuiltByStep(e: TestEngine, hour: string): Promise<PartitionSnap
   try {
     await client.query('BEGIN');
     await replacePartition(client, pipeline, new Date(hour));
-    // The same fingerprint as snapshotOf (replacePartition's own is the pipeline's, identical in content).
-    return await snapshotPartition(client, pipeline, new Date(hour));
+    return await snapshotOf(e, hour, [], client);
   } finally {
     await client.query('ROLLBACK');
     client.release();
