@@ -17,6 +17,7 @@ import { withStatementSeam } from '../../src/db/pool.js';
 import { againstPlan, measureStaged, reconcileByKey, reconcileWithSnapshot, reconcileWritten } from '../../src/db/reconcile.js';
 import { describeTableColumns, tableSource, type RowStore } from '../../src/db/rowStore.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { edgeRow, type EdgeRow } from '../support/edgeRows.js';
 
 const HOUR = new Date('2026-11-02T05:00:00Z');
 const RUN: [number, number, Date] = [1, 1, HOUR];
@@ -50,24 +51,8 @@ const pipelineKeyedBy = (keys: readonly string[]): Pipeline => ({
   stepSql: 'SELECT 1', sourceShardsSql: 'SELECT 1', shardsExpected: 1,
 });
 
-interface Row {
-  orderId: number | null;
-  region: string | null;
-  amount: string | null;
-  rate: string | null;
-  attributes: string | null;
-  note: string | null;
-}
-
-// Few keys and few values, so that sides share keys, repeat them and differ in one column often.
-const row: fc.Arbitrary<Row> = fc.record({
-  orderId: fc.option(fc.integer({ min: 1, max: 12 }), { freq: 12 }),
-  region: fc.option(fc.constantFrom('eu', 'EU', 'us', 'Us'), { freq: 6 }),
-  amount: fc.option(fc.constantFrom('1.00', '1.50', '-0.00', '99999999.99'), { freq: 8 }),
-  rate: fc.option(fc.constantFrom('1', '1.0', '1.00', '-0', '0', '2.5e3'), { freq: 6 }),
-  attributes: fc.option(fc.constantFrom('{}', '{"a":1}', '{"a": 1}', '[1,2]', 'null'), { freq: 6 }),
-  note: fc.option(fc.constantFrom('', 'x', 'X', 'ü', 'u\u0308'), { freq: 6 }),
-});
+type Row = EdgeRow;
+const row = edgeRow(12);
 
 /** A prior side, and the new side as edits of it (kept, changed in a column, dropped) plus new rows. */
 const partition = fc.array(row, { maxLength: 14 }).chain((before) => fc.record({

@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checksumShapeOf, rowsChecksum, rowsChecksumLike, type ChecksumShape } from '../../src/db/partitions.js';
 import { createTestDatabase, type TestDatabase } from '../support/db.js';
+import { edgeRow, type EdgeRow } from '../support/edgeRows.js';
 
 const SEED = Number(process.env.FC_SEED?.trim() || Math.floor(Math.random() * 2 ** 31));
 
@@ -18,27 +19,16 @@ const SHAPE = `CREATE SCHEMA w;
     amount numeric(14, 2), rate numeric, attributes json, note text, seen_at timestamptz, flags int[]);
   CREATE TABLE w.a (LIKE w.shape); CREATE TABLE w.b (LIKE w.shape);`;
 
-interface Row {
-  orderId: number | null;
-  region: string | null;
-  amount: string | null;
-  rate: string | null;
-  attributes: string | null;
-  note: string | null;
+// The edge cases of test/core/onePass.test.ts, and a timestamptz and an array besides.
+interface Row extends EdgeRow {
   seenAt: string | null;
   flags: string | null;
 }
 
-const row: fc.Arbitrary<Row> = fc.record({
-  orderId: fc.option(fc.integer({ min: 0, max: 6 }), { freq: 10 }),
-  region: fc.option(fc.constantFrom('eu', 'EU', 'us'), { freq: 6 }),
-  amount: fc.option(fc.constantFrom('0.00', '1.00', '1.50', '-0.00', '99999999.99'), { freq: 6 }),
-  rate: fc.option(fc.constantFrom('0', '1', '1.0', '1.00', '-0', '2.5e3'), { freq: 6 }),
-  attributes: fc.option(fc.constantFrom('{}', '{"a":1}', '{"a": 1}', '[1,2]', 'null'), { freq: 6 }),
-  note: fc.option(fc.constantFrom('', 'x', 'X', 'ü', 'u\u0308', '|', 'a|b'), { freq: 6 }),
+const row: fc.Arbitrary<Row> = fc.tuple(edgeRow(6), fc.record({
   seenAt: fc.option(fc.constantFrom('2026-11-02T05:00:00Z', '2026-11-02T06:00:00+01:00', '2026-11-02T05:00:00.000001Z'), { freq: 6 }),
   flags: fc.option(fc.constantFrom('{}', '{1}', '{1,NULL}', '{NULL}'), { freq: 6 }),
-});
+})).map(([edge, more]) => ({ ...edge, ...more }));
 
 /** One side, and the other as the same rows shuffled, some of them changed in a column, dropped, doubled, or added. */
 const sides = fc.array(row, { maxLength: 10 }).chain((a) => fc.record({
