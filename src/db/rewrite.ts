@@ -1,3 +1,4 @@
+import { rowsChecksum } from './partitions.js';
 import { runPipelineSql } from './pipelineSql.js';
 import type { Queryable } from './pool.js';
 import { keysEqual, liveSource, nothingChanged, rowText, runRows, runSource, stepRows, versionsAgainstBaseline, type RowSource, type RowStore, type VersionChanges } from './rowStore.js';
@@ -97,9 +98,9 @@ export interface RowsWritten {
  * absent when the partition was staged and not produced by the step either (normal ingestion wrote them in
  * between; they are put back, so the published generation keeps them). The count and checksum are taken over
  * what this statement inserted (RETURNING), never over the live partition: a row another writer commits while
- * the publish runs is not the publish's, and a rollback must leave it alone. `checksum` is rowsChecksum.
+ * the publish runs is not the publish's, and a rollback must leave it alone. The checksum is rowsChecksum.
  */
-export async function writeRunRows(tx: Queryable, store: RowStore, tables: RewriteTables, run: [number, number, Date], checksum: string, baseline: RowSource | 'none'): Promise<RowsWritten> {
+export async function writeRunRows(tx: Queryable, store: RowStore, tables: RewriteTables, run: [number, number, Date], baseline: RowSource | 'none'): Promise<RowsWritten> {
   const columns = store.columns.join(', ');
   // 'none': the delete removed exactly the baseline's rows (saveAndDeleteComparing), so no late row can be among them.
   const late = baseline === 'none'
@@ -113,7 +114,7 @@ export async function writeRunRows(tx: Queryable, store: RowStore, tables: Rewri
      ), late_rows AS (
        ${late}
      )
-     SELECT count(*)::int AS rows, (SELECT count(*)::int FROM late_rows) AS "lateRows", ${checksum} AS checksum
+     SELECT count(*)::int AS rows, (SELECT count(*)::int FROM late_rows) AS "lateRows", ${rowsChecksum(store)} AS checksum
      FROM (SELECT * FROM staged_rows UNION ALL SELECT * FROM late_rows) t`, run);
   const row = rows[0];
   if (!row) throw new Error('the publish insert returned no row');

@@ -2,7 +2,7 @@ import type { BackfillRow } from '../../db/backfills.js';
 import { recordEvent } from '../../db/events.js';
 import { insertNextGeneration, insertPreservedPartition } from '../../db/lineage.js';
 import { markPartitionBackfilled } from '../../db/partitionLog.js';
-import { lockPartition, rowsChecksum, type PartitionSnapshot } from '../../db/partitions.js';
+import { lockPartition, type PartitionSnapshot } from '../../db/partitions.js';
 import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
 import { againstPlan, measureStaged, reconcileWritten, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
@@ -158,7 +158,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   await lockPartition(tx, pipeline.name, hour);
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, measuredAtStaging(staged), hooks)
-    : await rewrite(tx, pipeline, store, run, target.stagedApart, staged?.measured ? countsOf(staged) : undefined);
+    : await rewrite(tx, store, run, target.stagedApart, staged?.measured ? countsOf(staged) : undefined);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
@@ -204,18 +204,18 @@ interface Written {
  * nothing is late and, unless another writer's row is live beside the written ones, staging's reconciliation is
  * the publish's (rewriteUnchanged).
  */
-async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: Reconciliation | undefined): Promise<Written> {
+async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: Reconciliation | undefined): Promise<Written> {
   const tables = rewriteTablesOf(store, run, apart);
   const versioned = atStaging && await versionedBaseline(tx, store, run);
   if (atStaging && versioned) {
     const prior = await saveAndDeleteComparing(tx, store, tables.saved, run, versioned);
     await savedOnce(tx, run, prior.rows, null);
-    if (prior.unchanged) return rewriteUnchanged(tx, pipeline, store, run, tables, atStaging);
-    return writeAndMeasure(tx, pipeline, store, run, tables, tableSource(store, versioned));
+    if (prior.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging);
+    return writeAndMeasure(tx, store, run, tables, tableSource(store, versioned));
   }
   const rows = await saveAndDeletePrior(tx, store, tables.saved, run);
   await savedOnce(tx, run, rows, null);
-  return writeAndMeasure(tx, pipeline, store, run, tables, await keptBaseline(tx, store, run));
+  return writeAndMeasure(tx, store, run, tables, await keptBaseline(tx, store, run));
 }
 
 /**
@@ -224,8 +224,8 @@ async function rewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run:
  * since the delete's snapshot is visible beside them), it holds exactly the rows staging compared with what it
  * replaced, and staging's reconciliation is the publish's; otherwise both sides are measured, as by any publish.
  */
-async function rewriteUnchanged(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], tables: RewriteTables, atStaging: Reconciliation): Promise<Written> {
-  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(store), 'none');
+async function rewriteUnchanged(tx: PoolClient, store: RowStore, run: [number, number, Date], tables: RewriteTables, atStaging: Reconciliation): Promise<Written> {
+  const written = await writeRunRows(tx, store, tables, run, 'none');
   if (await countLiveRows(tx, store, run) === written.rows) {
     return { published: atStaging, lateRows: 0, snapshot: { rows: written.rows, total: atStaging.totalAfter, checksum: written.checksum }, rowsWritten: written };
   }
@@ -234,8 +234,8 @@ async function rewriteUnchanged(tx: PoolClient, pipeline: Pipeline, store: RowSt
 }
 
 /** The staged rows and the late ones (those not in `baseline`) written, then the saved rows against the live ones measured. */
-async function writeAndMeasure(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], tables: RewriteTables, baseline: RowSource): Promise<Written> {
-  const written = await writeRunRows(tx, store, tables, run, rowsChecksum(store), baseline);
+async function writeAndMeasure(tx: PoolClient, store: RowStore, run: [number, number, Date], tables: RewriteTables, baseline: RowSource): Promise<Written> {
+  const written = await writeRunRows(tx, store, tables, run, baseline);
   // The saved rows against the live ones, and the live partition's snapshot (late rows too), in one read of each;
   // its checksum is the written rows' unless other writers' rows are live beside them.
   const measured = await reconcileWritten(tx, store, run, runSource(store, tables.saved), liveSource(store), written);
