@@ -35,8 +35,8 @@ export interface ChecksumShape {
   exact: ReadonlySet<string>;
 }
 
-/** The checksum shape of a table of the target's shape, from the catalog (one read of pg_attribute). */
-export async function checksumShapeOf(db: Queryable, table: string): Promise<ChecksumShape> {
+/** The checksum shape of a table of the target's shape, from the catalog (one read of pg_attribute); also the store's columns (rowStoreOf). */
+export async function checksumShapeOf(db: Queryable, table: string): Promise<ChecksumShape & { columns: string[] }> {
   const { columns, exact } = await describeTableColumns(db, table);
   return { columns: columns.map(quoteIdent), exact: new Set(exact.map(quoteIdent)) };
 }

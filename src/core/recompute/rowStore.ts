@@ -1,6 +1,7 @@
 import type { Pipeline } from '../../db/pipelines.js';
 import { quoteIdent, quoteQualified, type Queryable } from '../../db/pool.js';
-import { createRowStoreTables, describeTableColumns, lockRowStoreDdl, storeSchemaName, type RowStore } from '../../db/rowStore.js';
+import { checksumShapeOf } from '../../db/partitions.js';
+import { createRowStoreTables, lockRowStoreDdl, storeSchemaName, type RowStore } from '../../db/rowStore.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { parseStepSql } from './stepSql.js';
 
@@ -10,7 +11,7 @@ import { parseStepSql } from './stepSql.js';
 /** The names and columns of a pipeline's store (the tables exist once ensureRowStore ran for it). */
 export async function rowStoreOf(db: Queryable, pipeline: Pipeline): Promise<RowStore> {
   const step = parseStepSql(pipeline.name, pipeline.stepSql);
-  const { columns, exact } = await describeTableColumns(db, pipeline.targetTable);
+  const { columns, exact } = await checksumShapeOf(db, pipeline.targetTable);
   const schema = quoteIdent(storeSchemaName(pipeline.name));
   return {
     schema,
@@ -19,8 +20,8 @@ export async function rowStoreOf(db: Queryable, pipeline: Pipeline): Promise<Row
     baseline: `${schema}.baseline`,
     expected: `${schema}.expected`,
     target: quoteQualified(pipeline.targetTable),
-    columns: columns.map(quoteIdent),
-    exact: new Set(exact.map(quoteIdent)),
+    columns,
+    exact,
     keys: pipeline.keyColumns.map(quoteIdent),
     partition: quoteIdent(pipeline.partitionColumn),
     measure: quoteIdent(pipeline.measureColumn),
