@@ -86,8 +86,11 @@ async function measuredApart(db: Queryable, store: RowStore, run: [number, numbe
 export interface StagedMeasure {
   reconciliation: Reconciliation;
   plan: AgainstPlan;
-  /** Where the join was exact: the live rows counted, and with `snapshot` the staged rows' (with their checksum). */
-  exact?: { liveRows: number; staged?: PartitionSnapshot };
+  /**
+   * Where the join was exact: the live rows counted, the xmin of the snapshot they were read in, and with `snapshot`
+   * the staged rows' (with their checksum).
+   */
+  exact?: { liveRows: number; liveSnapshotXmin: string; staged?: PartitionSnapshot };
 }
 
 /**
@@ -103,7 +106,10 @@ export interface StagedMeasure {
 export async function measureStaged(db: Queryable, store: RowStore, run: [number, number, Date], live: RowSource, staged: RowSource, options: { snapshot?: boolean } = {}): Promise<StagedMeasure> {
   const joined = await joinBothSides(db, store, run, live, staged, { snapshot: options.snapshot === true, plan: true });
   if (joined.unique && joined.plan) {
-    return { reconciliation: joined.reconciliation, plan: joined.plan, exact: { liveRows: Number(joined.beforeRows), ...(options.snapshot ? { staged: joined.after } : {}) } };
+    return {
+      reconciliation: joined.reconciliation, plan: joined.plan,
+      exact: { liveRows: Number(joined.beforeRows), liveSnapshotXmin: joined.snapshotXmin, ...(options.snapshot ? { staged: joined.after } : {}) },
+    };
   }
   return { reconciliation: await groupBothSides(db, store, run, live, staged), plan: await againstPlan(db, store, run, staged) };
 }
@@ -118,18 +124,20 @@ interface JoinOptions {
 interface JoinedSides extends ReconciledSnapshot {
   unique: boolean;
   plan?: AgainstPlan;
+  /** pg_snapshot_xmin of the statement's snapshot: every transaction below it had finished when the sides were read. */
+  snapshotXmin: string;
 }
 
-type JoinedRow = Reconciliation & AgainstPlan & { unique: boolean; beforeRows: number; afterRows: number; checksum: string | null };
+type JoinedRow = Reconciliation & AgainstPlan & { unique: boolean; beforeRows: number; afterRows: number; checksum: string | null; snapshotXmin: string };
 
 /** The one join of the sides (joinedRows): exact when `unique`; the snapshot's checksum and the plan's figures only when asked for. */
 async function joinBothSides(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource, options: JoinOptions): Promise<JoinedSides> {
   const { rows } = await db.query<JoinedRow>(joinedRows(store, before, after, options), run);
   const joined = rows[0];
   if (!joined) throw new Error('reconciliation returned no row');
-  const { unique, beforeRows, afterRows, checksum, lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal, ...reconciliation } = joined;
+  const { unique, beforeRows, afterRows, checksum, snapshotXmin, lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal, ...reconciliation } = joined;
   return {
-    unique, reconciliation, beforeRows, after: { rows: afterRows, total: reconciliation.totalAfter, checksum: checksum ?? '' },
+    unique, snapshotXmin, reconciliation, beforeRows, after: { rows: afterRows, total: reconciliation.totalAfter, checksum: checksum ?? '' },
     ...(options.plan ? { plan: { lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal } } : {}),
   };
 }
@@ -188,7 +196,8 @@ function joinedRows(store: RowStore, before: RowSource, after: RowSource, option
             ${unique} AS "unique",
             count(a.${first})::bigint AS "beforeRows",
             count(b.${first})::bigint AS "afterRows",
-            ${options.snapshot ? checksumOver('b', store, inB) : 'NULL::text'} AS checksum
+            ${options.snapshot ? checksumOver('b', store, inB) : 'NULL::text'} AS checksum,
+            pg_snapshot_xmin(pg_current_snapshot())::text AS "snapshotXmin"
      FROM (SELECT t.* FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}
      ${planSide}`;
 }

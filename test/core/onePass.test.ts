@@ -195,7 +195,11 @@ describe('the publish\'s one read of both sides', () => {
       // publish reads when nothing changed since (test/core/measuredAtStaging.test.ts).
       if (measuredExact) {
         const counted = await db.pool.query<{ n: number }>('SELECT count(*)::bigint AS n FROM w.before');
-        expect(measuredExact).toEqual({ liveRows: counted.rows[0]?.n, staged: await snapshotPartition(db.pool, pipelineKeyedBy(keys), HOUR, 'w.after') });
+        const { liveSnapshotXmin, ...rest } = measuredExact;
+        expect(rest).toEqual({ liveRows: counted.rows[0]?.n, staged: await snapshotPartition(db.pool, pipelineKeyedBy(keys), HOUR, 'w.after') });
+        // The xmin of the statement's snapshot: no later than a snapshot taken after it.
+        const later = await db.pool.query<{ ok: boolean }>('SELECT $1::xid8 <= pg_snapshot_xmin(pg_current_snapshot()) AS ok', [liveSnapshotXmin]);
+        expect(later.rows[0]?.ok).toBe(true);
       }
       const distinct = await db.pool.query<{ unique: boolean }>(
         `SELECT bool_and(u) AS unique FROM (

@@ -65,7 +65,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
   if (staged.table && exact) await recordWrittenKeys(tx, store, run, staged.table.qualified);
-  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null });
+  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null, liveSnapshotXmin: exact.liveSnapshotXmin });
   await markTargetStaged(tx, backfill.id, hour, { table: staged.table?.qualified ?? null, apart: apart && !staged.table });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
   return 'staged';
@@ -258,6 +258,7 @@ function measuredAtStaging(staged: StagedReconciliation | undefined): MeasuredAt
   return {
     reconciliation: countsOf(staged),
     liveRows: staged.measured.liveRows,
+    liveSnapshotXmin: staged.measured.liveSnapshotXmin,
     staged: { rows: staged.plan.stagedRows, total: staged.totalAfter, checksum },
   };
 }
