@@ -44,17 +44,37 @@ export async function saveAndDeletePrior(tx: Queryable, store: RowStore, saved: 
 }
 
 /**
+ * saveAndDeletePrior, and in the same statement whether it deleted exactly the live rows a statement of staging
+ * counted (`rows` of them) in a snapshot of xmin `snapshotXmin`: every row version it deleted written by a
+ * transaction below that xmin, and as many as were counted (the argument of src/db/swap.ts, liveUnchangedSince).
+ */
+export async function saveAndDeleteSince(tx: Queryable, store: RowStore, saved: string, run: [number, number, Date], since: { snapshotXmin: string; rows: number }): Promise<{ rows: number; unchanged: boolean }> {
+  const { rows } = await tx.query<{ rows: number; recent: number; horizon: number }>(
+    `${deleteIntoSaved(store, saved)}
+     SELECT (SELECT count(*) FROM kept)::int AS rows, (SELECT count(*) FROM gone WHERE age(gone.bf_xmin) <= age(xid($4::xid8)))::int AS recent,
+            age(xid($4::xid8)) AS horizon`, [...run, since.snapshotXmin]);
+  const row = rows[0];
+  if (!row) throw new Error('the publish delete returned no row');
+  return { rows: row.rows, unchanged: row.horizon >= 0 && row.horizon < 2 ** 30 && row.recent === 0 && row.rows === since.rows };
+}
+
+/** The CTEs of a delete that saves what it deletes: `gone`, the rows deleted with their versions (bf_xmin); `kept`, one row for each saved. */
+function deleteIntoSaved(store: RowStore, saved: string): string {
+  return `WITH gone AS (DELETE FROM ${liveSource(store)} RETURNING t.*, t.xmin AS bf_xmin),
+     kept AS (
+       INSERT INTO ${saved} (bf_backfill, bf_generation, ${store.columns.join(', ')})
+       SELECT $1::bigint, $2::int, ${store.columns.map((column) => `gone.${column}`).join(', ')} FROM gone
+       RETURNING 1)`;
+}
+
+/**
  * saveAndDeletePrior, and in the same statement what it deleted against the baseline kept with row versions when
  * the partition was staged (`baseline`, versionsAgainstBaseline): unchanged when it deleted exactly the rows
  * staging measured.
  */
 export async function saveAndDeleteComparing(tx: Queryable, store: RowStore, saved: string, run: [number, number, Date], baseline: string): Promise<{ rows: number; unchanged: boolean }> {
   const { rows } = await tx.query<VersionChanges & { rows: number }>(
-    `WITH gone AS (DELETE FROM ${liveSource(store)} RETURNING t.*, t.xmin AS bf_xmin),
-     kept AS (
-       INSERT INTO ${saved} (bf_backfill, bf_generation, ${store.columns.join(', ')})
-       SELECT $1::bigint, $2::int, ${store.columns.map((column) => `gone.${column}`).join(', ')} FROM gone
-       RETURNING 1)
+    `${deleteIntoSaved(store, saved)}
      SELECT (SELECT count(*) FROM kept)::int AS rows, c.*
      FROM (${versionsAgainstBaseline(store, `SELECT ${store.keys.map((key) => `gone.${key}`).join(', ')}, gone.bf_xmin FROM gone`, baseline)}) c`, run);
   const row = rows[0];

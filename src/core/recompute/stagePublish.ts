@@ -7,7 +7,7 @@ import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
 import { againstPlan, measureStaged, reconcileWritten, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation, type StagedReconciliation } from '../../db/reconciliations.js';
-import { countLiveRows, saveAndDeleteComparing, saveAndDeletePrior, stageStepRows, writeRunRows, type RewriteTables, type RowsWritten } from '../../db/rewrite.js';
+import { countLiveRows, saveAndDeleteComparing, saveAndDeletePrior, saveAndDeleteSince, stageStepRows, writeRunRows, type RewriteTables, type RowsWritten } from '../../db/rewrite.js';
 import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -99,7 +99,9 @@ interface Staged {
  */
 async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean): Promise<Staged> {
   const hour = run[2];
-  // With row versions: by them the publish tells whether it deleted exactly these rows (saveAndDeleteComparing).
+  // The publish tells late rows by these keys, and whether anything changed by staging's snapshot (saveAndDeleteSince).
+  // Row versions too, so that every baseline has one shape: a partition staged before migration 0029 kept no
+  // snapshot, and its publish compares them (saveAndDeleteComparing).
   await keepBaseline(tx, store, run, liveSource(store), { rowVersions: true });
   const tables = rewriteTablesOf(store, run, apart);
   if (apart) await createRewriteTables(tx, store, tables);
@@ -114,7 +116,8 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
 
 /** The live keys and the step's rows into tables of their own, to be swapped in for the hour's partition (swap.ts). */
 async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
-  // With row versions: by them the publish tells whether anything live changed since (swap.ts, measureSwap).
+  // Its keys tell the publish late rows; whether anything changed, staging's snapshot (swap.ts, measureSwap). Row
+  // versions as in stageForRewrite.
   await keepBaseline(tx, store, run, liveSource(store), { rowVersions: true });
   const table = await stageIntoTable(tx, pipeline, store, run);
   return { source: tableSource(store, table.qualified), table };
@@ -158,7 +161,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   await lockPartition(tx, pipeline.name, hour);
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, measuredAtStaging(staged), hooks)
-    : await rewrite(tx, store, run, target.stagedApart, staged?.measured ? countsOf(staged) : undefined);
+    : await rewrite(tx, store, run, target.stagedApart, staged?.measured && { reconciliation: countsOf(staged), liveRows: staged.measured.liveRows, liveSnapshotXmin: staged.measured.liveSnapshotXmin });
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
@@ -199,18 +202,27 @@ interface Written {
  * Publish by rewrite: the live rows are deleted into the saved rows, the staged ones inserted, late rows carried.
  * Other writers go on meanwhile: a row one of them commits after the DELETE's snapshot is neither deleted nor
  * among the rows written (writeRunRows counts what its own INSERT returned), so it stays a late row for good.
- * Where staging measured the partition (`atStaging`) and kept its baseline with row versions, the delete tells
- * in the same statement whether it removed exactly the rows staging compared (saveAndDeleteComparing); then
+ * Where staging measured the partition (`atStaging`), the delete tells in the same statement whether it removed
+ * exactly the rows staging compared, by the snapshot staging read them in (saveAndDeleteSince; for a partition
+ * staged before it kept one, by the baseline's keys and row versions: saveAndDeleteComparing); then
  * nothing is late and, unless another writer's row is live beside the written ones, staging's reconciliation is
  * the publish's (rewriteUnchanged).
  */
-async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: Reconciliation | undefined): Promise<Written> {
+async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: Omit<MeasuredAtStaging, 'staged'> | undefined): Promise<Written> {
   const tables = rewriteTablesOf(store, run, apart);
+  if (atStaging && atStaging.liveSnapshotXmin !== null) {
+    // PERF: by staging's snapshot, no join of what it deletes with the baseline, nor a look in the catalog for it.
+    const prior = await saveAndDeleteSince(tx, store, tables.saved, run, { snapshotXmin: atStaging.liveSnapshotXmin, rows: atStaging.liveRows });
+    await savedOnce(tx, run, prior.rows, null);
+    if (prior.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging.reconciliation);
+    return writeAndMeasure(tx, store, run, tables, await keptBaseline(tx, store, run));
+  }
+  // A partition staged before staging kept its snapshot (migrations/0029): compared with the baseline.
   const versioned = atStaging && await versionedBaseline(tx, store, run);
   if (atStaging && versioned) {
     const prior = await saveAndDeleteComparing(tx, store, tables.saved, run, versioned);
     await savedOnce(tx, run, prior.rows, null);
-    if (prior.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging);
+    if (prior.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging.reconciliation);
     return writeAndMeasure(tx, store, run, tables, tableSource(store, versioned));
   }
   const rows = await saveAndDeletePrior(tx, store, tables.saved, run);
@@ -219,7 +231,7 @@ async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Da
 }
 
 /**
- * The publish deleted exactly the rows staging measured (saveAndDeleteComparing), so none of them is late: the
+ * The publish deleted exactly the rows staging measured (saveAndDeleteSince), so none of them is late: the
  * staged rows alone are written. When the live partition then holds only those (no other writer's row committed
  * since the delete's snapshot is visible beside them), it holds exactly the rows staging compared with what it
  * replaced, and staging's reconciliation is the publish's; otherwise both sides are measured, as by any publish.
