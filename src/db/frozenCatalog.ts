@@ -27,19 +27,24 @@ export interface RunCatalog {
  * transaction then runs exactly the step and shard rule it compared, since nothing may change them before it ends.
  */
 export async function readRunCatalog(db: Queryable, backfillId: number, pipeline: string, options: { lock?: boolean } = {}): Promise<RunCatalog> {
-  const { rows: [row] } = await db.query<Omit<RunCatalog, 'retriggers'>>(
+  // PERF: every step reads this; the consumers' re-triggers come in the pipeline's row (one round trip, not two),
+  // and by a statement of their own only when the pipeline is gone.
+  const { rows: [row] } = await db.query<Omit<RunCatalog, 'retriggers'> & { retriggers: RunCatalog['retriggers'] }>(
     `SELECT step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected", target_table AS "targetTable",
-            partition_column AS "partitionColumn", key_columns AS "keyColumns", measure_column AS "measureColumn"
-     FROM backfill.pipelines WHERE name = $1::text${options.lock ? ' FOR SHARE' : ''}`, [pipeline]);
-  const { rows: retriggers } = await db.query<{ consumer: string; retrigger: unknown }>(
-    `SELECT bc.consumer, c.retrigger FROM backfill.backfill_consumers bc LEFT JOIN backfill.consumers c ON c.name = bc.consumer
-     WHERE bc.backfill_id = $1::bigint ORDER BY bc.consumer COLLATE "C"`, [backfillId]);
+            partition_column AS "partitionColumn", key_columns AS "keyColumns", measure_column AS "measureColumn",
+            (${RETRIGGERS.replace('$1', '$2')}) AS retriggers
+     FROM backfill.pipelines WHERE name = $1::text${options.lock ? ' FOR SHARE' : ''}`, [pipeline, backfillId]);
+  const retriggers = row ? row.retriggers : (await db.query<{ retriggers: RunCatalog['retriggers'] }>(`SELECT (${RETRIGGERS}) AS retriggers`, [backfillId])).rows[0]?.retriggers ?? [];
   return {
     stepSql: row?.stepSql ?? null, sourceShardsSql: row?.sourceShardsSql ?? null, shardsExpected: row?.shardsExpected ?? null,
     targetTable: row?.targetTable ?? null, partitionColumn: row?.partitionColumn ?? null, keyColumns: row?.keyColumns ?? null, measureColumn: row?.measureColumn ?? null,
     retriggers,
   };
 }
+
+/** The re-trigger of each consumer the backfill $1 replays, by consumer in name order, as one json array (null where the consumer is gone). */
+const RETRIGGERS = `SELECT coalesce(json_agg(json_build_object('consumer', bc.consumer, 'retrigger', c.retrigger) ORDER BY bc.consumer COLLATE "C"), '[]'::json)
+     FROM backfill.backfill_consumers bc LEFT JOIN backfill.consumers c ON c.name = bc.consumer WHERE bc.backfill_id = $1::bigint`;
 
 export interface FrozenCatalog {
   backfillId: number;
