@@ -1,7 +1,10 @@
 import { rowsChecksum } from './partitions.js';
 import { runPipelineSql } from './pipelineSql.js';
 import type { Queryable } from './pool.js';
-import { keysEqual, liveSource, nothingChanged, rowText, runRows, runSource, stepRows, versionsAgainstBaseline, type RowSource, type RowStore, type VersionChanges } from './rowStore.js';
+import {
+  keysEqual, liveSource, nothingChanged, rowText, runRows, runSource, sameRowsSince, stepRows, versionsAgainstBaseline, versionsSinceSnapshot,
+  type CountedAtStaging, type RowSource, type RowStore, type VersionChanges, type VersionsSince,
+} from './rowStore.js';
 
 // Stage, publish and restore by rewrite: the statements over the run's staged and saved rows (RewriteTables: in
 // tables of the run's own, or the store's shared ones), its baseline, and the live partition they replace. Each
@@ -44,18 +47,17 @@ export async function saveAndDeletePrior(tx: Queryable, store: RowStore, saved: 
 }
 
 /**
- * saveAndDeletePrior, and in the same statement whether it deleted exactly the live rows a statement of staging
- * counted (`rows` of them) in a snapshot of xmin `snapshotXmin`: every row version it deleted written by a
- * transaction below that xmin, and as many as were counted (the argument of src/db/swap.ts, liveUnchangedSince).
+ * saveAndDeletePrior, and in the same statement whether it deleted exactly the live rows staging counted in its
+ * snapshot (versionsSinceSnapshot over the row versions it deleted).
  */
-export async function saveAndDeleteSince(tx: Queryable, store: RowStore, saved: string, run: [number, number, Date], since: { snapshotXmin: string; rows: number }): Promise<{ rows: number; unchanged: boolean }> {
-  const { rows } = await tx.query<{ rows: number; recent: number; horizon: number }>(
+export async function saveAndDeleteSince(tx: Queryable, store: RowStore, saved: string, run: [number, number, Date], counted: CountedAtStaging): Promise<{ rows: number; unchanged: boolean }> {
+  // `kept` runs to completion unread, as every data-modifying WITH does: one saved row for each row in `gone`.
+  const { rows } = await tx.query<VersionsSince>(
     `${deleteIntoSaved(store, saved)}
-     SELECT (SELECT count(*) FROM kept)::int AS rows, (SELECT count(*) FROM gone WHERE age(gone.bf_xmin) <= age(xid($4::xid8)))::int AS recent,
-            age(xid($4::xid8)) AS horizon`, [...run, since.snapshotXmin]);
+     SELECT ${versionsSinceSnapshot('gone.bf_xmin', '$4')} FROM gone`, [...run, counted.snapshotXmin]);
   const row = rows[0];
   if (!row) throw new Error('the publish delete returned no row');
-  return { rows: row.rows, unchanged: row.horizon >= 0 && row.horizon < 2 ** 30 && row.recent === 0 && row.rows === since.rows };
+  return { rows: Number(row.rows), unchanged: sameRowsSince(row, counted) };
 }
 
 /** The CTEs of a delete that saves what it deletes: `gone`, the rows deleted with their versions (bf_xmin); `kept`, one row for each saved. */

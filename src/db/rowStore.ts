@@ -165,6 +165,42 @@ export function versionsAgainstBaseline(store: RowStore, versioned: string, base
 
 export const nothingChanged = (changes: VersionChanges): boolean => changes.added === 0 && changes.changed === 0 && changes.gone === 0;
 
+/** What staging counted of the live rows (`rows`) and the xmin of the snapshot it read them in (pg_snapshot_xmin, as text). */
+export interface CountedAtStaging {
+  snapshotXmin: string;
+  rows: number;
+}
+
+/** versionsSinceSnapshot's figures: the rows, those whose version is at or above the snapshot's xmin, and that xmin's age. */
+export interface VersionsSince {
+  rows: string;
+  recent: string;
+  horizon: number;
+}
+
+/**
+ * The select list of VersionsSince over rows whose version (xmin) is `version`, the snapshot's xmin given as the
+ * parameter `xminParam`: whether they are exactly the rows a statement of staging counted in that snapshot
+ * (sameRowsSince). A row version written below the xmin was committed before the count and, being there still,
+ * was counted; when every row is one, and there are as many as were counted, they are the same rows. Any other
+ * writer's insert, update (a new version, even of the same values) or delete since shows as a version written at
+ * or above the xmin, or as fewer rows. A version written below the xmin by a transaction that was still running
+ * then cannot be: the snapshot's xmin is the oldest transaction running when it was taken, and a subtransaction's
+ * id comes after its parent's (so a snapshot's list of running transactions, which holds no subtransaction, would
+ * not do).
+ *
+ * xmin is 32 bits: age() places each version against the xmin from the transaction's own position, exactly while
+ * the xmin is within 2³¹ transactions of it (past 2³⁰, sameRowsSince does not rely on it). A frozen version keeps
+ * its xmin (or reads FrozenTransactionId, age 2³¹ - 1): at worst an old row reads as recent and the publish measures again.
+ */
+export function versionsSinceSnapshot(version: string, xminParam: string): string {
+  const xmin = `xid(${xminParam}::xid8)`;
+  return `count(*)::bigint AS rows, count(*) FILTER (WHERE age(${version}) <= age(${xmin}))::bigint AS recent, age(${xmin}) AS horizon`;
+}
+
+export const sameRowsSince = (found: VersionsSince, counted: CountedAtStaging): boolean =>
+  found.horizon >= 0 && found.horizon < 2 ** 30 && Number(found.recent) === 0 && Number(found.rows) === counted.rows;
+
 /**
  * PERF: the store's tables are filled and joined inside one transaction, before any statistics exist for the
  * new rows (autovacuum may be off, and ANALYZE per partition would serialize the workers). With a nested loop

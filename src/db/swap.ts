@@ -1,6 +1,9 @@
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 import { runPipelineSql } from './pipelineSql.js';
-import { keysEqual, liveSource, stepRows, tableSource, versionsAgainstBaseline, type RowSource, type RowStore, type VersionChanges } from './rowStore.js';
+import {
+  keysEqual, liveSource, sameRowsSince, stepRows, tableSource, versionsAgainstBaseline, versionsSinceSnapshot,
+  type CountedAtStaging, type RowSource, type RowStore, type VersionChanges, type VersionsSince,
+} from './rowStore.js';
 import type { Pipeline } from './pipelines.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 
@@ -261,27 +264,12 @@ export async function liveChangesSince(tx: Queryable, store: RowStore, run: [num
   return row;
 }
 
-/**
- * Whether the live partition `live` holds exactly the rows a statement counted (`rows`) in a snapshot of xmin
- * `snapshotXmin` (pg_snapshot_xmin: every transaction below it had finished, committed or not, when it read them).
- * A row version live now and written below that xmin was committed before the count and is still live, so it was
- * counted; when every live row version is one, and there are as many as were counted, they are the same rows. Any
- * other writer's insert, update (a new version, even of the same values) or delete since shows as a version
- * written at or above the xmin, or as fewer rows. A version written below the xmin by a transaction that was still
- * running then cannot be: the snapshot's xmin is the oldest transaction running when it was taken, and a
- * subtransaction's id comes after its parent's.
- *
- * xmin is 32 bits: age() places each version against the xmin from the transaction's own position, exactly while
- * the xmin is within 2³¹ transactions of it (past 2³⁰ here, it is not relied on). A frozen version keeps its xmin
- * (or reads FrozenTransactionId, age 2³¹ - 1): at worst an old row reads as recent and the publish measures again.
- */
-export async function liveUnchangedSince(tx: Queryable, store: RowStore, run: [number, number, Date], live: string, since: { snapshotXmin: string; rows: number }): Promise<boolean> {
-  const { rows } = await tx.query<{ rows: string; recent: string; horizon: number }>(
-    `SELECT count(*)::bigint AS rows, count(*) FILTER (WHERE age(t.xmin) <= age(xid($4::xid8)))::bigint AS recent, age(xid($4::xid8)) AS horizon
-     FROM ${tableSource(store, live)}`, [...run, since.snapshotXmin]);
+/** Whether the live partition `live` holds exactly the rows staging counted in its snapshot (versionsSinceSnapshot): one scan of it. */
+export async function liveUnchangedSince(tx: Queryable, store: RowStore, run: [number, number, Date], live: string, counted: CountedAtStaging): Promise<boolean> {
+  const { rows } = await tx.query<VersionsSince>(`SELECT ${versionsSinceSnapshot('t.xmin', '$4')} FROM ${tableSource(store, live)}`, [...run, counted.snapshotXmin]);
   const row = rows[0];
   if (!row) throw new Error('the live partition\'s count returned no row');
-  return row.horizon >= 0 && row.horizon < 2 ** 30 && Number(row.recent) === 0 && Number(row.rows) === since.rows;
+  return sameRowsSince(row, counted);
 }
 
 /**

@@ -210,24 +210,28 @@ interface Written {
  */
 async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: Omit<MeasuredAtStaging, 'staged'> | undefined): Promise<Written> {
   const tables = rewriteTablesOf(store, run, apart);
-  if (atStaging && atStaging.liveSnapshotXmin !== null) {
-    // PERF: by staging's snapshot, no join of what it deletes with the baseline, nor a look in the catalog for it.
-    const prior = await saveAndDeleteSince(tx, store, tables.saved, run, { snapshotXmin: atStaging.liveSnapshotXmin, rows: atStaging.liveRows });
-    await savedOnce(tx, run, prior.rows, null);
-    if (prior.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging.reconciliation);
+  const compared = atStaging && await deleteComparedWithStaging(tx, store, run, tables, atStaging);
+  if (atStaging && compared) {
+    await savedOnce(tx, run, compared.rows, null);
+    if (compared.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging.reconciliation);
     return writeAndMeasure(tx, store, run, tables, await keptBaseline(tx, store, run));
-  }
-  // A partition staged before staging kept its snapshot (migrations/0029): compared with the baseline.
-  const versioned = atStaging && await versionedBaseline(tx, store, run);
-  if (atStaging && versioned) {
-    const prior = await saveAndDeleteComparing(tx, store, tables.saved, run, versioned);
-    await savedOnce(tx, run, prior.rows, null);
-    if (prior.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging.reconciliation);
-    return writeAndMeasure(tx, store, run, tables, tableSource(store, versioned));
   }
   const rows = await saveAndDeletePrior(tx, store, tables.saved, run);
   await savedOnce(tx, run, rows, null);
   return writeAndMeasure(tx, store, run, tables, await keptBaseline(tx, store, run));
+}
+
+/**
+ * The delete that saves the live rows, telling whether it removed exactly the rows staging compared: by the snapshot
+ * staging read them in (saveAndDeleteSince; PERF: no join with the baseline, nor a look in the catalog for it), or
+ * for a partition staged before it kept one (migrations/0029), by the baseline's keys and row versions
+ * (saveAndDeleteComparing). Undefined, having deleted nothing, where neither can tell.
+ */
+async function deleteComparedWithStaging(tx: PoolClient, store: RowStore, run: [number, number, Date], tables: RewriteTables,
+  atStaging: Omit<MeasuredAtStaging, 'staged'>): Promise<{ rows: number; unchanged: boolean } | undefined> {
+  if (atStaging.liveSnapshotXmin !== null) return saveAndDeleteSince(tx, store, tables.saved, run, { snapshotXmin: atStaging.liveSnapshotXmin, rows: atStaging.liveRows });
+  const versioned = await versionedBaseline(tx, store, run);
+  return versioned === undefined ? undefined : saveAndDeleteComparing(tx, store, tables.saved, run, versioned);
 }
 
 /**
