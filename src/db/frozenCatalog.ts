@@ -32,9 +32,9 @@ export async function readRunCatalog(db: Queryable, backfillId: number, pipeline
   const { rows: [row] } = await db.query<Omit<RunCatalog, 'retriggers'> & { retriggers: RunCatalog['retriggers'] }>(
     `SELECT step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected", target_table AS "targetTable",
             partition_column AS "partitionColumn", key_columns AS "keyColumns", measure_column AS "measureColumn",
-            (${RETRIGGERS.replace('$1', '$2')}) AS retriggers
+            (${retriggersOf('$2')}) AS retriggers
      FROM backfill.pipelines WHERE name = $1::text${options.lock ? ' FOR SHARE' : ''}`, [pipeline, backfillId]);
-  const retriggers = row ? row.retriggers : (await db.query<{ retriggers: RunCatalog['retriggers'] }>(`SELECT (${RETRIGGERS}) AS retriggers`, [backfillId])).rows[0]?.retriggers ?? [];
+  const retriggers = row ? row.retriggers : (await db.query<{ retriggers: RunCatalog['retriggers'] }>(`SELECT (${retriggersOf('$1')}) AS retriggers`, [backfillId])).rows[0]?.retriggers ?? [];
   return {
     stepSql: row?.stepSql ?? null, sourceShardsSql: row?.sourceShardsSql ?? null, shardsExpected: row?.shardsExpected ?? null,
     targetTable: row?.targetTable ?? null, partitionColumn: row?.partitionColumn ?? null, keyColumns: row?.keyColumns ?? null, measureColumn: row?.measureColumn ?? null,
@@ -42,9 +42,11 @@ export async function readRunCatalog(db: Queryable, backfillId: number, pipeline
   };
 }
 
-/** The re-trigger of each consumer the backfill $1 replays, by consumer in name order, as one json array (null where the consumer is gone). */
-const RETRIGGERS = `SELECT coalesce(json_agg(json_build_object('consumer', bc.consumer, 'retrigger', c.retrigger) ORDER BY bc.consumer COLLATE "C"), '[]'::json)
-     FROM backfill.backfill_consumers bc LEFT JOIN backfill.consumers c ON c.name = bc.consumer WHERE bc.backfill_id = $1::bigint`;
+/** The re-trigger of each consumer the backfill (the parameter `backfillParam`) replays, by consumer in name order, as one json array. */
+function retriggersOf(backfillParam: string): string {
+  return `SELECT coalesce(json_agg(json_build_object('consumer', bc.consumer, 'retrigger', c.retrigger) ORDER BY bc.consumer COLLATE "C"), '[]'::json)
+     FROM backfill.backfill_consumers bc LEFT JOIN backfill.consumers c ON c.name = bc.consumer WHERE bc.backfill_id = ${backfillParam}::bigint`;
+}
 
 export interface FrozenCatalog {
   backfillId: number;

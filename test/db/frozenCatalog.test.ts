@@ -4,6 +4,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readRunCatalog, type RunCatalog } from '../../src/db/frozenCatalog.js';
+import { withStatementSeam } from '../../src/db/pool.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
 let engine: TestEngine;
@@ -40,12 +41,7 @@ describe('readRunCatalog', () => {
     const statements: string[] = [];
     const client = await engine.ctx.pool.connect();
     try {
-      const counting = new Proxy(client, {
-        get: (target, property) => (property === 'query'
-          ? (...args: unknown[]) => { statements.push(String(args[0])); return (target.query as (...a: unknown[]) => unknown)(...args); }
-          : Reflect.get(target, property, target) as unknown),
-      });
-      const read = await readRunCatalog(counting, backfillId, 'orders', { lock: true });
+      const read = await readRunCatalog(withStatementSeam(client, async (statement) => { statements.push(statement); }), backfillId, 'orders', { lock: true });
       expect(read).toEqual(await readApart(backfillId, 'orders'));
       expect(read.retriggers.length).toBeGreaterThan(1);
       expect(read.retriggers.every((r) => r.retrigger !== null)).toBe(true);
