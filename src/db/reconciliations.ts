@@ -36,8 +36,8 @@ export async function loadReconciliation(db: Queryable, backfillId: number): Pro
 /**
  * What staging measured besides the reconciliation, where its join was exact (migrations/0028): the live rows it
  * compared the staged ones with (their keys kept with row versions in the run's baseline, and the xmin of the
- * snapshot it read them in: migrations/0029) and, for a publish by swap, the staged rows' checksum (rowsChecksum). Their count and total are the plan's stagedRows and the
- * reconciliation's totalAfter.
+ * snapshot it read them in: migrations/0029) and, for a publish by swap, the staged rows' checksum (rowsChecksum).
+ * Their count and total are the plan's stagedRows and the reconciliation's totalAfter.
  */
 export interface MeasuredLive {
   liveRows: number;

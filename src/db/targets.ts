@@ -10,8 +10,8 @@ import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
  * PERF: one aggregate an hour (LATERAL), each reading its hour alone, and pruned at planning too (`= ANY` the
  * hours given: a target partitioned by hour is planned with their partitions only, an index lookup on a plain
  * one). The hours joined to the target and grouped sorted every row by hour (spilling at 4 MB of work_mem) before
- * the checksum, then still sorting by key, sorted each hour's: at 50,000 rows × 24 partitioned, 2.45–2.82 s against 1.83–1.90 s,
- * and 4 plain hours 370–429 ms against 283–289 ms. Without the `= ANY` each hour's subquery is planned over every
+ * the checksum, then still sorting by key, sorted each hour's: at 50,000 rows × 24 partitioned, 2.45–2.82 s
+ * against 1.83–1.90 s, and 4 plain hours 370–429 ms against 283–289 ms. Without the `= ANY` each hour's subquery is planned over every
  * partition of the target, pruned only as it runs: with JIT on the server compiled them all, 14.6 s.
  */
 export async function insertTargets(tx: Queryable, pipeline: Pipeline, backfillId: number, expected: { hour: Date; rows: number; total: string }[]): Promise<void> {
