@@ -167,13 +167,17 @@ const SAMPLE_SIZE = 5;
  * it carried (saved, not staged, not in the baseline) against the live rows with those keys. Only read when the
  * checksum says something differs. Once retention dropped the baseline (scratch), a saved key that is not live
  * may have been removed by the publish itself, so only live rows are compared there: the counts are then a floor.
+ * The baseline is kept while the run's table of its own is there (`ownTable`), though it may hold no key (the
+ * staged rows had every live key: measureStaged), or, in the store's shared one, while it holds the run's keys.
  */
-export async function changedSincePublish(tx: Queryable, store: RowStore, tables: RewriteTables, run: [number, number, Date], baseline: RowSource): Promise<ChangedSincePublish> {
+export async function changedSincePublish(tx: Queryable, store: RowStore, tables: RewriteTables, run: [number, number, Date],
+  kept: { source: RowSource; ownTable: boolean }): Promise<ChangedSincePublish> {
+  const baseline = kept.source;
   const keyText = (alias: string) => store.keys.map((key) => `${alias}.${key}::text`).join(` || ', ' || `);
   const on = store.keys.map((key) => `e.${key} = l.${key}`).join(' AND ');
   const pick = (alias: string) => store.keys.map((key) => `${alias}.${key}`).join(', ');
   const { rows } = await tx.query<{ how: 'changed' | 'removed' | 'added'; n: number; sample: string[] }>(
-    `WITH baseline_kept AS (SELECT EXISTS (SELECT 1 FROM ${baseline}) AS kept),
+    `WITH baseline_kept AS (SELECT ${kept.ownTable ? 'true' : `EXISTS (SELECT 1 FROM ${baseline})`} AS kept),
      expected AS (
        SELECT ${pick('s')}, ${rowText(store, 's')} AS r, false AS from_saved FROM ${runSource(store, tables.staged, 's')}
        UNION ALL

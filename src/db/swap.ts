@@ -73,6 +73,16 @@ export async function keepKeysIn(tx: Queryable, store: RowStore, table: string, 
   await tx.query(`CREATE TABLE ${table} AS SELECT ${keys} FROM ${source}`, run);
 }
 
+/**
+ * A new, empty table (qualified, quoted) of the target's partition and key columns, of their types; one of that
+ * name is dropped first. Filled later by a statement that picks which keys (measureStaged's missing keys).
+ */
+export async function createKeysTable(tx: Queryable, store: RowStore, table: string): Promise<void> {
+  const keys = [store.partition, ...store.keys].map((key) => `t.${key}`).join(', ');
+  // One round trip for the drop and the create (a simple-protocol string: names quoted, no outside text).
+  await tx.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} AS SELECT ${keys} FROM ${store.target} t WITH NO DATA`);
+}
+
 /** A new table (qualified, quoted) shaped like the target, with the CHECK `constraint` holding exactly the hour; one of that name is dropped first. */
 export async function createStagedTable(tx: Queryable, store: RowStore, table: string, constraint: string, hour: Date, next: Date): Promise<void> {
   const p = store.partition;

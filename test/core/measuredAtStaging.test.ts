@@ -9,7 +9,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { executeStep } from '../../src/core/procedure.js';
 import { rowStoreOf } from '../../src/core/recompute/rowStore.js';
+import { keepBaseline } from '../../src/core/recompute/storeTables.js';
 import { requirePipeline } from '../../src/db/pipelines.js';
+import { acceptTargets } from '../../src/db/targets.js';
 import { reconcileWithSnapshot } from '../../src/db/reconcile.js';
 import { liveSource, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../src/db/rowStore.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
@@ -175,6 +177,7 @@ describe.each([
     const id = await approvedNight15(e.ctx, 'measured at staging');
     for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
     expect((await e.ctx.pool.query(`UPDATE backfill.reconciliations SET live_snapshot_xmin = NULL WHERE backfill_id = $1 AND phase = 'staged'`, [id])).rowCount).toBe(HOURS.length);
+    await keptWholeAsBefore0029(e, id);
     for (const statement of CHANGES[change]) expect((await e.ctx.pool.query(statement, [hourKey(HOUR)])).rowCount).toBe(1);
     const publishStatements: string[] = [];
     e.ctx.hooks = { afterStatement: async (_backfillId, _hour, statement) => { publishStatements.push(statement); } };
@@ -187,6 +190,17 @@ describe.each([
     expect(publishStatements.some((statement) => statement.includes(') a FULL JOIN (SELECT t.* FROM'))).toBe(change !== 'nothing');
   });
 });
+
+/** The baselines as staging kept them before it kept a snapshot: every live key of the hour with its row version. */
+async function keptWholeAsBefore0029(e: TestEngine, id: number): Promise<void> {
+  const client = await e.ctx.pool.connect();
+  try {
+    const store = await rowStoreOf(client, await requirePipeline(client, 'orders'));
+    for (const hh of HOURS) await keepBaseline(client, store, [id, STAGED_RUN, new Date(hourKey(hh))], liveSource(store), { rowVersions: true });
+  } finally {
+    client.release();
+  }
+}
 
 describe('a publish by rewrite (plain target) with another writer beside it', () => {
   it('measures both sides when a row another writer committed after its delete is live beside the rows it wrote', async () => {
@@ -209,6 +223,42 @@ describe('a publish by rewrite (plain target) with another writer beside it', ()
     // Not carried (the delete did not see it): live beside the written rows, in the snapshot, not among the saved.
     expect(await recorded(e, id)).toEqual({ ...after, keysDuplicated: 0, lateRows: 0 });
     expect(publishStatements.some((statement) => statement.includes(') a FULL JOIN (SELECT t.* FROM'))).toBe(true);
+  });
+});
+
+// The baseline holds only the live keys the staged rows lack (measureStaged): a key the step no longer produces is
+// one of them, so a writer's change to its live row after the stage is not a late row and the publish drops it as it
+// would have; a new key written after the stage is a late row and is carried.
+describe.each([
+  { shape: 'partitioned by hour', scenario: 'month-end-partitioned', by: 'swap' },
+  { shape: 'plain', scenario: 'month-end', by: 'rewrite' },
+] as const)('a publish by $by ($shape target) of a partition whose step dropped a live key', ({ scenario }) => {
+  it('drops that key though another writer changed its row after the stage, and carries a key written since', async () => {
+    engine = await createTestEngine(scenario);
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'measured at staging');
+    const dropped = (await e.ctx.pool.query<{ id: string }>(
+      `DELETE FROM warehouse.orders_raw WHERE order_id = (SELECT min(order_id) FROM warehouse.orders_raw WHERE event_hour = $1) RETURNING order_id::text AS id`, [hourKey(HOUR)])).rows[0]?.id;
+    expect(dropped).toBeDefined();
+    for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
+    const staged = await e.ctx.pool.query<{ missing: number }>(
+      `SELECT keys_missing AS missing FROM backfill.reconciliations WHERE backfill_id = $1 AND partition_hour = $2 AND phase = 'staged'`, [id, hourKey(HOUR)]);
+    expect(staged.rows).toEqual([{ missing: 1 }]);
+    const baseline = await e.ctx.pool.query<{ id: string }>(`SELECT order_id::text AS id FROM bf_orders."p20261115${HOUR}_b${id}_g1_baseline"`);
+    expect(baseline.rows).toEqual([{ id: dropped }]);
+    // A key lost is outside the envelope: accepted by name, as an operator would.
+    await acceptTargets(e.ctx.pool, id, [new Date(hourKey(HOUR))], 'U0TEST', 'the step drops this order now');
+    expect((await e.ctx.pool.query(`UPDATE warehouse.orders SET amount_base = amount_base + 1 WHERE partition_hour = $1 AND order_id = $2`, [hourKey(HOUR), dropped])).rowCount).toBe(1);
+    expect((await e.ctx.pool.query(CHANGES['a row written (a late row)'][0], [hourKey(HOUR)])).rowCount).toBe(1);
+
+    expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hourKey(HOUR) })).toBe('done');
+    const live = await e.ctx.pool.query<{ id: string }>(
+      'SELECT order_id::text AS id FROM warehouse.orders WHERE partition_hour = $1 AND order_id = ANY ($2::bigint[]) ORDER BY 1', [hourKey(HOUR), [dropped, LATE_ORDER_ID]]);
+    expect(live.rows).toEqual([{ id: String(LATE_ORDER_ID) }]);
+    const after = await measuredAfter(e, id);
+    expect(after.lateRows).toBe(1);
+    expect(await recorded(e, id)).toEqual({ ...after, keysDuplicated: 0 });
+    expect(after.keysMissing).toBe(1);
   });
 });
 

@@ -263,6 +263,21 @@ describe('writes that race the backfill', () => {
     expect(await kinds(e, id)).toContain('late_rows_kept');
   });
 
+  it('names a late row it carried, deleted since by another writer, when it refuses a rollback', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'recovery test');
+    for (const key of HOURS) await executeStep(e.ctx, { backfillId: id, kind: 'stage', key });
+    await addLateOrder(e, '2026-11-15T06:00Z', 999000002);
+    expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('done');
+    // The step kept every live key, so staging's baseline holds none; it was kept all the same (a table of its own).
+    const baseline = await e.ctx.pool.query(`SELECT count(*)::int AS n FROM bf_orders."p2026111506_b${id}_g1_baseline"`);
+    expect(baseline.rows).toEqual([{ n: 0 }]);
+    await e.ctx.pool.query('DELETE FROM warehouse.orders WHERE order_id = 999000002');
+    await expect(rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR }))
+      .rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.WrongState) && /2026-11-15 06:00: another writer changed rows this backfill's publish wrote \(of its 60 rows: 1 removed; order_id 999000002 \(removed\)\)/.test(err.message));
+  });
+
   it('loses none of the rows a writer keeps adding while the backfill runs', async () => {
     engine = await createTestEngine();
     const e = engine;

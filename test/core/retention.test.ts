@@ -52,6 +52,12 @@ async function stored(e: TestEngine, id: number): Promise<Record<string, number>
   return row;
 }
 
+async function baselineTables(e: TestEngine, id: number): Promise<number> {
+  const { rows } = await e.ctx.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_class WHERE relnamespace = 'bf_orders'::regnamespace AND relname ~ ('^p[0-9]{10}_b' || $1::int || '_g[0-9]+_baseline$')`, [id]);
+  return rows[0]?.n ?? -1;
+}
+
 const later = (days: number) => new Date(Date.now() + days * DAY_MS);
 
 describe('the retention rule', () => {
@@ -96,18 +102,23 @@ describe('retention of stored rows', () => {
     const e = engine;
     const id = await doneNight15(e);
     const before = await stored(e, id);
-    expect(Object.values(before).every((n) => n > 0)).toBe(true);
+    expect(await baselineTables(e, id)).toBe(6);
+    // The baseline holds the live keys the staged rows lacked (measureStaged): night 15's step keeps every key.
+    expect(before).toEqual({ staged: expect.any(Number), saved: expect.any(Number), baseline: 0, expected: expect.any(Number) });
+    expect([before.staged, before.saved, before.expected].every((n) => n! > 0)).toBe(true);
     const report = await listRetention(e.ctx, { asOf: later(31) });
     expect(report.items.map((item) => [item.kind, item.action, item.tables.map((t) => [t.table, t.rows])])).toEqual([
       ['scratch', 'drop', [['baseline', before.baseline], ['expected', before.expected]]],
       ['undo', 'confirm', [['staged', before.staged], ['saved', before.saved]]],
     ]);
     expect(report.items[1]?.why).toMatch(/its rollback is still allowed: only `retention --prune` drops them/);
-    expect(report.items.every((item) => item.tables.every((t) => t.bytes > t.rows))).toBe(true);
+    expect(report.items.every((item) => item.tables.every((t) => t.rows === 0 || t.bytes > t.rows))).toBe(true);
 
     const pruned = await pruneStoredRows(e.ctx, { actor: RETENTION_ACTOR, includeRollbackRows: false, asOf: later(31) });
     expect(pruned.map((p) => p.kinds)).toEqual([['scratch']]);
     expect(await stored(e, id)).toEqual({ ...before, baseline: 0, expected: 0 });
+    // Its tables of their own are gone too, empty as they were: with them, what a rollback read as kept.
+    expect(await baselineTables(e, id)).toBe(0);
     const event = (await listEvents(e.ctx.pool, id)).find((ev) => ev.kind === 'pruned');
     expect(event).toMatchObject({ actor: 'retention', detail: { kinds: ['scratch'], rows: before.baseline! + before.expected! } });
     // A second run finds nothing more to do.

@@ -17,7 +17,7 @@ import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
 import { hourPartitionOf, indexLikeTarget, publishBySwap, recordWrittenKeys, reportedLockWait, stageIntoTable, type LockWait, type MeasuredAtStaging, type SwapHooks } from './swap.js';
-import { createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, versionedBaseline } from './storeTables.js';
+import { createBaseline, createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, versionedBaseline } from './storeTables.js';
 import { formatHour } from '../time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
@@ -61,7 +61,11 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // publish, which reads these figures.
   // With the live rows it counted, which the publish reads when nothing live changed since (and for a swap the
   // staged rows' checksum: swap.ts, measureSwap).
-  const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, { snapshot: staged.table !== undefined });
+  // And the live keys the staged rows lack into the baseline (createBaseline), or every live key where the join is not exact.
+  const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, {
+    snapshot: staged.table !== undefined,
+    baseline: { table: staged.baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(store), { rowVersions: true }) },
+  });
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
   if (staged.table && exact) await recordWrittenKeys(tx, store, run, staged.table.qualified);
@@ -89,6 +93,8 @@ async function stagedApart(tx: PoolClient, backfillId: number, hour: Date, swapM
 
 interface Staged {
   source: RowSource;
+  /** The run's baseline table, empty until the measure (createBaseline). */
+  baseline: string;
   /** The table of its own the partition was staged into, for a publish by swap. */
   table?: { qualified: string; name: string };
 }
@@ -99,10 +105,10 @@ interface Staged {
  */
 async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean): Promise<Staged> {
   const hour = run[2];
-  // The publish tells late rows by these keys, and whether anything changed by staging's snapshot (saveAndDeleteSince).
-  // Row versions too, so that every baseline has one shape: a partition staged before migration 0029 kept no
-  // snapshot, and its publish compares them (saveAndDeleteComparing).
-  await keepBaseline(tx, store, run, liveSource(store), { rowVersions: true });
+  // The publish tells late rows by the baseline's keys, and whether anything changed by staging's snapshot
+  // (saveAndDeleteSince), or where the measure was not exact by the row versions kept with every key
+  // (saveAndDeleteComparing), as for a partition staged before migration 0029.
+  const baseline = await createBaseline(tx, store, run);
   const tables = rewriteTablesOf(store, run, apart);
   if (apart) await createRewriteTables(tx, store, tables);
   const staged = await stageStepRows(tx, store, tables.staged, run);
@@ -111,16 +117,16 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
       `the ${pipeline.name} step produced ${staged.produced} rows for ${formatHour(hour)} but only ${staged.inHour} of them are in that hour: ` +
       `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`);
   }
-  return { source: runSource(store, tables.staged) };
+  return { source: runSource(store, tables.staged), baseline };
 }
 
 /** The live keys and the step's rows into tables of their own, to be swapped in for the hour's partition (swap.ts). */
 async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
-  // Its keys tell the publish late rows; whether anything changed, staging's snapshot (swap.ts, measureSwap). Row
-  // versions as in stageForRewrite.
-  await keepBaseline(tx, store, run, liveSource(store), { rowVersions: true });
+  // Its keys tell the publish late rows; whether anything changed, staging's snapshot (swap.ts, measureSwap), or
+  // row versions as in stageForRewrite.
+  const baseline = await createBaseline(tx, store, run);
   const table = await stageIntoTable(tx, pipeline, store, run);
-  return { source: tableSource(store, table.qualified), table };
+  return { source: tableSource(store, table.qualified), table, baseline };
 }
 
 /** published: `rows` is how many rows the partition holds live now; `swap`, what a publish by swap cost (ms, rounded to 0.1). */
@@ -214,11 +220,11 @@ async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Da
   if (atStaging && compared) {
     await savedOnce(tx, run, compared.rows, null);
     if (compared.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging.reconciliation);
-    return writeAndMeasure(tx, store, run, tables, await keptBaseline(tx, store, run));
+    return writeAndMeasure(tx, store, run, tables, (await keptBaseline(tx, store, run)).source);
   }
   const rows = await saveAndDeletePrior(tx, store, tables.saved, run);
   await savedOnce(tx, run, rows, null);
-  return writeAndMeasure(tx, store, run, tables, await keptBaseline(tx, store, run));
+  return writeAndMeasure(tx, store, run, tables, (await keptBaseline(tx, store, run)).source);
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { RewriteTables } from '../../db/rewrite.js';
-import { keepKeysIn } from '../../db/swap.js';
+import { createKeysTable, keepKeysIn } from '../../db/swap.js';
 import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
 import { runSource, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 
@@ -35,10 +35,22 @@ export const baselineTable = (store: RowStore, run: [number, number, Date]) => i
 
 /**
  * The live keys of the hour when it is staged, whichever way it will be published: what its publish tells late
- * rows by (rows normal ingestion wrote since), in a table of its own without an index (a hash join reads it
- * whole). PERF: copying 50,000 keys into the store's shared baseline, whose btree on (backfill, generation,
- * hour, key) grows with every row, took 120–190 ms; into a table of their own, under 90 ms. `rowVersions`: with
- * each row's xmin, by which a publish tells whether anything live changed since (versionsAgainstBaseline).
+ * rows by (rows normal ingestion wrote since: their key is neither here nor staged), in a table of its own without
+ * an index (a hash join reads it whole). Made empty here, before the measure; where staging's one join is exact,
+ * that same statement puts in it the live keys the staged rows lack (measureStaged), the only ones a late-row test
+ * can tell apart from staged keys, and otherwise keepBaseline copies every live key.
+ */
+export async function createBaseline(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<string> {
+  const table = baselineTable(store, run);
+  await createKeysTable(tx, store, table);
+  return table;
+}
+
+/**
+ * Every live key of the hour into the run's baseline, made anew. PERF: copying 50,000 keys into the store's shared
+ * baseline, whose btree on (backfill, generation, hour, key) grows with every row, took 120–190 ms; into a table of
+ * their own, under 90 ms. `rowVersions`: with each row's xmin, by which a publish tells whether anything live
+ * changed since (versionsAgainstBaseline) where staging kept no snapshot to tell it by.
  */
 export async function keepBaseline(tx: PoolClient, store: RowStore, run: [number, number, Date], live: RowSource, options: { rowVersions?: boolean } = {}): Promise<void> {
   await keepKeysIn(tx, store, baselineTable(store, run), live, run, options);
@@ -47,11 +59,12 @@ export async function keepBaseline(tx: PoolClient, store: RowStore, run: [number
 /**
  * The run's baseline as a row source: its table of its own, or, for an hour staged before baselines had one
  * (or whose table retention dropped), the run's rows of the store's shared baseline (none, once dropped).
+ * `ownTable`: the run kept one, which holds every key a late-row test needs even when it holds none.
  */
-export async function keptBaseline(db: Queryable, store: RowStore, run: [number, number, Date]): Promise<RowSource> {
+export async function keptBaseline(db: Queryable, store: RowStore, run: [number, number, Date]): Promise<{ source: RowSource; ownTable: boolean }> {
   const table = baselineTable(store, run);
   const { rows } = await db.query<{ own: boolean }>('SELECT to_regclass($1::text) IS NOT NULL AS own', [table]);
-  return rows[0]?.own ? tableSource(store, table) : runSource(store, store.baseline);
+  return rows[0]?.own ? { source: tableSource(store, table), ownTable: true } : { source: runSource(store, store.baseline), ownTable: false };
 }
 
 /**

@@ -331,7 +331,7 @@ interface SwapMeasures {
 /**
  * What staging measured of a partition staged for a swap, and kept (migrations/0028): the reconciliation of the
  * live rows then against the staged ones, how many live rows there were, and the staged rows' snapshot. Staging
- * also kept the baseline with row versions and recorded the written keys (stageIntoTable's caller).
+ * also kept the baseline (the live keys the staged rows lack) and recorded the written keys (stageIntoTable's caller).
  */
 export interface MeasuredAtStaging {
   reconciliation: Reconciliation;
