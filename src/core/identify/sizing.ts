@@ -10,8 +10,9 @@ import { countLiveRows, sampleWidths } from '../../db/sizing.js';
  * (the live rows of its partitions now), and the bytes they take in the pipeline's store (bf_<pipeline>):
  *
  *   staging  staged rows (one per row written) + expected keys (one per row written), each table with its
- *            (backfill, generation, partition, key) index, + baseline keys (one per live row, in a table of their
- *            own per hour, unindexed: src/core/recompute/storeTables.ts). Dropped by retention
+ *            (backfill, generation, partition, key) index, + baseline keys (at most one per live row: those the
+ *            staged rows lack, every one where a key repeats or is NULL; in a table of their own per hour,
+ *            unindexed: src/core/recompute/storeTables.ts), counted at most. Dropped by retention
  *            once the backfill is finished and older than RETENTION_DAYS (the staged rows are kept with the
  *            saved ones while a rollback may still need them).
  *   keep     the saved prior rows (one per live row replaced) with their index: what a rollback restores.
@@ -45,7 +46,7 @@ async function estimateSize(db: Queryable, pipeline: Pipeline, hours: Date[], ex
   const row = widths.row + STORE_OVERHEAD;
   const key = widths.key + STORE_OVERHEAD;
   // Each stored row has its index entry (about a key's width); expected rows are keys, indexed too; baseline
-  // rows are keys without an index.
+  // rows are keys without an index, at most one per live row.
   const stageBytes = rows * (row + key) + rows * 2 * key + replacedRows * key;
   const keepBytes = replacedRows * (row + key);
   return { rows, replacedRows, rowWidth: widths.row, keyWidth: widths.key, stageBytes: Math.round(stageBytes), keepBytes: Math.round(keepBytes) };
