@@ -138,6 +138,15 @@ export async function analyzeStagedTable(tx: Queryable, table: string): Promise<
   await tx.query(`SET LOCAL default_statistics_target = ${STAGED_STATISTICS_TARGET}; ANALYZE ${table}; SET LOCAL default_statistics_target = ${previous}`);
 }
 
+/**
+ * The target's turn to swap (`target` qualified and quoted, as the store names it): one swap of a target at a
+ * time, until the end of the caller's transaction. An advisory lock, so it holds nothing of any table; its own key
+ * space beside lockPartition's ('swap:' against 'partition:').
+ */
+export async function takeSwapTurn(tx: Queryable, target: string): Promise<void> {
+  await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended('swap:' || $1::text, 0))`, [target]);
+}
+
 /** The modes a swap locks its tables in: EXCLUSIVE keeps writers of the target out (readers go on), ACCESS EXCLUSIVE everyone. */
 type SwapLockMode = 'EXCLUSIVE' | 'ACCESS EXCLUSIVE';
 

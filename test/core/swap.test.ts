@@ -237,6 +237,50 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect((await livePartition(e, '05')).oid).not.toBe(prior.oid);
   });
 
+  it('a publish waits for the target\'s turn while another swap of it holds the turn, then takes its locks without a failed try', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'swap test');
+    for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
+    // Another swap's turn of warehouse.orders, held as that swap's transaction holds it (takeSwapTurn).
+    const other = await connect(e);
+    await other.query('BEGIN');
+    await other.query(`SELECT pg_advisory_xact_lock(hashtextextended('swap:' || $1::text, 0))`, ['"warehouse"."orders"']);
+    const failedTries: number[] = [];
+    let settled = false;
+    const publish = executeStep({ ...e.ctx, hooks: { onLockWait: (wait) => { failedTries.push(wait.tries); } } }, { backfillId: id, kind: 'publish', key: hourKey('05') })
+      .finally(() => { settled = true; });
+    await waitUntil(async () => (await e.ctx.pool.query(
+      `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name LIKE 'backfill-bot bf%publish%'`)).rowCount === 1,
+    'the publish to wait for its turn');
+    // Waiting for its turn, it holds nothing of the target: a writer of another hour goes on.
+    await e.ctx.pool.query(`UPDATE warehouse.orders SET amount_base = amount_base WHERE order_id = (SELECT min(order_id) FROM warehouse.orders WHERE partition_hour = $1)`, [hourKey('06')]);
+    expect(settled).toBe(false);
+    await other.query('COMMIT');
+    expect(await publish).toBe('done');
+    expect(failedTries).toEqual([]);
+    const recomputed = (await listEvents(e.ctx.pool, id)).find((ev) => ev.kind === 'recomputed');
+    expect(recomputed?.detail).toMatchObject({ publishedBy: 'swap' });
+    expect(Number(recomputed?.detail.lockWaitMs)).toBeGreaterThan(0);
+  });
+
+  it('a rollback by swap waits for the target\'s turn too, then swaps every partition back', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'swap test');
+    expect(await settle(e, id)).toBe('done');
+    const other = await connect(e);
+    await other.query('BEGIN');
+    await other.query(`SELECT pg_advisory_xact_lock(hashtextextended('swap:' || $1::text, 0))`, ['"warehouse"."orders"']);
+    let settled = false;
+    const rollback = rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'swap test' }).finally(() => { settled = true; });
+    await waitUntil(async () => (await e.ctx.pool.query(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`)).rowCount === 1, 'the rollback to wait for its turn');
+    expect(settled).toBe(false);
+    await other.query('COMMIT');
+    expect((await rollback).restored).toHaveLength(HOURS.length);
+    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+  });
+
   it('a stop that lands between the swap and its commit fences it: the live partition and the staged table stay as they were', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
