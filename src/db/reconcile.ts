@@ -213,7 +213,7 @@ function joinedRows(store: RowStore, before: RowSource, after: RowSource, option
   const from = `FROM (SELECT t.* FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}
      ${planSide}`;
   if (!options.missingKeysInto) return `SELECT ${figures}\n     ${from}`;
-  return keepingMissingKeys(store, figures, from, { table: options.missingKeysInto, plan: options.plan });
+  return keepingMissingKeys(store, figures, from, { table: options.missingKeysInto, plan: options.plan, missing: `${inA} AND ${notB}` });
 }
 
 /**
@@ -222,10 +222,10 @@ function joinedRows(store: RowStore, before: RowSource, after: RowSource, option
  * into the table only where `unique` holds; the figures alone come back. An array holds at most 1 GB: some 130
  * million bigint keys missing from one partition's staged rows.
  */
-function keepingMissingKeys(store: RowStore, figures: string, from: string, into: { table: string; plan: boolean }): string {
-  const [first] = store.keys;
+function keepingMissingKeys(store: RowStore, figures: string, from: string, into: { table: string; plan: boolean; missing: string }): string {
   const kept = [store.partition, ...store.keys];
-  const arrays = kept.map((column, n) => `array_agg(a.${column}) FILTER (WHERE a.${first} IS NOT NULL AND b.${first} IS NULL) AS bf_missing_${n}`);
+  // `missing`: the join rows of a key in `a` and not in `b`, as keysMissing counts them.
+  const arrays = kept.map((column, n) => `array_agg(a.${column}) FILTER (WHERE ${into.missing}) AS bf_missing_${n}`);
   return `WITH measured AS (
        SELECT ${figures}, ${arrays.join(', ')}
        ${from}
@@ -235,12 +235,18 @@ function keepingMissingKeys(store: RowStore, figures: string, from: string, into
        FROM measured m, unnest(${kept.map((_column, n) => `m.bf_missing_${n}`).join(', ')}) AS k(${kept.map((_column, n) => `c${n}`).join(', ')})
        WHERE m."unique"
      )
-     SELECT ${[...JOINED_COLUMNS, ...(into.plan ? PLAN_COLUMNS : [])].map((column) => `m."${column}"`).join(', ')} FROM measured m`;
+     SELECT ${Object.entries(FIGURES).filter(([, side]) => side === 'join' || into.plan).map(([name]) => `m."${name}"`).join(', ')} FROM measured m`;
 }
 
-/** The figures joinedRows selects by name (JoinedRow's), and those it adds with the plan's side. */
-const JOINED_COLUMNS = ['keysMissing', 'keysAdded', 'keysDuplicated', 'keysChanged', 'totalBefore', 'totalAfter', 'unique', 'beforeRows', 'afterRows', 'checksum', 'snapshotXmin'] as const;
-const PLAN_COLUMNS = ['lost', 'stagedKnown', 'expected', 'added', 'planned', 'stagedRows', 'stagedTotal'] as const;
+/**
+ * Which side each figure joinedRows selects comes from: every join, or the plan's side (with `plan`). A Record of
+ * JoinedRow's keys, so a figure added to JoinedRow and not here fails the typecheck.
+ */
+const FIGURES: Record<keyof JoinedRow, 'join' | 'plan'> = {
+  keysMissing: 'join', keysAdded: 'join', keysDuplicated: 'join', keysChanged: 'join', totalBefore: 'join', totalAfter: 'join',
+  unique: 'join', beforeRows: 'join', afterRows: 'join', checksum: 'join', snapshotXmin: 'join',
+  lost: 'plan', stagedKnown: 'plan', expected: 'plan', added: 'plan', planned: 'plan', stagedRows: 'plan', stagedTotal: 'plan',
+};
 
 /** Each side grouped by its typed key columns, then one full join on them: duplicate keys count once per key. */
 function groupedByKey(store: RowStore, before: RowSource, after: RowSource): string {

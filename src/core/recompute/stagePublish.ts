@@ -22,8 +22,8 @@ import { formatHour } from '../time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
 //
-// stage   runs the pipeline's own step query into staging (typed like the target), and the live keys at that
-//         moment into the baseline. An hour that is not small (SWAP_MIN_ROWS) is staged into a table of the
+// stage   runs the pipeline's own step query into staging (typed like the target), and the live keys of that
+//         moment it lacks into the baseline. An hour that is not small (SWAP_MIN_ROWS) is staged into a table of the
 //         run's own: shaped like the target for a publish to swap in, when the target has a partition of
 //         exactly this hour (swap.ts), else shaped like the store's shared staged table, beside a saved table
 //         of its own for the rewrite (storeTables.ts). A small hour is staged into the shared staged table;
@@ -40,7 +40,7 @@ export type StageOutcome = 'staged' | 'unavailable';
 
 /**
  * Builds one partition into staging: the step's own query runs into the pipeline's staged table, and the live
- * keys of that moment into the baseline. Nothing live changes, and no row leaves PostgreSQL.
+ * keys of that moment it lacks into the baseline. Nothing live changes, and no row leaves PostgreSQL.
  */
 export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date, swapMinRows: number): Promise<StageOutcome> {
   const pipeline = await requirePipeline(tx, backfill.pipeline);
@@ -56,6 +56,10 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
   const apart = await stagedApart(tx, backfill.id, hour, swapMinRows);
+  // The publish tells late rows by the baseline's keys, and whether anything changed by staging's snapshot (by
+  // swap measureSwap, by rewrite saveAndDeleteSince), or where the measure was not exact by the row versions kept
+  // with every key (liveChangesSince, saveAndDeleteComparing), as for a partition staged before migration 0029.
+  const baseline = await createBaseline(tx, store, run);
   const staged = apart && await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run, apart);
   // Every check of the partition in one statement; the staged rows and the plan's stay as they are until the
   // publish, which reads these figures.
@@ -64,7 +68,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // And the live keys the staged rows lack into the baseline (createBaseline), or every live key where the join is not exact.
   const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, {
     snapshot: staged.table !== undefined,
-    baseline: { table: staged.baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(store), { rowVersions: true }) },
+    baseline: { table: baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(store), { rowVersions: true }) },
   });
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
@@ -93,22 +97,16 @@ async function stagedApart(tx: PoolClient, backfillId: number, hour: Date, swapM
 
 interface Staged {
   source: RowSource;
-  /** The run's baseline table, empty until the measure (createBaseline). */
-  baseline: string;
   /** The table of its own the partition was staged into, for a publish by swap. */
   table?: { qualified: string; name: string };
 }
 
 /**
- * The live keys into the run's baseline table, the step's rows into its staged table (its own when `apart`, else
- * the shared one), checked to be all in the hour.
+ * The step's rows into the run's staged table (its own when `apart`, else the shared one), checked to be all in
+ * the hour.
  */
 async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], apart: boolean): Promise<Staged> {
   const hour = run[2];
-  // The publish tells late rows by the baseline's keys, and whether anything changed by staging's snapshot
-  // (saveAndDeleteSince), or where the measure was not exact by the row versions kept with every key
-  // (saveAndDeleteComparing), as for a partition staged before migration 0029.
-  const baseline = await createBaseline(tx, store, run);
   const tables = rewriteTablesOf(store, run, apart);
   if (apart) await createRewriteTables(tx, store, tables);
   const staged = await stageStepRows(tx, store, tables.staged, run);
@@ -117,16 +115,13 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
       `the ${pipeline.name} step produced ${staged.produced} rows for ${formatHour(hour)} but only ${staged.inHour} of them are in that hour: ` +
       `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`);
   }
-  return { source: runSource(store, tables.staged), baseline };
+  return { source: runSource(store, tables.staged) };
 }
 
-/** The live keys and the step's rows into tables of their own, to be swapped in for the hour's partition (swap.ts). */
+/** The step's rows into a table of its own, to be swapped in for the hour's partition (swap.ts). */
 async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
-  // Its keys tell the publish late rows; whether anything changed, staging's snapshot (swap.ts, measureSwap), or
-  // row versions as in stageForRewrite.
-  const baseline = await createBaseline(tx, store, run);
   const table = await stageIntoTable(tx, pipeline, store, run);
-  return { source: tableSource(store, table.qualified), table, baseline };
+  return { source: tableSource(store, table.qualified), table };
 }
 
 /** published: `rows` is how many rows the partition holds live now; `swap`, what a publish by swap cost (ms, rounded to 0.1). */

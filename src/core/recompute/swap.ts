@@ -30,7 +30,7 @@ import { baselineTable, inStore, rolledBackTableName, savedTableName, stagedTabl
  * are in src/db/swap.ts.
  *
  * Locks. A swap takes every lock it needs before it detaches anything, always in this order:
- *   0. the target's turn to swap (an advisory lock of the transaction, takeSwapTurn)             waits its turn
+ *   0. the target's turn to swap (takeSwapTurn, an advisory lock of the transaction)       its turn
  *   1. the store's table it swaps in (the staged one; the saved ones on rollback, by name)  ACCESS EXCLUSIVE
  *      (a probe: the target ACCESS EXCLUSIVE, given back as soon as granted: nobody holds it now)
  *   2. the target (the partitioned parent)                                                 EXCLUSIVE
@@ -38,12 +38,13 @@ import { baselineTable, inStore, rolledBackTableName, savedTableName, stagedTabl
  *   3. the target                                                                          ACCESS EXCLUSIVE
  *   4. the live partition of the hour                                                      ACCESS EXCLUSIVE
  *   5. the target's default partition, if it has one                                       ACCESS EXCLUSIVE
- * The turn comes first: swaps of one target (the publishes of a backfill's wave, a rollback) queue on it,
- * each woken when the one before commits, instead of meeting in their lock tries below, where a swap that finds the
- * target held pauses before it tries again. It is taken after the partition lock and holds nothing of any table, so
- * only other swaps of the target wait on it. PERF: four publishes at once at 50,000 rows an hour lost about 100 ms
- * of a 30 ms swap in a failed try and its pause (the server's log). The store's table comes next, so someone
- * reading it (an analyst, a BI tool) holds up the swap alone, never the target; the parent comes before its partitions, as every query of the target locks them. Then DETACH,
+ * The turn comes first: swaps of one target (the publishes of a backfill's wave, a rollback) queue on it, each
+ * woken when the one before commits, instead of meeting in their lock tries below, where a swap that finds the
+ * target held pauses before it tries again. It is taken after the partition lock and holds nothing of any table,
+ * so only other swaps of the target wait on it. PERF: four publishes at once at 50,000 rows an hour lost about
+ * 100 ms of a 30 ms swap in a failed try and its pause (the server's log). The store's table comes next, so
+ * someone reading it (an analyst, a BI tool) holds up the swap alone, never the target; the parent comes before
+ * its partitions, as every query of the target locks them. Then DETACH,
  * the moves and ATTACH wait for nothing (swapTables says what each takes). Each lock is taken in tries
  * (lockTries): a short lock_timeout, 50 ms then doubling up to 1 s, a jittered pause between tries, all within
  * the session's lock_timeout (LOCK_TIMEOUT_MS); a try that is not granted in time rolls back to its savepoint,
@@ -178,7 +179,7 @@ interface LockTries {
   take(locks: readonly TableLock[], options?: { probe?: boolean; once?: boolean }): Promise<boolean>;
   /**
    * Waits for the target's turn to swap (step 0 of the order), counted in the wait; past the session's
-   * lock_timeout, a retryable Timeout.
+   * lock_timeout PostgreSQL cancels it, a retryable Timeout as for any lock (explainCancellation, src/db/pool.ts).
    */
   turn(target: string): Promise<void>;
   /** The time spent in take and turn so far, and the tries. */
@@ -223,11 +224,6 @@ async function lockTries(tx: PoolClient, what: string, hooks: SwapHooks): Promis
       const started = performance.now();
       try {
         await takeSwapTurn(tx, target);
-      } catch (error) {
-        if ((error as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw error;
-        throw new BackfillError(ErrorCode.Timeout,
-          `${what} waited LOCK_TIMEOUT_MS (${budgetMs} ms) for its turn: another swap of ${target} (a publish, a rollback) held it that long. ` +
-          'Nothing was changed; it can be retried.', { retryable: true, cause: error });
       } finally {
         spentMs += performance.now() - started;
       }
@@ -235,9 +231,6 @@ async function lockTries(tx: PoolClient, what: string, hooks: SwapHooks): Promis
     spent: () => ({ lockWaitMs: spentMs, lockTries: tries }),
   };
 }
-
-/** lock_timeout ran out while waiting for a lock. */
-const LOCK_NOT_AVAILABLE = '55P03';
 
 const exclusive = (table: string): TableLock => ({ table, mode: 'ACCESS EXCLUSIVE' });
 const writersOut = (table: string): TableLock => ({ table, mode: 'EXCLUSIVE' });
