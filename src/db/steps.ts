@@ -26,19 +26,17 @@ const settledSql = (alias: string) => `${alias}.status IN (${SETTLED.map((status
 const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')`;
 
 /**
- * The wave and staged table of the target whose hour a step's key names (HOUR_KEY_SQL's text), as a lateral row
- * over `s`: found through the targets' primary key by the hour the key parses to (a key of no hour parses to NULL
- * and finds none), then held to the same text.
- * PERF: matching the text alone formats every target's hour for every step, which no index serves; and the
- * control tables are never analyzed (autovacuum may be off), so the planner, expecting a row or two, nested
- * such scans inside the steps' (see openOfBackfills). A lateral lookup by the key is an index probe whatever
- * the statistics say; OFFSET 0 keeps the planner from flattening it back into a join it would nest the same way.
+ * The wave and staged table of the target of a stage's or a publish's hour (the step's partition_hour,
+ * migrations/0030), as a lateral row over `s`: a probe of the targets' primary key; a step of no hour finds none.
+ * PERF: the hour was parsed from the key (a pattern match, a cast, and the target's hour formatted back to
+ * compare): 3 ms of a 7 ms look at 240 partitions. And the control tables are never analyzed (autovacuum may be
+ * off), so the planner, expecting a row or two, nested such scans inside the steps' (see openOfBackfills); a
+ * lateral probe is an index probe whatever the statistics say, and OFFSET 0 keeps the planner from flattening it
+ * back into a join it would nest the same way.
  */
 function targetOfStep(s: string, only = ''): string {
-  const hour = `(CASE WHEN ${s}.step_key ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:00Z$' THEN ${s}.step_key::timestamptz END)`;
   return `SELECT t.wave, t.staged_relid FROM backfill.backfill_targets t
-     WHERE ${only}t.backfill_id = ${s}.backfill_id AND t.partition_hour >= ${hour} AND t.partition_hour < ${hour} + interval '1 hour'
-       AND ${HOUR_KEY_SQL('t')} = ${s}.step_key
+     WHERE ${only}t.backfill_id = ${s}.backfill_id AND t.partition_hour = ${s}.partition_hour
      OFFSET 0`;
 }
 
@@ -74,12 +72,12 @@ const WAIT_SQL: Record<WaitRule, string> = {
 
 /**
  * The open counts of the backfills `which` selects (a condition on `r.backfill_id`), one row each: what the waits
- * above read as `o`. A publish's wave is its target's, found by the hour its key names.
+ * above read as `o`. A publish's wave is its target's, found by its hour.
  *
  * PERF: the waits were subqueries per step, each reading the backfill's steps and targets again (and the targets'
  * hours as text: no index helps), so a look for runnable steps grew with the square of the partitions, and a
  * backfill with them with the cube: at 60 rows × 240 partitions a dispatch took 211 ms (median) and the backfill
- * 57 s where 24 partitions took 0.5 s. One pass over the backfill's steps, each publish's target found by its key
+ * 57 s where 24 partitions took 0.5 s. One pass over the backfill's steps, each publish's target found by its hour
  * (targetOfStep), reads each row once (docs/benchmark.md). test/db/runnableSteps.test.ts holds the two forms to
  * the same answers.
  */
@@ -298,15 +296,19 @@ const LISTING_READS = waitReads(STEP_KINDS, 'r.backfill_id IN (SELECT c.backfill
 
 const runnableStepsSql = (ofOneBackfill: boolean) =>
   `WITH candidate AS (
-     SELECT s.backfill_id, s.kind, s.step_key, s.status, s.attempts FROM backfill.backfill_steps s
+     SELECT s.backfill_id, s.kind, s.step_key, s.partition_hour, s.status, s.attempts FROM backfill.backfill_steps s
      WHERE (s.status = 'pending' OR (s.status = 'running' AND s.lease_expires_at < clock_timestamp()))
        ${ofOneBackfill ? 'AND s.backfill_id = $2::bigint' : ''}
    )${LISTING_READS.cte ? `, ${LISTING_READS.cte}` : ''}
-   SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key, CASE WHEN s.status = 'running' THEN s.attempts END AS "takeoverOf"
-   FROM candidate s JOIN backfill.backfills b ON b.id = s.backfill_id
-   ${LISTING_READS.joins}
-   WHERE ${runnableSql()}
-   ORDER BY s.backfill_id, array_position($1::text[], s.kind), s.step_key`;
+   SELECT "backfillId", kind, key, "takeoverOf" FROM (
+     SELECT s.backfill_id AS "backfillId", s.kind, s.step_key AS key, CASE WHEN s.status = 'running' THEN s.attempts END AS "takeoverOf",
+            row_number() OVER (PARTITION BY s.backfill_id ORDER BY s.kind = 'stage', array_position($1::text[], s.kind), s.step_key) AS place
+     FROM candidate s JOIN backfill.backfills b ON b.id = s.backfill_id
+     ${LISTING_READS.joins}
+     WHERE ${runnableSql()}
+   ) runnable
+   WHERE place <= ${ofOneBackfill ? '$3' : '$2'}::int
+   ORDER BY "backfillId", array_position($1::text[], kind), key`;
 
 // PERF: the step graph's predicate was a dozen subqueries (fewer since openOfBackfills), and planning them took
 // 5.5 ms a dispatch at 60 rows a partition (the server's log, bind of the unnamed statement), against 2.5 ms
@@ -318,11 +320,24 @@ const runnableStepsSql = (ofOneBackfill: boolean) =>
 const RUNNABLE_STEPS = { name: 'backfill_runnable_steps', text: runnableStepsSql(false) };
 const RUNNABLE_STEPS_OF = { name: 'backfill_runnable_steps_of', text: runnableStepsSql(true) };
 
-/** Pending steps, and running ones whose lease ran out, that the step graph lets run now; in kind order. */
-export async function listRunnableSteps(db: Queryable, backfillId?: number): Promise<RunnableStepRow[]> {
+/**
+ * How many runnable steps of a backfill a look names: the next ones to run, every kind before its stages (which
+ * are all runnable at once), in hour order. A stage claimed leaves the look, so the next one enters it; every step
+ * that commits looks again.
+ * PERF: a look named every runnable step, and the dispatcher asked the queue after each: at 240 partitions
+ * about 135 stages, twice a partition (a backfill of 60 rows × 240 partitions: 12.0 s, 9.2 s with a window of
+ * 32). Above the slots of the workers of a deployment (WORKER_CONCURRENCY a process), so none waits for one.
+ */
+const DISPATCH_WINDOW = 32;
+
+/**
+ * Pending steps, and running ones whose lease ran out, that the step graph lets run now: of each backfill, the
+ * first `window` with its stages last (DISPATCH_WINDOW); in kind order.
+ */
+export async function listRunnableSteps(db: Queryable, backfillId?: number, window = DISPATCH_WINDOW): Promise<RunnableStepRow[]> {
   const { rows } = await db.query<RunnableStepRow>(backfillId === undefined
-    ? { ...RUNNABLE_STEPS, values: [[...STEP_KINDS]] }
-    : { ...RUNNABLE_STEPS_OF, values: [[...STEP_KINDS], backfillId] });
+    ? { ...RUNNABLE_STEPS, values: [[...STEP_KINDS], window] }
+    : { ...RUNNABLE_STEPS_OF, values: [[...STEP_KINDS], backfillId, window] });
   return rows;
 }
 
@@ -352,13 +367,13 @@ export async function listSteps(db: Queryable, backfillId: number): Promise<Step
  */
 export async function insertRunSteps(tx: Queryable, backfillId: number): Promise<void> {
   await tx.query(
-    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key)
-     SELECT $1::bigint, kind, to_char(partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')
-       FROM backfill.backfill_targets CROSS JOIN (VALUES ('stage'), ('publish')) AS k(kind) WHERE backfill_id = $1::bigint
-     UNION ALL SELECT $1::bigint, 'watermark', 'reset'
-     UNION ALL SELECT $1::bigint, 'replay', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
-     UNION ALL SELECT $1::bigint, 'compare', 'totals'
-     UNION ALL SELECT $1::bigint, 'notify', consumer FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'after'
-     UNION ALL SELECT $1::bigint, 'report', 'diff'
+    `INSERT INTO backfill.backfill_steps (backfill_id, kind, step_key, partition_hour)
+     SELECT $1::bigint, kind, ${HOUR_KEY_SQL('t')}, t.partition_hour
+       FROM backfill.backfill_targets t CROSS JOIN (VALUES ('stage'), ('publish')) AS k(kind) WHERE t.backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'watermark', 'reset', NULL
+     UNION ALL SELECT $1::bigint, 'replay', consumer, NULL FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint
+     UNION ALL SELECT $1::bigint, 'compare', 'totals', NULL
+     UNION ALL SELECT $1::bigint, 'notify', consumer, NULL FROM backfill.backfill_consumers WHERE backfill_id = $1::bigint AND notify_rule = 'after'
+     UNION ALL SELECT $1::bigint, 'report', 'diff', NULL
      ON CONFLICT DO NOTHING`, [backfillId]);
 }

@@ -48,7 +48,8 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
   if (backfillId === undefined) await advanceAll(ctx);
   const runnable = await findRunnableSteps(ctx.pool, backfillId);
   // PERF: most runnable steps are already queued (every stage of a backfill is runnable at once, and each
-  // finished step dispatches again): their job ids are asked after side by side, not one round trip each. The
+  // finished step dispatches again): their job ids are asked after side by side, not one round trip each, and
+  // only of the look's window (DISPATCH_WINDOW, src/db/steps.ts), not of every stage still to run. The
   // missing ones are then added one by one, in the order of the rows: the queue's order is the graph's.
   const queued = await Promise.all(runnable.map((step) => willRun(queue, jobIdFor(step))));
   const added: StepRef[] = [];

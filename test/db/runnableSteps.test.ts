@@ -1,9 +1,10 @@
 // Which steps may run: the dispatcher's look (listRunnableSteps) and a claim's locked check (lockStepForClaim)
 // against the step graph's predicate as it was first written, one subquery per wait, each reading the backfill's
 // steps and targets again. The statements now read each backfill's open steps once and a step's own target by
-// its key (src/db/steps.ts, openOfBackfills and targetOfStep): on random states of a real backfill (its state,
+// its hour (src/db/steps.ts, openOfBackfills and targetOfStep): on random states of a real backfill (its state,
 // every step's status and lease, every target's wave and staged table, a rollback's steps beside the run's)
-// both must name the same steps. Real PostgreSQL, on a database of its own.
+// both must name the same steps; the dispatcher's look, the first of them in its window (DISPATCH_WINDOW).
+// Real PostgreSQL, on a database of its own.
 // Replay a failure: FC_SEED=<seed> npx vitest run test/db/runnableSteps.test.ts
 
 import fc from 'fast-check';
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackfillState } from '../../src/core/states.js';
 import { ROLLBACK_SUFFIX, SETTLED, STEP_GRAPH, STEP_KINDS, StepStatus, type StepKind, type StepPhase, type WaitRule } from '../../src/core/lifecycle/stepGraph.js';
 import type { PoolClient } from '../../src/db/pool.js';
+import { migrate } from '../../src/db/migrate.js';
 import { insertRollbackSteps, listRunnableSteps, lockStepForClaim } from '../../src/db/steps.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
@@ -126,13 +128,14 @@ describe('which steps may run, read once per backfill', () => {
     await engine.close();
   });
 
-  it('names the steps the predicate as first written names, in the dispatcher\'s look and in a claim\'s check', async () => {
+  it('names the steps the predicate as first written names, in the dispatcher\'s look (the first of them, stages last, in its window) and in a claim\'s check', async () => {
     console.log(`runnable steps: FC_SEED=${SEED}`);
     // Several partitions, so that waves and stages wait on one another.
     expect(counts.targets).toBeGreaterThan(2);
     let listed = 0;
     let waiting = 0;
-    await fc.assert(fc.asyncProperty(drawn(counts.steps, counts.targets), async (draw) => {
+    let clipped = 0;
+    await fc.assert(fc.asyncProperty(drawn(counts.steps, counts.targets), fc.integer({ min: 1, max: 12 }), async (draw, window) => {
       const client = await engine.ctx.pool.connect();
       try {
         await client.query('BEGIN');
@@ -140,8 +143,14 @@ describe('which steps may run, read once per backfill', () => {
         const expected = await firstWritten(client, backfillId);
         const names = (steps: { kind: string; key: string }[]) => steps.map((step) => `${step.kind} ${step.key}`);
         const expectedListed = expected.filter((step) => step.listed);
-        expect(names(await listRunnableSteps(client, backfillId))).toEqual(names(expectedListed));
-        expect(names((await listRunnableSteps(client)).filter((step) => step.backfillId === backfillId))).toEqual(names(expectedListed));
+        expect(names(await listRunnableSteps(client, backfillId, counts.steps))).toEqual(names(expectedListed));
+        expect(names((await listRunnableSteps(client, undefined, counts.steps)).filter((step) => step.backfillId === backfillId))).toEqual(names(expectedListed));
+        // A look names the first `window` of them, every other kind before the stages; in kind order still.
+        const inWindow = new Set(names([...expectedListed.filter((step) => step.kind !== 'stage'), ...expectedListed.filter((step) => step.kind === 'stage')].slice(0, window)));
+        const windowed = names(expectedListed).filter((name) => inWindow.has(name));
+        expect(names(await listRunnableSteps(client, backfillId, window))).toEqual(windowed);
+        expect(names((await listRunnableSteps(client, undefined, window)).filter((step) => step.backfillId === backfillId))).toEqual(windowed);
+        if (windowed.length < expectedListed.length) clipped += 1;
         for (const step of expected) {
           const claim = await lockStepForClaim(client, { backfillId, kind: step.kind, key: step.key });
           expect(claim?.runnable, `${step.kind} ${step.key} (${step.status}) in ${draw.state}`).toBe(step.runnable);
@@ -156,5 +165,39 @@ describe('which steps may run, read once per backfill', () => {
     // Both answers were given: steps that may run, and steps that must wait although their state would let them.
     expect(listed).toBeGreaterThan(0);
     expect(waiting).toBeGreaterThan(0);
+    // And windows that left runnable steps out of a look.
+    expect(clipped).toBeGreaterThan(0);
+  });
+});
+
+describe('the hour of a stage or a publish (migrations/0030)', () => {
+  let engine: TestEngine;
+  beforeAll(async () => {
+    engine = await createTestEngine();
+  });
+  afterAll(async () => {
+    await engine.close();
+  });
+
+  it('is given to the steps of a backfill made before it, and every stage and publish has one, and no other step', async () => {
+    const backfillId = await approvedNight15(engine.ctx, 'step hours test');
+    const pool = engine.ctx.pool;
+    const hours = async () => (await pool.query<{ kind: string; key: string; hour: string | null }>(
+      `SELECT kind, step_key AS key, to_char(partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"') AS hour
+       FROM backfill.backfill_steps WHERE backfill_id = $1::bigint ORDER BY kind, step_key`, [backfillId])).rows;
+    const made = await hours();
+    // As the database was before the migration: no column, and the migration not applied yet.
+    await pool.query('ALTER TABLE backfill.backfill_steps DROP COLUMN partition_hour');
+    await pool.query('DELETE FROM public.backfill_bot_migrations WHERE version = 30');
+    expect(await migrate(pool)).toEqual([30]);
+    const migrated = await hours();
+    expect(migrated).toEqual(made);
+    const partitionSteps = migrated.filter((step) => step.kind === 'stage' || step.kind === 'publish');
+    expect(partitionSteps.length).toBeGreaterThan(2);
+    for (const step of migrated) expect(step.hour, `${step.kind} ${step.key}`).toBe(partitionSteps.includes(step) ? step.key : null);
+    await expect(pool.query(`UPDATE backfill.backfill_steps SET partition_hour = NULL WHERE backfill_id = $1::bigint AND kind = 'publish'`, [backfillId]))
+      .rejects.toThrow(/backfill_steps_hour_of_partition_steps/);
+    await expect(pool.query(`UPDATE backfill.backfill_steps SET partition_hour = now() WHERE backfill_id = $1::bigint AND kind = 'watermark'`, [backfillId]))
+      .rejects.toThrow(/backfill_steps_hour_of_partition_steps/);
   });
 });
