@@ -152,6 +152,9 @@ function phaseStepsSql(exit: (typeof PHASE_EXITS)[number]): string {
   return `(s.kind IN (${quoteList(exit.when)}) AND ${PHASE_SQL[exit.phase]} AND NOT ${settledSql('s')})`;
 }
 
+// Per phase exit (PHASE_EXITS, in order), the count of the steps `s` it still waits on.
+const OPEN_BY_PHASE = PHASE_EXITS.map((exit) => `count(*) FILTER (WHERE ${phaseStepsSql(exit)})::int`).join(', ');
+
 export interface StepClaimCheckRow {
   status: StepStatus;
   /** The lease ran out (or there never was one). */
@@ -224,12 +227,32 @@ export async function lockStepClaim(tx: Queryable, ref: StepRef): Promise<{ stat
   return rows[0];
 }
 
-/** Done (or undeliverable) with its result; the claim goes. */
-export async function markStepFinished(tx: Queryable, ref: StepRef, status: 'done' | 'undeliverable', result: Record<string, unknown>): Promise<void> {
-  await tx.query(
-    `UPDATE backfill.backfill_steps SET status = $4::text, finished_at = now(), result = $5::jsonb, error = NULL,
-            claim_token = NULL, lease_expires_at = NULL
-     WHERE ${STEP_WHERE}`, [...stepParams(ref), status, JSON.stringify(redactDeep(result))]);
+/** The backfill's state and, per phase exit (PHASE_EXITS, in order), how many steps that exit still waits on. */
+export interface OpenStepsByPhase {
+  state: BackfillState;
+  open: number[];
+}
+
+/**
+ * Done (or undeliverable) with its result, only while this token holds it: the claim goes. In the same statement,
+ * the backfill's state and the steps each phase exit still waits on besides this one, which is settled now
+ * (countOpenStepsByPhase's figures after the update). Undefined when the token no longer holds the step: nothing
+ * was written. The UPDATE takes the step's row lock, as the claim check of a commit did.
+ * PERF: the claim's check under its row lock, the update and the count were three statements of every step.
+ */
+export async function finishClaimedStepRow(tx: Queryable, ref: StepRef, token: string, status: 'done' | 'undeliverable',
+  result: Record<string, unknown>): Promise<OpenStepsByPhase | undefined> {
+  const { rows } = await tx.query<OpenStepsByPhase>(
+    `WITH finished AS (
+       UPDATE backfill.backfill_steps SET status = $5::text, finished_at = now(), result = $6::jsonb, error = NULL,
+              claim_token = NULL, lease_expires_at = NULL
+       WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'
+       RETURNING backfill_id)
+     SELECT b.state, ARRAY[${OPEN_BY_PHASE}] AS open
+     FROM finished f JOIN backfill.backfills b ON b.id = f.backfill_id
+     LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id AND NOT (s.kind = $2::text AND s.step_key = $3::text)
+     GROUP BY b.state`, [...stepParams(ref), token, status, JSON.stringify(redactDeep(result))]);
+  return rows[0];
 }
 
 /** Gives the claim back, to `to`, only while this token holds it. True when it did. */
@@ -259,10 +282,9 @@ export async function moveStepStatuses(tx: Queryable, backfillId: number, to: St
 }
 
 /** The backfill's state and, per phase exit (PHASE_EXITS, in order), how many steps that exit still waits on. */
-export async function countOpenStepsByPhase(tx: Queryable, backfillId: number): Promise<{ state: BackfillState; open: number[] } | undefined> {
-  const counts = PHASE_EXITS.map((exit) => `count(*) FILTER (WHERE ${phaseStepsSql(exit)})::int`).join(', ');
-  const { rows } = await tx.query<{ state: BackfillState; open: number[] }>(
-    `SELECT b.state, ARRAY[${counts}] AS open FROM backfill.backfills b LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id
+export async function countOpenStepsByPhase(tx: Queryable, backfillId: number): Promise<OpenStepsByPhase | undefined> {
+  const { rows } = await tx.query<OpenStepsByPhase>(
+    `SELECT b.state, ARRAY[${OPEN_BY_PHASE}] AS open FROM backfill.backfills b LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id
      WHERE b.id = $1::bigint GROUP BY b.state`, [backfillId]);
   return rows[0];
 }

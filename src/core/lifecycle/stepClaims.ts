@@ -4,8 +4,8 @@ import { lockBackfillForShare, requireBackfill, type BackfillRow } from '../../d
 import { recordEvent } from '../../db/events.js';
 import { terminateTransactionsNamed, withTransaction, withTransactionsNamed, type Pool, type PoolClient, type Queryable } from '../../db/pool.js';
 import {
-  claimStepRow, countOpenStepsByPhase, failStepClaim, findExpiredClaims, lockStepClaim, lockStepForClaim, markStepFinished, moveStepStatuses,
-  releaseStepClaim, renewStepLease,
+  claimStepRow, countOpenStepsByPhase, failStepClaim, finishClaimedStepRow, findExpiredClaims, lockStepClaim, lockStepForClaim, moveStepStatuses,
+  releaseStepClaim, renewStepLease, type OpenStepsByPhase,
 } from '../../db/steps.js';
 import { BackfillError, describeError, ErrorCode } from '../../errors.js';
 import { FINAL, PHASE_EXITS, specOf, stepStatusesMovableTo, type StepRef, type StepStatus } from './stepGraph.js';
@@ -99,30 +99,41 @@ export function keepClaim(pool: Pool, ref: StepRef, token: string, leaseMs: numb
  * after its lease ran out). Takes the backfill row lock, then the step row lock.
  */
 export async function checkClaim(tx: PoolClient, ref: StepRef, token: string): Promise<BackfillRow> {
+  const backfill = await lockBackfillInItsState(tx, ref);
+  const step = await lockStepClaim(tx, ref);
+  if (step?.status !== 'running' || step.token !== token) throw claimLost(ref, step?.status);
+  return backfill;
+}
+
+/** The first half of the fence: the backfill under its row lock, in a state the step runs in (else WrongState). */
+async function lockBackfillInItsState(tx: PoolClient, ref: StepRef): Promise<BackfillRow> {
   const backfill = await requireBackfill(tx, ref.backfillId, { forUpdate: true });
   if (!specOf(ref).runsIn.includes(backfill.state)) {
     throw new BackfillError(ErrorCode.WrongState,
       `backfill #${ref.backfillId} is ${backfill.state}: ${ref.kind} ${ref.key} does not commit, and its writes are rolled back`,
       { details: { state: backfill.state } });
   }
-  const step = await lockStepClaim(tx, ref);
-  if (step?.status !== 'running' || step.token !== token) {
-    throw new BackfillError(ErrorCode.ClaimLost,
-      `${ref.kind} ${ref.key} of backfill #${ref.backfillId} is no longer this worker's (it is ${step?.status ?? 'gone'}): nothing of this run commits`,
-      { details: { status: step?.status } });
-  }
   return backfill;
 }
 
+function claimLost(ref: StepRef, status: StepStatus | undefined): BackfillError {
+  return new BackfillError(ErrorCode.ClaimLost,
+    `${ref.kind} ${ref.key} of backfill #${ref.backfillId} is no longer this worker's (it is ${status ?? 'gone'}): nothing of this run commits`,
+    { details: { status } });
+}
+
 /**
- * Finishes a claimed step inside the caller's transaction, after the commit check: marks it done (or
- * undeliverable) and advances the backfill when a phase is complete.
+ * Finishes a claimed step inside the caller's transaction, behind the fence: the backfill's state under its row
+ * lock, then the step marked done (or undeliverable) only while this token holds it, which takes the step's row
+ * lock (checkClaim's two reads, the second one the update itself); and the backfill advanced when a phase is
+ * complete, by the counts that update returned.
  */
 export async function finishStep(tx: PoolClient, ref: StepRef, token: string, result: Record<string, unknown>,
   options: { status?: 'done' | 'undeliverable' } = {}): Promise<BackfillRow> {
-  const backfill = await checkClaim(tx, ref, token);
-  await markStepFinished(tx, ref, options.status ?? 'done', result);
-  await advanceBackfill(tx, ref.backfillId);
+  const backfill = await lockBackfillInItsState(tx, ref);
+  const open = await finishClaimedStepRow(tx, ref, token, options.status ?? 'done', result);
+  if (!open) throw claimLost(ref, (await lockStepClaim(tx, ref))?.status);
+  await advanceBackfillBy(tx, ref.backfillId, open);
   // A step of a finished backfill (an after-run message, the diff post) adds to its cost: filed again, whole.
   if (isFinished(backfill.state)) await upsertBackfillCost(tx, ref.backfillId);
   return backfill;
@@ -167,7 +178,11 @@ export async function failClaimedStep(pool: Pool, ref: StepRef, token: string, e
 /** Moves running → replaying → comparing (and rolling_back → rolled_back) as phases complete. Safe any time. */
 export async function advanceBackfill(tx: Queryable, backfillId: number): Promise<void> {
   const row = await countOpenStepsByPhase(tx, backfillId);
-  if (!row) return;
+  if (row) await advanceBackfillBy(tx, backfillId, row);
+}
+
+/** advanceBackfill, by counts of the open steps already read under the backfill's row lock. */
+async function advanceBackfillBy(tx: Queryable, backfillId: number, row: OpenStepsByPhase): Promise<void> {
   let state = row.state;
   for (const [index, exit] of PHASE_EXITS.entries()) {
     if (state !== exit.from || row.open[index] !== 0) continue;

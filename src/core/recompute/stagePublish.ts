@@ -2,13 +2,13 @@ import type { BackfillRow } from '../../db/backfills.js';
 import { recordEvent } from '../../db/events.js';
 import { insertNextGeneration, insertPreservedPartition } from '../../db/lineage.js';
 import { markPartitionBackfilled } from '../../db/partitionLog.js';
-import { lockPartition, type PartitionSnapshot } from '../../db/partitions.js';
+import { lockPartitionPreferringHashJoins, type PartitionSnapshot } from '../../db/partitions.js';
 import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
 import { againstPlan, measureStaged, reconcileWritten, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation, type StagedReconciliation } from '../../db/reconciliations.js';
 import { countLiveRows, saveAndDeleteComparing, saveAndDeletePrior, saveAndDeleteSince, stageStepRows, writeRunRows, type RewriteTables, type RowsWritten } from '../../db/rewrite.js';
-import { liveSource, preferHashJoins, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
+import { liveSource, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { toCents } from '../money.js';
@@ -51,8 +51,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
     await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'unavailable', detail: { partition: formatHour(hour), shards, shardsExpected: pipeline.shardsExpected } });
     return 'unavailable';
   }
-  await preferHashJoins(tx);
-  await lockPartition(tx, pipeline.name, hour);
+  await lockPartitionPreferringHashJoins(tx, pipeline.name, hour);
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
   const apart = await stagedApart(tx, backfill.id, hour, swapMinRows);
@@ -158,8 +157,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   const reason = envelopeBreach(staged, target, plan, backfill.previewedBy);
   if (reason) return { kind: 'breach', reason: `${formatHour(hour)}: ${reason}` };
 
-  await preferHashJoins(tx);
-  await lockPartition(tx, pipeline.name, hour);
+  await lockPartitionPreferringHashJoins(tx, pipeline.name, hour);
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, measuredAtStaging(staged), hooks)
     : await rewrite(tx, store, run, target.stagedApart, staged?.measured && { reconciliation: countsOf(staged), liveRows: staged.measured.liveRows, liveSnapshotXmin: staged.measured.liveSnapshotXmin });
