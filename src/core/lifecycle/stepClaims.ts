@@ -17,7 +17,8 @@ import { isFinished } from '../states.js';
 const WORKER = `${hostname()}:${process.pid}`;
 
 // Claims: a worker owns a step while its token is on the row and its lease holds. Every commit of a step's
-// effect re-reads the backfill's state and then the step's token under row locks, in that order (checkClaim) —
+// effect re-reads the backfill's state and then the step's token under row locks, in that order (finishStep;
+// checkClaim for a step that pauses) —
 // the order every transaction that moves steps takes them in, so they queue instead of deadlocking. Those two
 // reads are the fence: a stop or pause moves the state under the same row lock, a takeover replaces the token
 // (and ends the old holder's session), so a late write either committed before them or sees them and rolls back.
@@ -93,7 +94,8 @@ export function keepClaim(pool: Pool, ref: StepRef, token: string, leaseMs: numb
 }
 
 /**
- * The commit check of a step's transaction, and the fence: the backfill is still in a state the step runs in,
+ * The fence as two reads, for a step that pauses its backfill instead of finishing (pause.ts; finishStep makes the
+ * second read its update): the backfill is still in a state the step runs in,
  * read under its row lock (a WrongState error carrying the state: stopped, paused, failed…), and this worker
  * still holds the claim, its token read under the step's row lock (ClaimLost: another worker took it over
  * after its lease ran out). Takes the backfill row lock, then the step row lock.
