@@ -112,8 +112,10 @@ export interface StagedMeasure {
  * nothing more is measured. test/core/onePass.test.ts holds the results equal to theirs.
  */
 export async function measureStaged(db: Queryable, store: RowStore, run: [number, number, Date], live: RowSource, staged: RowSource,
-  options: { snapshot?: boolean; baseline?: { table: string; keepWhole(): Promise<void> } } = {}): Promise<StagedMeasure> {
-  const joined = await joinBothSides(db, store, run, live, staged, { snapshot: options.snapshot === true, plan: true, missingKeysInto: options.baseline?.table });
+  options: { snapshot?: boolean; baseline?: { table: string; keepWhole(): Promise<void> }; written?: string } = {}): Promise<StagedMeasure> {
+  const joined = await joinBothSides(db, store, run, live, staged, {
+    snapshot: options.snapshot === true, plan: true, missingKeysInto: options.baseline?.table, written: options.written === undefined ? undefined : { table: options.written, staged },
+  });
   if (joined.unique && joined.plan) {
     return {
       reconciliation: joined.reconciliation, plan: joined.plan,
@@ -131,6 +133,11 @@ interface JoinOptions {
   plan: boolean;
   /** A table of the partition and key columns: where the join is exact, the keys of `before` that `after` lacks go into it (measureStaged). */
   missingKeysInto?: string | undefined;
+  /**
+   * With missingKeysInto, a written table by difference (createWrittenByDifference, src/db/swap.ts) and the staged
+   * rows' source: where the join is exact, the keys `after` adds, those it drops and the staged rows' version go into it.
+   */
+  written?: { table: string; staged: RowSource } | undefined;
 }
 
 interface JoinedSides extends ReconciledSnapshot {
@@ -213,7 +220,7 @@ function joinedRows(store: RowStore, before: RowSource, after: RowSource, option
   const from = `FROM (SELECT t.* FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}
      ${planSide}`;
   if (!options.missingKeysInto) return `SELECT ${figures}\n     ${from}`;
-  return keepingMissingKeys(store, figures, from, { table: options.missingKeysInto, plan: options.plan, missing: `${inA} AND ${notB}` });
+  return keepingMissingKeys(store, figures, from, { table: options.missingKeysInto, plan: options.plan, missing: `${inA} AND ${notB}`, added: `${inB} AND ${notA}`, written: options.written });
 }
 
 /**
@@ -221,20 +228,40 @@ function joinedRows(store: RowStore, before: RowSource, after: RowSource, option
  * in the same statement and so the same snapshot. They ride along as one array a column (none: NULL), unnested
  * into the table only where `unique` holds; the figures alone come back. An array holds at most 1 GB: some 130
  * million bigint keys missing from one partition's staged rows.
+ *
+ * With `into.written`, the same statement fills the written table by difference: the keys `b` adds (a second set of
+ * arrays), the keys it drops (those same missing keys) and the row version every staged row carries (one INSERT of
+ * one statement writes them all, so one xmin; read from any one row). What a swap writes is the live keys less the
+ * dropped ones and with the added ones, which are nearly always none: a copy of every staged key was some 10% of a
+ * stage's time on the server.
  */
-function keepingMissingKeys(store: RowStore, figures: string, from: string, into: { table: string; plan: boolean; missing: string }): string {
+function keepingMissingKeys(store: RowStore, figures: string, from: string,
+  into: { table: string; plan: boolean; missing: string; added: string; written?: { table: string; staged: RowSource } | undefined }): string {
   const kept = [store.partition, ...store.keys];
-  // `missing`: the join rows of a key in `a` and not in `b`, as keysMissing counts them.
+  // `missing`: the join rows of a key in `a` and not in `b`, as keysMissing counts them; `added`, as keysAdded.
   const arrays = kept.map((column, n) => `array_agg(a.${column}) FILTER (WHERE ${into.missing}) AS bf_missing_${n}`);
+  const addedArrays = into.written ? kept.map((column, n) => `array_agg(b.${column}) FILTER (WHERE ${into.added}) AS bf_added_${n}`) : [];
+  const columns = kept.map((_column, n) => `k.c${n}`).join(', ');
+  const unnested = (prefix: string) => `unnest(${kept.map((_column, n) => `m.${prefix}_${n}`).join(', ')}) AS k(${kept.map((_column, n) => `c${n}`).join(', ')})`;
+  const written = into.written
+    ? `, written AS (
+       INSERT INTO ${into.written.table} (${kept.join(', ')}, bf_xmin, bf_change)
+       SELECT ${columns}, NULL::xid, 'added' FROM measured m, ${unnested('bf_added')} WHERE m."unique"
+       UNION ALL
+       SELECT ${columns}, NULL::xid, 'dropped' FROM measured m, ${unnested('bf_missing')} WHERE m."unique"
+       UNION ALL
+       SELECT ${kept.map(() => 'NULL').join(', ')}, (SELECT t.xmin FROM ${into.written.staged} LIMIT 1), 'version' FROM measured m WHERE m."unique"
+     )`
+    : '';
   return `WITH measured AS (
-       SELECT ${figures}, ${arrays.join(', ')}
+       SELECT ${figures}, ${[...arrays, ...addedArrays].join(', ')}
        ${from}
      ), kept AS (
        INSERT INTO ${into.table} (${kept.join(', ')})
-       SELECT ${kept.map((_column, n) => `k.c${n}`).join(', ')}
-       FROM measured m, unnest(${kept.map((_column, n) => `m.bf_missing_${n}`).join(', ')}) AS k(${kept.map((_column, n) => `c${n}`).join(', ')})
+       SELECT ${columns}
+       FROM measured m, ${unnested('bf_missing')}
        WHERE m."unique"
-     )
+     )${written}
      SELECT ${Object.entries(FIGURES).filter(([, side]) => side === 'join' || into.plan).map(([name]) => `m."${name}"`).join(', ')} FROM measured m`;
 }
 

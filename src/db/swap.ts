@@ -83,6 +83,26 @@ export async function createKeysTable(tx: Queryable, store: RowStore, table: str
   await tx.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} AS SELECT ${keys} FROM ${store.target} t WITH NO DATA`);
 }
 
+/**
+ * A new, empty written table by difference (qualified, quoted; one of that name is dropped first): the keys a
+ * publish by swap writes, told against the partition it swaps out (its saved table) instead of copied. Rows:
+ *
+ *   added     a key the staged rows have and the live rows lacked (written, not replaced)
+ *   dropped   a live key the staged rows lack (replaced, not written)
+ *   version   no key: the row version (xmin) of every row the publish writes, in bf_xmin
+ *
+ * So the keys written are the saved table's, less the dropped ones, with the added ones. That holds only while the
+ * saved table is exactly the live rows staging measured, as it is when the publish finds nothing live changed since
+ * (measureSwap); a publish that finds otherwise records every written key instead (recordWrittenKeys), as a partition
+ * staged before this form was. Filled by staging's one join (measureStaged); keysChangedSinceSwap reads either form,
+ * and the late-row tests (writtenBySwap, carryLateRowsIntoSaved) need no change: they read the keys written or saved,
+ * which are the saved ones with the added ones in both.
+ */
+export async function createWrittenByDifference(tx: Queryable, store: RowStore, table: string): Promise<void> {
+  const keys = [store.partition, ...store.keys].map((key) => `t.${key}`).join(', ');
+  await tx.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} AS SELECT ${keys}, NULL::xid AS bf_xmin, NULL::text AS bf_change FROM ${store.target} t WITH NO DATA`);
+}
+
 /** A new table (qualified, quoted) shaped like the target, with the CHECK `constraint` holding exactly the hour; one of that name is dropped first. */
 export async function createStagedTable(tx: Queryable, store: RowStore, table: string, constraint: string, hour: Date, next: Date): Promise<void> {
   const p = store.partition;
@@ -341,24 +361,53 @@ export function writtenBySwap(store: RowStore, swapped: { savedTable: string; wr
  * again (added), a few of each. Only read when the checksum says something differs.
  */
 export async function keysChangedSinceSwap(db: Queryable, store: RowStore, run: [number, number, Date], swapped: { savedTable: string; writtenTable: string }): Promise<{ changed: number; removed: number; added: number; sample: { key: string; how: 'changed' | 'removed' | 'added' }[] }> {
-  const keyText = (alias: string) => store.keys.map((key) => `${alias}.${key}::text`).join(` || ', ' || `);
   // A written table kept before row versions were (no bf_xmin): the checksum alone says something changed.
   if (!(await hasColumn(db, swapped.writtenTable, 'bf_xmin'))) return { changed: 0, removed: 0, added: 0, sample: [] };
+  const byDifference = await hasColumn(db, swapped.writtenTable, 'bf_change');
+  // The few keys named sort byte by byte: under a collation that ignores case, 'Us' and 'us' would tie, and which
+  // of them a refusal names would depend on the order the rows were read in.
   const { rows } = await db.query<{ how: 'changed' | 'removed' | 'added'; n: number; sample: string[] }>(
-    `WITH compared AS (
-       SELECT 'changed' AS how, ${keyText('t')} AS key FROM ${store.target} t JOIN ${swapped.writtenTable} w ON ${keysEqual(store, 'w', 't')}
-       WHERE t.${store.partition} = $3::timestamptz AND NOT (t.xmin = w.bf_xmin)
-       UNION ALL
-       SELECT 'removed' AS how, ${keyText('w')} AS key FROM ${swapped.writtenTable} w
-       WHERE NOT EXISTS (SELECT 1 FROM ${store.target} t WHERE t.${store.partition} = $3::timestamptz AND ${keysEqual(store, 'w', 't')})
-       UNION ALL
-       SELECT 'added', ${keyText('t')} FROM ${liveSource(store)}
-         AND EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE ${keysEqual(store, 'p', 't')})
-         AND NOT EXISTS (SELECT 1 FROM ${swapped.writtenTable} w WHERE ${keysEqual(store, 'w', 't')})
-     )
-     SELECT how, count(*)::int AS n, (array_agg(key ORDER BY key))[1:5] AS sample FROM compared GROUP BY how`, run);
+    `WITH compared AS (${byDifference ? changedAgainstDifference(store, swapped) : changedAgainstKeys(store, swapped)})
+     SELECT how, count(*)::int AS n, (array_agg(key ORDER BY key COLLATE "C"))[1:5] AS sample FROM compared GROUP BY how`, run);
   const of = (how: string) => rows.find((row) => row.how === how);
   return { changed: of('changed')?.n ?? 0, removed: of('removed')?.n ?? 0, added: of('added')?.n ?? 0, sample: rows.flatMap((row) => row.sample.map((key) => ({ key, how: row.how }))).slice(0, 5) };
+}
+
+const keyText = (store: RowStore, alias: string) => store.keys.map((key) => `${alias}.${key}::text`).join(` || ', ' || `);
+
+/** keysChangedSinceSwap's rows (how, key) against a written table of every key with its row version. */
+function changedAgainstKeys(store: RowStore, swapped: { savedTable: string; writtenTable: string }): string {
+  return `SELECT 'changed' AS how, ${keyText(store, 't')} AS key FROM ${store.target} t JOIN ${swapped.writtenTable} w ON ${keysEqual(store, 'w', 't')}
+       WHERE t.${store.partition} = $3::timestamptz AND NOT (t.xmin = w.bf_xmin)
+       UNION ALL
+       SELECT 'removed' AS how, ${keyText(store, 'w')} AS key FROM ${swapped.writtenTable} w
+       WHERE NOT EXISTS (SELECT 1 FROM ${store.target} t WHERE t.${store.partition} = $3::timestamptz AND ${keysEqual(store, 'w', 't')})
+       UNION ALL
+       SELECT 'added', ${keyText(store, 't')} FROM ${liveSource(store)}
+         AND EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE ${keysEqual(store, 'p', 't')})
+         AND NOT EXISTS (SELECT 1 FROM ${swapped.writtenTable} w WHERE ${keysEqual(store, 'w', 't')})`;
+}
+
+/**
+ * The same rows against a written table by difference (createWrittenByDifference): a key was written when the saved
+ * table has it and it was not dropped, or when it was added; every row written carries the version row's xmin. A
+ * key saved and not written is a dropped one, so a live key "written again" is a live dropped key. Read, as a rollback
+ * reads it, before any late row is carried into the saved table (lockForRestore checks, then carries).
+ */
+function changedAgainstDifference(store: RowStore, swapped: { savedTable: string; writtenTable: string }): string {
+  const w = swapped.writtenTable;
+  const keyIn = (alias: string, change: 'added' | 'dropped') => `EXISTS (SELECT 1 FROM ${w} d WHERE d.bf_change = '${change}' AND ${keysEqual(store, 'd', alias)})`;
+  const live = (alias: string) => `EXISTS (SELECT 1 FROM ${store.target} t WHERE t.${store.partition} = $3::timestamptz AND ${keysEqual(store, alias, 't')})`;
+  const saved = (alias: string) => `EXISTS (SELECT 1 FROM ${swapped.savedTable} p WHERE p.${store.partition} = $3::timestamptz AND ${keysEqual(store, 'p', alias)})`;
+  return `SELECT 'changed' AS how, ${keyText(store, 'l')} AS key FROM ${liveSource(store, 'l')}
+         AND NOT (l.xmin = (SELECT v.bf_xmin FROM ${w} v WHERE v.bf_change = 'version'))
+         AND ((${saved('l')} AND NOT ${keyIn('l', 'dropped')}) OR ${keyIn('l', 'added')})
+       UNION ALL
+       SELECT 'removed', ${keyText(store, 's')} FROM ${tableSource(store, swapped.savedTable, 's')} AND NOT ${keyIn('s', 'dropped')} AND NOT ${live('s')}
+       UNION ALL
+       SELECT 'removed', ${keyText(store, 'a')} FROM ${w} a WHERE a.bf_change = 'added' AND NOT ${live('a')}
+       UNION ALL
+       SELECT 'added', ${keyText(store, 'l')} FROM ${liveSource(store, 'l')} AND ${keyIn('l', 'dropped')}`;
 }
 
 async function hasColumn(db: Queryable, table: string, column: string): Promise<boolean> {

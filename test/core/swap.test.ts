@@ -103,8 +103,14 @@ describe('publish by swap, on a target partitioned by hour', () => {
       `SELECT (SELECT count(*)::int FROM bf_orders.staged) AS staged, (SELECT count(*)::int FROM bf_orders.saved) AS saved, (SELECT count(*)::int FROM bf_orders.baseline) AS baseline`);
     expect(shared[0]).toEqual({ staged: 0, saved: 0, baseline: 0 });
     expect(await storeTables(e)).toEqual(HOURS.flatMap((hh) => [`p20261115${hh}_b${id}_g1_baseline`, `p20261115${hh}_b${id}_saved`, `p20261115${hh}_b${id}_written`]));
-    const { rows: written } = await e.ctx.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM bf_orders.p2026111505_b${id}_written`);
-    expect(written[0]?.n).toBe(after[0]?.rows);
+    // The keys each publish wrote, kept by difference with the partition it swapped out: the step kept every key,
+    // so none was added or dropped, and one row holds the version every published row carries.
+    const { rows: written } = await e.ctx.pool.query<{ change: string; n: number }>(
+      `SELECT bf_change AS change, count(*)::int AS n FROM bf_orders.p2026111505_b${id}_written GROUP BY 1`);
+    expect(written).toEqual([{ change: 'version', n: 1 }]);
+    const { rows: versioned } = await e.ctx.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM warehouse.orders t WHERE t.partition_hour = $1 AND t.xmin = (SELECT w.bf_xmin FROM bf_orders.p2026111505_b${id}_written w)`, [hourKey('05')]);
+    expect(versioned[0]?.n).toBe(after[0]?.rows);
     // The attached partitions carry the target's primary key and statistics from their first query.
     const { rows: facts } = await e.ctx.pool.query<{ pk: boolean; analyzed: boolean }>(
       `SELECT bool_and(EXISTS (SELECT 1 FROM pg_index x WHERE x.indrelid = c.oid AND x.indisprimary)) AS pk,

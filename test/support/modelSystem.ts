@@ -326,8 +326,22 @@ export async function stagedRows(db: pg.Pool, backfillId: number, hour: string):
   if (!swapped[0]?.present) return new Map(rows.map((r) => [r.k, r.v]));
   const { rows: live } = await db.query<{ k: string; v: string }>(
     `SELECT s.order_id::text AS k, ${AS_LIVE_ROW} AS v FROM warehouse.orders s
-     WHERE s.partition_hour = $1::timestamptz AND EXISTS (SELECT 1 FROM ${written} w WHERE w.order_id = s.order_id)`, [hour]);
+     WHERE s.partition_hour = $1::timestamptz AND ${await writtenKey(db, backfillId, hour, written)}`, [hour]);
   return new Map([...rows, ...live].map((r) => [r.k, r.v]));
+}
+
+/**
+ * Whether live row `s` has a key the swap wrote: one of the written table's, or, where staging kept it by difference
+ * (its bf_change column), one of the partition swapped out (the saved table) not dropped, or one added.
+ */
+async function writtenKey(db: pg.Pool, backfillId: number, hour: string, written: string): Promise<string> {
+  const { rows } = await db.query<{ saved: string | null }>(
+    `SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($3::text) AND attname = 'bf_change') THEN saved_table END AS saved
+     FROM backfill.preserved_partitions WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour, written]);
+  const saved = rows[0]?.saved;
+  if (!saved) return `EXISTS (SELECT 1 FROM ${written} w WHERE w.order_id = s.order_id)`;
+  return `(EXISTS (SELECT 1 FROM ${written} w WHERE w.bf_change = 'added' AND w.order_id = s.order_id)
+    OR (EXISTS (SELECT 1 FROM ${saved} p WHERE p.order_id = s.order_id) AND NOT EXISTS (SELECT 1 FROM ${written} w WHERE w.bf_change = 'dropped' AND w.order_id = s.order_id)))`;
 }
 
 /**

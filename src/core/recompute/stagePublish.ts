@@ -8,7 +8,7 @@ import { withStatementSeam, type PoolClient, type Queryable } from '../../db/poo
 import { againstPlan, measureStaged, reconcileWritten, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation, type StagedReconciliation } from '../../db/reconciliations.js';
 import { countLiveRows, saveAndDeleteComparing, saveAndDeletePrior, saveAndDeleteSince, stageStepRows, writeRunRows, type RewriteTables, type RowsWritten } from '../../db/rewrite.js';
-import { liveSource, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
+import { dropStoreTable, liveSource, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { toCents } from '../money.js';
@@ -16,7 +16,7 @@ import { sourceShards } from './partitionStep.js';
 import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
-import { hourPartitionOf, indexLikeTarget, publishBySwap, recordWrittenKeys, reportedLockWait, stageIntoTable, type LockWait, type MeasuredAtStaging, type SwapHooks } from './swap.js';
+import { createWrittenTable, hourPartitionOf, indexLikeTarget, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type MeasuredAtStaging, type SwapHooks } from './swap.js';
 import { createBaseline, createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, versionedBaseline } from './storeTables.js';
 import { formatHour } from '../time.js';
 
@@ -65,13 +65,17 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // With the live rows it counted, which the publish reads when nothing live changed since (and for a swap the
   // staged rows' checksum: swap.ts, measureSwap).
   // And the live keys the staged rows lack into the baseline (createBaseline), or every live key where the join is not exact.
+  // For a swap, the keys its publish will write, by difference with the live keys (createWrittenTable).
+  const written = staged.table ? await createWrittenTable(tx, store, run) : undefined;
   const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, {
     snapshot: staged.table !== undefined,
     baseline: { table: baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(store), { rowVersions: true }) },
+    written,
   });
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
-  if (staged.table && exact) await recordWrittenKeys(tx, store, run, staged.table.qualified);
+  // Not exact: nothing was measured to publish by, so a publish records every key it writes (measureSwap).
+  if (written && !exact) await dropStoreTable(tx, written);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null, liveSnapshotXmin: exact.liveSnapshotXmin });
   await markTargetStaged(tx, backfill.id, hour, { table: staged.table?.qualified ?? null, apart: apart && !staged.table });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });

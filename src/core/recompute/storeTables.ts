@@ -9,7 +9,8 @@ import { runSource, tableSource, type RowSource, type RowStore } from '../../db/
 //   p<hour>_b<id>_g<run>            the rows staged for a swap (swap.ts)
 //   p<hour>_b<id>_g<run>_baseline   the live keys when the hour was staged, for either way of publishing
 //   p<hour>_b<id>_saved             the partition a swap detached (the prior generation)
-//   p<hour>_b<id>_written           the keys a swap wrote, with their row versions
+//   p<hour>_b<id>_written           the keys a swap wrote: by difference with the saved partition and one row version,
+//                                   or each with its own (createWrittenByDifference, src/db/swap.ts)
 //   p<hour>_b<id>_rolledback        the partition a rollback by swap detached
 //   p<hour>_b<id>_g<run>_staged     the rows staged for a rewrite, shaped like the shared staged table
 //   p<hour>_b<id>_g<run>_saved      the rows a publish by rewrite deleted, shaped like the shared saved table

@@ -5,7 +5,7 @@ import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.js';
 import { nothingChanged, preferHashJoins, storeSchemaName, tableSource, type RowStore } from '../../db/rowStore.js';
 import {
-  addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable,
+  addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable, createWrittenByDifference,
   beginPublishTry, explainHourQuery, takeSwapTurn, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes, liveChangesSince, liveUnchangedSince,
   readLockTimeoutMs, readNestloopSetting, setLocalNestloop, swapTables, tryTableLocks, undoPublishTry, keepPublishTry, type HourPartition, type PlanNode, type TableLock,
 } from '../../db/swap.js';
@@ -414,11 +414,22 @@ async function swapCatalog(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
 }
 
 /**
- * The keys a publish of `staged` writes (staged, and carried at publish), with their row versions: a rollback
- * checks that nobody else changed those rows. Recorded when the partition is staged, and again by a publish that
- * carries late rows.
+ * The run's written table by difference, made empty for staging's one join to fill (createWrittenByDifference):
+ * the keys a publish of the staged table writes, told against the live partition it will swap out. Returns it,
+ * qualified and quoted.
  */
-export async function recordWrittenKeys(tx: PoolClient, store: RowStore, run: [number, number, Date], staged: string): Promise<void> {
+export async function createWrittenTable(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<string> {
+  const table = inStore(store, writtenTableName(run[0], run[2]));
+  await createWrittenByDifference(tx, store, table);
+  return table;
+}
+
+/**
+ * Every key a publish of `staged` writes (staged, and carried at publish), with its row version: a rollback checks
+ * that nobody else changed those rows. Recorded by a publish that finds the live partition changed since staging
+ * (and carries late rows); staging records them by difference (createWrittenTable).
+ */
+async function recordWrittenKeys(tx: PoolClient, store: RowStore, run: [number, number, Date], staged: string): Promise<void> {
   await keepKeysIn(tx, store, inStore(store, writtenTableName(run[0], run[2])), tableSource(store, staged), run, { rowVersions: true });
 }
 
