@@ -90,6 +90,24 @@ export async function countLiveRows(tx: Queryable, store: RowStore, run: [number
   return rows[0]?.n ?? 0;
 }
 
+/**
+ * Whether the target stores exactly the rows an INSERT gives it: no trigger that could change or skip a row before it
+ * is stored (a row trigger BEFORE or INSTEAD OF INSERT, enabled in any mode) and no rule on INSERT, on the target or
+ * any partition of it. Then the rows a publish inserts from the staged table are the staged rows, and their checksum
+ * is the one staging took.
+ */
+export async function storesRowsAsInserted(db: Queryable, store: RowStore): Promise<boolean> {
+  // tgtype bits (pg_trigger.h): 1 row, 2 before, 4 insert, 64 instead. pg_partition_tree lists nothing for a table
+  // that is not partitioned, so the target is named besides.
+  const { rows } = await db.query<{ asInserted: boolean }>(
+    `WITH tree AS (SELECT $1::regclass AS relid UNION SELECT relid FROM pg_partition_tree($1::regclass))
+     SELECT NOT EXISTS (SELECT 1 FROM tree p JOIN pg_trigger g ON g.tgrelid = p.relid
+                        WHERE NOT g.tgisinternal AND g.tgenabled <> 'D' AND g.tgtype & 1 <> 0 AND g.tgtype & 4 <> 0 AND g.tgtype & 66 <> 0)
+        AND NOT EXISTS (SELECT 1 FROM tree p JOIN pg_rewrite r ON r.ev_class = p.relid WHERE r.ev_type = '3') AS "asInserted"`,
+    [store.target]);
+  return rows[0]?.asInserted ?? false;
+}
+
 /** The run's rows of a table of the store (staged to publish, saved to restore) into the target. Returns how many. */
 export async function insertRunRowsIntoTarget(tx: Queryable, store: RowStore, table: string, run: [number, number, Date]): Promise<number | null> {
   const inserted = await tx.query(`INSERT INTO ${store.target} (${store.columns.join(', ')}) SELECT ${store.columns.join(', ')} FROM ${runRows(store, table)}`, run);

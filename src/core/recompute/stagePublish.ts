@@ -7,7 +7,9 @@ import { requirePipeline, type Pipeline } from '../../db/pipelines.js';
 import { withStatementSeam, type PoolClient, type Queryable } from '../../db/pool.js';
 import { againstPlan, measureStaged, reconcileWritten, type AgainstPlan, type Reconciliation } from '../../db/reconcile.js';
 import { findStagedReconciliation, saveReconciliation, type StagedReconciliation } from '../../db/reconciliations.js';
-import { countLiveRows, saveAndDeleteComparing, saveAndDeletePrior, saveAndDeleteSince, stageStepRows, writeRunRows, type RewriteTables, type RowsWritten } from '../../db/rewrite.js';
+import {
+  countLiveRows, insertRunRowsIntoTarget, saveAndDeleteComparing, saveAndDeletePrior, saveAndDeleteSince, stageStepRows, storesRowsAsInserted, writeRunRows, type RewriteTables, type RowsWritten,
+} from '../../db/rewrite.js';
 import { dropStoreTable, liveSource, runSource, STAGED_RUN, tableSource, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { findPublishTarget, markTargetPublished, markTargetStaged, markTargetUnavailable, setTargetBreach, type PublishTargetRow } from '../../db/targets.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -68,7 +70,8 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // For a swap, the keys its publish will write, by difference with the live keys (createWrittenTable).
   const written = staged.table ? await createWrittenTable(tx, store, run) : undefined;
   const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, {
-    snapshot: staged.table !== undefined,
+    // The staged rows' checksum, which a publish takes as that of the rows it writes (swap: measureSwap; rewrite: rewriteUnchanged).
+    snapshot: true,
     baseline: { table: baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(store), { rowVersions: true }) },
     written,
   });
@@ -164,7 +167,9 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   await lockPartitionPreferringHashJoins(tx, pipeline.name, hour);
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, measuredAtStaging(staged), hooks)
-    : await rewrite(tx, store, run, target.stagedApart, staged?.measured && { reconciliation: countsOf(staged), liveRows: staged.measured.liveRows, liveSnapshotXmin: staged.measured.liveSnapshotXmin });
+    : await rewrite(tx, store, run, target.stagedApart, staged?.measured && {
+      reconciliation: countsOf(staged), liveRows: staged.measured.liveRows, liveSnapshotXmin: staged.measured.liveSnapshotXmin, staged: measuredAtStaging(staged)?.staged,
+    });
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
@@ -211,12 +216,12 @@ interface Written {
  * nothing is late and, unless another writer's row is live beside the written ones, staging's reconciliation is
  * the publish's (rewriteUnchanged).
  */
-async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: Omit<MeasuredAtStaging, 'staged'> | undefined): Promise<Written> {
+async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: RewriteAtStaging | undefined): Promise<Written> {
   const tables = rewriteTablesOf(store, run, apart);
   const compared = atStaging && await deleteComparedWithStaging(tx, store, run, tables, atStaging);
   if (atStaging && compared) {
     await savedOnce(tx, run, compared.rows, null);
-    if (compared.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging.reconciliation);
+    if (compared.unchanged) return rewriteUnchanged(tx, store, run, tables, atStaging);
     return writeAndMeasure(tx, store, run, tables, (await keptBaseline(tx, store, run)).source);
   }
   const rows = await saveAndDeletePrior(tx, store, tables.saved, run);
@@ -237,19 +242,39 @@ async function deleteComparedWithStaging(tx: PoolClient, store: RowStore, run: [
   return versioned === undefined ? undefined : saveAndDeleteComparing(tx, store, tables.saved, run, versioned);
 }
 
+/** What staging measured for a rewrite: as for a swap, with the staged rows' snapshot where it took one (not before it did). */
+type RewriteAtStaging = Omit<MeasuredAtStaging, 'staged'> & { staged?: PartitionSnapshot | undefined };
+
 /**
  * The publish deleted exactly the rows staging measured (saveAndDeleteSince), so none of them is late: the
  * staged rows alone are written. When the live partition then holds only those (no other writer's row committed
  * since the delete's snapshot is visible beside them), it holds exactly the rows staging compared with what it
  * replaced, and staging's reconciliation is the publish's; otherwise both sides are measured, as by any publish.
  */
-async function rewriteUnchanged(tx: PoolClient, store: RowStore, run: [number, number, Date], tables: RewriteTables, atStaging: Reconciliation): Promise<Written> {
-  const written = await writeRunRows(tx, store, tables, run, 'none');
+async function rewriteUnchanged(tx: PoolClient, store: RowStore, run: [number, number, Date], tables: RewriteTables, atStaging: RewriteAtStaging): Promise<Written> {
+  const written = await writeStagedRows(tx, store, run, tables, atStaging.staged);
   if (await countLiveRows(tx, store, run) === written.rows) {
-    return { published: atStaging, lateRows: 0, snapshot: { rows: written.rows, total: atStaging.totalAfter, checksum: written.checksum }, rowsWritten: written };
+    return { published: atStaging.reconciliation, lateRows: 0, snapshot: { rows: written.rows, total: atStaging.reconciliation.totalAfter, checksum: written.checksum }, rowsWritten: written };
   }
   const measured = await reconcileWritten(tx, store, run, runSource(store, tables.saved), liveSource(store), written);
   return { published: measured.reconciliation, lateRows: 0, snapshot: measured.after, rowsWritten: written };
+}
+
+/**
+ * The staged rows into the target, with their count and checksum. Where staging took the staged rows' checksum and
+ * the target stores rows as inserted (storesRowsAsInserted), the rows written are the staged ones, so their
+ * checksum is staging's: a plain INSERT. PERF: the INSERT that returns its rows to checksum them took 108–128 ms
+ * against 76–83 ms at 42,000 rows in psql, where the checksum of the staged rows alone took 9–10 ms.
+ */
+async function writeStagedRows(tx: PoolClient, store: RowStore, run: [number, number, Date], tables: RewriteTables, staged: PartitionSnapshot | undefined): Promise<RowsWritten> {
+  if (!staged || !(await storesRowsAsInserted(tx, store))) return writeRunRows(tx, store, tables, run, 'none');
+  const rows = await insertRunRowsIntoTarget(tx, store, tables.staged, run);
+  // The staged table is the run's, written only by staging: a different count means it changed since, and the
+  // checksum would not be the written rows'. The transaction rolls back; the step fails and is retried.
+  if (rows !== staged.rows) {
+    throw new BackfillError(ErrorCode.StepFailed, `${formatHour(run[2])}: the publish wrote ${rows ?? '?'} rows where staging measured ${staged.rows}; nothing was changed`);
+  }
+  return { rows, lateRows: 0, checksum: staged.checksum };
 }
 
 /** The staged rows and the late ones (those not in `baseline`) written, then the saved rows against the live ones measured. */
