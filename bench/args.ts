@@ -56,7 +56,7 @@ export const USAGE = `npm run bench -- [options]
   --jobs N                no-op jobs per pass of the jobs-per-second measurement (default 2000)
   --jobs-reps R           timed passes of it per queue backend (default 5)
   --reps R                timed passes of the raw step and of replacePartition (default by size: 15, 5 or 3)
-  --backfill-reps B       timed backfills with the first worker count (default by size: 5, 2 or 1; later counts fewer)
+  --backfill-reps B       timed backfills with the first worker count (default by size: 5, 3 or 3; later counts fewer)
   --backfill-timeout S    stop a backfill not done S seconds after its approval, and report it unfinished
                           (default 100 × the raw step, at least 300 s)
   --explain               after the timed runs, one backfill under auto_explain: prints EXPLAIN (ANALYZE, BUFFERS)
@@ -129,9 +129,12 @@ function sizeOf(rowsPerPartition: number, partitions: number): Size {
   return rows <= 100_000 ? 'small' : rows <= 500_000 ? 'medium' : 'large';
 }
 
+// Three backfills at every size from 500,000 rows: one alone was too noisy to judge a target by (at 50,000 × 24
+// partitioned, one commit's backfills took 3.50 and 3.92 s in one sitting, a suite's single one 4.78 s), and a
+// backfill costs less than building the data it runs on.
 const REPS_BY_SIZE = {
   writeReps: { small: 15, medium: 5, large: 3 },
-  backfillReps: { small: 5, medium: 2, large: 1 },
+  backfillReps: { small: 5, medium: 3, large: 3 },
   reconcileReps: { small: 15, medium: 7, large: 5 },
 } as const;
 
