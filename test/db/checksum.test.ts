@@ -30,14 +30,20 @@ const row: fc.Arbitrary<Row> = fc.tuple(edgeRow(6), fc.record({
   flags: fc.option(fc.constantFrom('{}', '{1}', '{1,NULL}', '{NULL}'), { freq: 6 }),
 })).map(([edge, more]) => ({ ...edge, ...more }));
 
-/** One side, and the other as the same rows shuffled, some of them changed in a column, dropped, doubled, or added. */
+/**
+ * One side, and the other as the same rows shuffled, some of them changed in a column, dropped, doubled, or added;
+ * one draw in four left untouched (only shuffled), so that the same rows are drawn often whatever the seed (edits
+ * alone left a longer side untouched rarely: 9 of 200 draws for one seed).
+ */
 const sides = fc.array(row, { maxLength: 10 }).chain((a) => fc.record({
   a: fc.constant(a),
   b: fc.tuple(
     fc.array(fc.tuple(fc.constantFrom('keep', 'keep', 'keep', 'change', 'drop', 'double'), row), { minLength: a.length, maxLength: a.length }),
     fc.array(row, { maxLength: 2 }),
     fc.integer(),
-  ).map(([edits, added, salt]) => {
+    fc.constantFrom(false, false, false, true),
+  ).map(([drawnEdits, drawnAdded, salt, untouched]) => {
+    const [edits, added] = untouched ? [[], []] : [drawnEdits, drawnAdded];
     const b = [...a.flatMap((prior, index): Row[] => {
       const [edit, other] = edits[index] ?? ['keep', prior];
       if (edit === 'drop') return [];
