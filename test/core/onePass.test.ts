@@ -113,6 +113,16 @@ async function fill(db: TestDatabase, table: string, rows: readonly Row[]): Prom
     [HOUR, JSON.stringify(rows.map((r) => ({ order_id: r.orderId, region: r.region, amount: r.amount, rate: r.rate, attributes: r.attributes, note: r.note })))]);
 }
 
+/** A partition's live rows (w.before) and staged ones (w.after), no plan, an empty baseline (w.kept): the store keyed by `keys`. */
+async function fillStagedSides(db: TestDatabase, before: readonly Row[], after: readonly Row[], keys: readonly string[]): Promise<RowStore> {
+  await fill(db, 'w.before', before);
+  await fill(db, 'w.after', after);
+  await fillPlan(db, []);
+  const store = storeKeyedBy(keys);
+  await createKeysTable(db.pool, store, 'w.kept');
+  return store;
+}
+
 /** The keys of a table or subquery (with the partition), as text, in order: a multiset to compare. */
 async function keysOf(db: TestDatabase, from: string, keys: readonly string[]): Promise<string[]> {
   const { rows } = await db.pool.query<{ k: string }>(`SELECT ROW(partition_hour, ${keys.join(', ')})::text AS k FROM ${from} ORDER BY 1`);
@@ -248,12 +258,8 @@ describe('the publish\'s one read of both sides', () => {
     }));
     let compared = 0;
     await fc.assert(fc.asyncProperty(withLater, async ({ before, after, keys, later }) => {
-      await fill(db, 'w.before', before);
-      await fill(db, 'w.after', after);
-      await fillPlan(db, []);
-      const store = storeKeyedBy(keys);
+      const store = await fillStagedSides(db, before, after, keys);
       const [live, staged] = [tableSource(store, 'w.before'), tableSource(store, 'w.after')];
-      await createKeysTable(db.pool, store, 'w.kept');
       const measured = await measureStaged(db.pool, store, RUN, live, staged, { baseline: { table: 'w.kept', keepWhole: async () => undefined } });
       if (!measured.exact) return;
       compared += 1;
@@ -290,11 +296,7 @@ describe('the publish\'s one read of both sides', () => {
     }));
     let compared = 0;
     await fc.assert(fc.asyncProperty(withLater, async ({ before, after, keys, later }) => {
-      await fill(db, 'w.before', before);
-      await fill(db, 'w.after', after);
-      await fillPlan(db, []);
-      const store = storeKeyedBy(keys);
-      await createKeysTable(db.pool, store, 'w.kept');
+      const store = await fillStagedSides(db, before, after, keys);
       await createWrittenByDifference(db.pool, store, 'w.difference');
       const measured = await measureStaged(db.pool, store, RUN, tableSource(store, 'w.before'), tableSource(store, 'w.after'), {
         baseline: { table: 'w.kept', keepWhole: async () => undefined }, written: 'w.difference',
