@@ -70,8 +70,10 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // For a swap, the keys its publish will write, by difference with the live keys (createWrittenTable).
   const written = staged.table ? await createWrittenTable(tx, store, run) : undefined;
   const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, {
-    // The staged rows' checksum, which a publish takes as that of the rows it writes (swap: measureSwap; rewrite: rewriteUnchanged).
-    snapshot: true,
+    // The staged rows' checksum, which a publish takes as that of the rows it writes (swap: measureSwap; rewrite:
+    // rewriteUnchanged). Not for a small hour: its publish checksums what it inserts in the same statement, where
+    // the look in the catalog that lets it take staging's (storesRowsAsInserted) would cost more than the hash.
+    snapshot: apart,
     baseline: { table: baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(store), { rowVersions: true }) },
     written,
   });
@@ -167,9 +169,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   await lockPartitionPreferringHashJoins(tx, pipeline.name, hour);
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, measuredAtStaging(staged), hooks)
-    : await rewrite(tx, store, run, target.stagedApart, staged?.measured && {
-      reconciliation: countsOf(staged), liveRows: staged.measured.liveRows, liveSnapshotXmin: staged.measured.liveSnapshotXmin, staged: measuredAtStaging(staged)?.staged,
-    });
+    : await rewrite(tx, store, run, target.stagedApart, rewriteAtStaging(staged));
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
@@ -297,14 +297,19 @@ async function swapIn(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: 
 
 /** What staging measured for a swap (migrations/0028), when it did: none for a partition staged before, or whose join was not exact. */
 function measuredAtStaging(staged: StagedReconciliation | undefined): MeasuredAtStaging | undefined {
-  const checksum = staged?.measured?.stagedChecksum;
-  if (!staged?.measured || !checksum || !staged.plan) return undefined;
-  return {
-    reconciliation: countsOf(staged),
-    liveRows: staged.measured.liveRows,
-    liveSnapshotXmin: staged.measured.liveSnapshotXmin,
-    staged: { rows: staged.plan.stagedRows, total: staged.totalAfter, checksum },
-  };
+  const measured = rewriteAtStaging(staged);
+  return measured?.staged && { ...measured, staged: measured.staged };
+}
+
+/**
+ * What staging measured for a rewrite, when it did: as for a swap, with the staged rows' snapshot only where it took
+ * their checksum (an hour staged apart: stagePartition).
+ */
+function rewriteAtStaging(staged: StagedReconciliation | undefined): RewriteAtStaging | undefined {
+  if (!staged?.measured) return undefined;
+  const { liveRows, liveSnapshotXmin, stagedChecksum } = staged.measured;
+  const snapshot = stagedChecksum && staged.plan ? { rows: staged.plan.stagedRows, total: staged.totalAfter, checksum: stagedChecksum } : undefined;
+  return { reconciliation: countsOf(staged), liveRows, liveSnapshotXmin, staged: snapshot };
 }
 
 /** The reconciliation's own figures of a kept one, without its late rows and what else staging kept beside them. */
