@@ -6,6 +6,7 @@ import { wholeUtcDays } from './partitions.js';
 import type { BackfillState } from '../core/states.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { redact } from '../redaction.js';
+import { prepared } from './prepared.js';
 
 export interface BackfillRow {
   id: number;
@@ -61,7 +62,7 @@ const SELECT_BACKFILL = `
 // NOTE: FOR NO KEY UPDATE, not FOR UPDATE: every timeline insert holds a KEY SHARE lock on its backfill row
 // (the foreign key), and two steps finishing at once would deadlock if the row lock conflicted with it.
 async function findBackfill(db: Queryable, id: number, options: { forUpdate?: boolean } = {}): Promise<BackfillRow | undefined> {
-  const { rows } = await db.query<BackfillRow>(`${SELECT_BACKFILL} WHERE id = $1::bigint${options.forUpdate ? ' FOR NO KEY UPDATE' : ''}`, [id]);
+  const { rows } = await db.query<BackfillRow>(prepared(`${SELECT_BACKFILL} WHERE id = $1::bigint${options.forUpdate ? ' FOR NO KEY UPDATE' : ''}`), [id]);
   return rows[0];
 }
 
@@ -179,7 +180,7 @@ export async function listBackfillSignoffs(db: Queryable, backfillId: number): P
  * its result. False when there is no such backfill.
  */
 export async function lockBackfillForShare(tx: Queryable, id: number): Promise<boolean> {
-  const { rowCount } = await tx.query('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE', [id]);
+  const { rowCount } = await tx.query(prepared('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE'), [id]);
   return rowCount === 1;
 }
 
@@ -201,7 +202,7 @@ export async function updateBackfillState(tx: Queryable, move: { backfillId: num
 
 /** From its first publish on, the backfill holds its hours until it finishes or is rolled back. */
 export async function markPublishedAny(tx: Queryable, id: number): Promise<void> {
-  await tx.query('UPDATE backfill.backfills SET published_any = true WHERE id = $1::bigint AND NOT published_any', [id]);
+  await tx.query(prepared('UPDATE backfill.backfills SET published_any = true WHERE id = $1::bigint AND NOT published_any'), [id]);
 }
 
 /** Completes the log row: the total after, the difference, and when it finished. */
@@ -227,7 +228,7 @@ export async function listApprovedReady(db: Queryable, settled: readonly string[
 
 /** The backfill's state, or undefined when there is no such backfill. */
 export async function findBackfillState(db: Queryable, id: number): Promise<BackfillState | undefined> {
-  const { rows } = await db.query<{ state: BackfillState }>('SELECT state FROM backfill.backfills WHERE id = $1::bigint', [id]);
+  const { rows } = await db.query<{ state: BackfillState }>(prepared('SELECT state FROM backfill.backfills WHERE id = $1::bigint'), [id]);
   return rows[0]?.state;
 }
 

@@ -1,6 +1,7 @@
 import { BackfillState } from '../core/states.js';
 import { redact } from '../redaction.js';
 import type { Queryable } from './pool.js';
+import { prepared } from './prepared.js';
 
 // The escalation steps of each backfill (backfill.escalations, migrations/0025): copied from the catalog when it
 // was started, dated once the owner's announcement went out, decided and sent one by one. What a step means and
@@ -125,8 +126,8 @@ export async function stopAnsweredEscalations(db: Queryable, backfillId?: number
 /** Whether any step of an escalation (of the backfill, or of any) is still to send or to date (the partial index). */
 export async function hasOutstandingEscalations(db: Queryable, backfillId?: number): Promise<boolean> {
   const { rows } = await db.query<{ outstanding: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM backfill.escalations
-                    WHERE status IN ('waiting', 'sending') AND ($1::bigint IS NULL OR backfill_id = $1::bigint)) AS outstanding`, [backfillId ?? null]);
+    prepared(`SELECT EXISTS (SELECT 1 FROM backfill.escalations
+                    WHERE status IN ('waiting', 'sending') AND ($1::bigint IS NULL OR backfill_id = $1::bigint)) AS outstanding`), [backfillId ?? null]);
   return rows[0]?.outstanding ?? false;
 }
 
@@ -159,7 +160,7 @@ export interface EscalationDecision extends EscalationRow {
  * so none of them can commit between this read and the decision this transaction writes.
  */
 export async function lockEscalation(tx: Queryable, key: EscalationKey): Promise<EscalationDecision | undefined> {
-  await tx.query('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE', [key.backfillId]);
+  await tx.query(prepared('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE'), [key.backfillId]);
   const { rows } = await tx.query<EscalationDecision>(
     `SELECT e.backfill_id::int AS "backfillId", e.consumer, e.step, e.definition, e.due_at AS "dueAt", e.status, e.recipients, e.reached,
             e.sent_at AS "sentAt", e.stopped_at AS "stoppedAt", e.stop_reason AS "stopReason", e.note,

@@ -1,6 +1,7 @@
 import { redact, redactDeep } from '../redaction.js';
 import { recordedActing } from './acting.js';
 import type { Queryable } from './pool.js';
+import { prepared } from './prepared.js';
 
 /** Timeline kinds: every step, decision and refusal the product records. */
 export type EventKind =
@@ -37,8 +38,8 @@ export interface TimelineEvent {
 export async function recordEvent(db: Queryable, event: { backfillId?: number | null; actor: string; kind: EventKind; detail?: Record<string, unknown> }): Promise<void> {
   const behalf = recordedActing(event.actor);
   await db.query(
-    `INSERT INTO backfill.events (backfill_id, actor, kind, detail, on_behalf_of, on_behalf_reason, actor_person)
-     VALUES ($1::bigint, $2::text, $3::text, $4::jsonb, $5::text, $6::text, $7::text)`,
+    prepared(`INSERT INTO backfill.events (backfill_id, actor, kind, detail, on_behalf_of, on_behalf_reason, actor_person)
+     VALUES ($1::bigint, $2::text, $3::text, $4::jsonb, $5::text, $6::text, $7::text)`),
     [event.backfillId ?? null, behalf?.actor ?? event.actor, event.kind, JSON.stringify(redactDeep(event.detail ?? {})), behalf?.onBehalfOf ?? null,
       behalf && behalf.reason !== null ? redact(behalf.reason) : null, behalf?.actorPerson ?? null]);
 }

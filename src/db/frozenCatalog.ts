@@ -1,4 +1,5 @@
 import type { Queryable } from './pool.js';
+import { prepared } from './prepared.js';
 
 // The catalog fields a backfill runs, live (backfill.pipelines and backfill.consumers) and as they were frozen
 // when it was started (backfill.backfills.catalog_hash, catalog_field_hashes; migrations/0021: the field hashes
@@ -30,10 +31,10 @@ export async function readRunCatalog(db: Queryable, backfillId: number, pipeline
   // PERF: every step reads this; the consumers' re-triggers come in the pipeline's row (one round trip, not two),
   // and by a statement of their own only when the pipeline is gone.
   const { rows: [row] } = await db.query<Omit<RunCatalog, 'retriggers'> & { retriggers: RunCatalog['retriggers'] }>(
-    `SELECT step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected", target_table AS "targetTable",
+    prepared(`SELECT step_sql AS "stepSql", source_shards_sql AS "sourceShardsSql", shards_expected AS "shardsExpected", target_table AS "targetTable",
             partition_column AS "partitionColumn", key_columns AS "keyColumns", measure_column AS "measureColumn",
             (${retriggersOf('$2')}) AS retriggers
-     FROM backfill.pipelines WHERE name = $1::text${options.lock ? ' FOR SHARE' : ''}`, [pipeline, backfillId]);
+     FROM backfill.pipelines WHERE name = $1::text${options.lock ? ' FOR SHARE' : ''}`), [pipeline, backfillId]);
   const retriggers = row ? row.retriggers : (await db.query<{ retriggers: RunCatalog['retriggers'] }>(`SELECT (${retriggersOf('$1')}) AS retriggers`, [backfillId])).rows[0]?.retriggers ?? [];
   return {
     stepSql: row?.stepSql ?? null, sourceShardsSql: row?.sourceShardsSql ?? null, shardsExpected: row?.shardsExpected ?? null,
@@ -70,7 +71,7 @@ const SELECT_FROZEN = `SELECT id AS "backfillId", pipeline, state, catalog_hash 
 
 /** What the backfill froze when it was started; undefined when it froze nothing (started before migration 0021). */
 export async function findFrozenCatalog(db: Queryable, backfillId: number): Promise<FrozenCatalog | undefined> {
-  const { rows } = await db.query<FrozenCatalog>(`${SELECT_FROZEN} AND id = $1::bigint`, [backfillId]);
+  const { rows } = await db.query<FrozenCatalog>(prepared(`${SELECT_FROZEN} AND id = $1::bigint`), [backfillId]);
   return rows[0];
 }
 

@@ -1,4 +1,5 @@
 import type { Queryable } from './pool.js';
+import { prepared } from './prepared.js';
 
 // What a rollback restores: the generations each publish created (backfill.partition_generations) and the prior
 // rows each backfill saved (backfill.preserved_partitions), both described in migration 0005.
@@ -33,19 +34,19 @@ export async function findRowsSaved(tx: Queryable, backfillId: number, hour: Dat
  */
 export async function insertPreservedPartition(tx: Queryable, backfillId: number, hour: Date, rows: number, tables: { saved: string; published: string } | null): Promise<boolean> {
   const once = await tx.query(
-    `INSERT INTO backfill.preserved_partitions (backfill_id, partition_hour, rows_saved, saved_table, published_table)
+    prepared(`INSERT INTO backfill.preserved_partitions (backfill_id, partition_hour, rows_saved, saved_table, published_table)
      VALUES ($1::bigint, $2::timestamptz, $3::bigint, $4::text, $5::text)
-     ON CONFLICT DO NOTHING`, [backfillId, hour, rows, tables?.saved ?? null, tables?.published ?? null]);
+     ON CONFLICT DO NOTHING`), [backfillId, hour, rows, tables?.saved ?? null, tables?.published ?? null]);
   return once.rowCount === 1;
 }
 
 /** The next generation of this partition, kept with the backfill that wrote it (the caller holds the partition lock). */
 export async function insertNextGeneration(tx: Queryable, pipeline: string, hour: Date, backfillId: number): Promise<number | undefined> {
   const { rows } = await tx.query<{ generation: number }>(
-    `INSERT INTO backfill.partition_generations (pipeline, partition_hour, generation, backfill_id)
+    prepared(`INSERT INTO backfill.partition_generations (pipeline, partition_hour, generation, backfill_id)
      SELECT $1::text, $2::timestamptz, coalesce(max(generation), 0) + 1, $3::bigint
      FROM backfill.partition_generations WHERE pipeline = $1::text AND partition_hour = $2::timestamptz
-     RETURNING generation`, [pipeline, hour, backfillId]);
+     RETURNING generation`), [pipeline, hour, backfillId]);
   return rows[0]?.generation;
 }
 

@@ -1,4 +1,5 @@
 import type { Queryable } from './pool.js';
+import { prepared } from './prepared.js';
 
 // What the normal run knows of each partition it built (backfill.partition_log): rows, shards, and whether the
 // nightly reconciliation found it right.
@@ -55,6 +56,6 @@ export async function recordPartitionBuilt(tx: Queryable, built: { pipeline: str
 /** A backfill published the partition, with this many rows. */
 export async function markPartitionBackfilled(tx: Queryable, pipeline: string, hour: Date, rows: number): Promise<void> {
   // reconciled stays false: the month's record is what readers saw that morning.
-  await tx.query('UPDATE backfill.partition_log SET backfilled_at = now(), row_count = $3::bigint WHERE pipeline = $1::text AND partition_hour = $2::timestamptz',
+  await tx.query(prepared('UPDATE backfill.partition_log SET backfilled_at = now(), row_count = $3::bigint WHERE pipeline = $1::text AND partition_hour = $2::timestamptz'),
     [pipeline, hour, rows]);
 }

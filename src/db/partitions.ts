@@ -1,6 +1,7 @@
 import type { Pipeline } from './pipelines.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
 import { describeTableColumns } from './rowStore.js';
+import { prepared } from './prepared.js';
 
 // One partition (hour) of a pipeline's target table: its lock, its rows deleted, and what it holds (rows, total,
 // checksum). Identifiers come from the pipeline's catalog row, quoted once.
@@ -27,7 +28,7 @@ export async function lockPartition(tx: Queryable, pipelineName: string, hour: D
  * PERF: two round trips of every stage and every publish; at 60 rows a partition is some 70 statements.
  */
 export async function lockPartitionPreferringHashJoins(tx: Queryable, pipelineName: string, hour: Date): Promise<void> {
-  await tx.query(`SELECT set_config('enable_nestloop', 'off', true), ${PARTITION_LOCK}`, [pipelineName, hour]);
+  await tx.query(prepared(`SELECT set_config('enable_nestloop', 'off', true), ${PARTITION_LOCK}`), [pipelineName, hour]);
 }
 
 /** Deletes the hour's rows of the target (the write path runs the step right after, in the same transaction). */

@@ -1,6 +1,7 @@
 import { BackfillError, ErrorCode } from '../errors.js';
 import type { Queryable } from './pool.js';
 import { typedText } from '../markup.js';
+import { prepared } from './prepared.js';
 
 export interface Pipeline {
   name: string;
@@ -23,7 +24,7 @@ export const PIPELINE_COLUMNS = `name, target_table AS "targetTable", partition_
 const SELECT_PIPELINE = `SELECT ${PIPELINE_COLUMNS} FROM backfill.pipelines`;
 
 export async function findPipeline(db: Queryable, name: string): Promise<Pipeline | undefined> {
-  const { rows } = await db.query<Pipeline>(`${SELECT_PIPELINE} WHERE name = $1::text`, [name]);
+  const { rows } = await db.query<Pipeline>(prepared(`${SELECT_PIPELINE} WHERE name = $1::text`), [name]);
   return rows[0];
 }
 

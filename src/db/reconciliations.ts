@@ -1,6 +1,7 @@
 import type { Queryable } from './pool.js';
 import { STAGED_RUN } from './rowStore.js';
 import type { AgainstPlan, Reconciliation as ReconciliationCounts } from './reconcile.js';
+import { prepared } from './prepared.js';
 
 // Per partition and phase, how a backfill's staged or published rows differ from what was there
 // (backfill.reconciliations, written by the publish path).
@@ -52,13 +53,13 @@ export type StagedReconciliation = ReconciliationCounts & { lateRows: number; pl
 /** The staged phase's reconciliation of the run's partition, with its late rows and the envelope staging measured. */
 export async function findStagedReconciliation(db: Queryable, backfillId: number, generation: number, hour: Date): Promise<StagedReconciliation | undefined> {
   const { rows } = await db.query<ReconciliationCounts & { lateRows: number; plan: AgainstPlan | null; measured: MeasuredLive | null }>(
-    `SELECT keys_missing AS "keysMissing", keys_added AS "keysAdded", keys_duplicated AS "keysDuplicated", keys_changed AS "keysChanged",
+    prepared(`SELECT keys_missing AS "keysMissing", keys_added AS "keysAdded", keys_duplicated AS "keysDuplicated", keys_changed AS "keysChanged",
             total_before::text AS "totalBefore", total_after::text AS "totalAfter", late_rows AS "lateRows",
             CASE WHEN plan_rows IS NOT NULL THEN json_build_object('lost', plan_lost, 'stagedKnown', staged_known_total::text, 'expected', plan_total::text,
               'added', plan_added, 'planned', plan_rows, 'stagedRows', staged_rows, 'stagedTotal', staged_total::text) END AS plan,
             CASE WHEN live_rows IS NOT NULL THEN json_build_object('liveRows', live_rows, 'stagedChecksum', staged_checksum,
               'liveSnapshotXmin', live_snapshot_xmin::text) END AS measured
-     FROM backfill.reconciliations WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz AND phase = 'staged'`,
+     FROM backfill.reconciliations WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz AND phase = 'staged'`),
     [backfillId, generation, hour]);
   const row = rows[0];
   if (!row) return undefined;
@@ -74,7 +75,7 @@ export async function findStagedReconciliation(db: Queryable, backfillId: number
 export async function saveReconciliation(tx: Queryable, backfillId: number, generation: number, hour: Date, phase: 'staged' | 'published', r: ReconciliationCounts, lateRows: number,
   plan?: AgainstPlan, measured?: MeasuredLive): Promise<void> {
   await tx.query(
-    `INSERT INTO backfill.reconciliations (backfill_id, generation, partition_hour, phase, keys_missing, keys_added, keys_duplicated, keys_changed, late_rows, total_before, total_after,
+    prepared(`INSERT INTO backfill.reconciliations (backfill_id, generation, partition_hour, phase, keys_missing, keys_added, keys_duplicated, keys_changed, late_rows, total_before, total_after,
        plan_lost, plan_added, plan_rows, plan_total, staged_known_total, staged_rows, staged_total, live_rows, staged_checksum, live_snapshot_xmin)
      VALUES ($1::bigint, $2::int, $3::timestamptz, $4::text, $5::int, $6::int, $7::int, $8::int, $9::int, $10::numeric, $11::numeric,
        $12::int, $13::int, $14::int, $15::numeric, $16::numeric, $17::int, $18::numeric, $19::bigint, $20::text, $21::xid8)
@@ -84,7 +85,7 @@ export async function saveReconciliation(tx: Queryable, backfillId: number, gene
        total_after = EXCLUDED.total_after, plan_lost = EXCLUDED.plan_lost, plan_added = EXCLUDED.plan_added, plan_rows = EXCLUDED.plan_rows,
        plan_total = EXCLUDED.plan_total, staged_known_total = EXCLUDED.staged_known_total, staged_rows = EXCLUDED.staged_rows,
        staged_total = EXCLUDED.staged_total, live_rows = EXCLUDED.live_rows, staged_checksum = EXCLUDED.staged_checksum,
-       live_snapshot_xmin = EXCLUDED.live_snapshot_xmin, at = now()`,
+       live_snapshot_xmin = EXCLUDED.live_snapshot_xmin, at = now()`),
     [backfillId, generation, hour, phase, r.keysMissing, r.keysAdded, r.keysDuplicated, r.keysChanged, lateRows, r.totalBefore, r.totalAfter,
       plan?.lost ?? null, plan?.added ?? null, plan?.planned ?? null, plan?.expected ?? null, plan?.stagedKnown ?? null, plan?.stagedRows ?? null, plan?.stagedTotal ?? null,
       measured?.liveRows ?? null, measured?.stagedChecksum ?? null, measured?.liveSnapshotXmin ?? null]);

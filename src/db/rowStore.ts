@@ -1,4 +1,5 @@
 import { quoteIdent, type Queryable } from './pool.js';
+import { prepared } from './prepared.js';
 
 /*
  * A backfill's rows, kept in tables shaped like the pipeline's target, in a schema of the bot's own per
@@ -54,12 +55,12 @@ export interface TableColumns {
  */
 export async function describeTableColumns(db: Queryable, table: string): Promise<TableColumns> {
   const { rows } = await db.query<{ name: string; exact: boolean }>(
-    `SELECT a.attname AS name,
+    prepared(`SELECT a.attname AS name,
             (a.atttypid = ANY ('{int2,int4,int8,bool,date,time,timestamp,timestamptz,uuid,bytea}'::regtype[])
              OR (a.atttypid = 'numeric'::regtype AND a.atttypmod <> -1)
              OR (a.atttypid = ANY ('{text,varchar}'::regtype[]) AND coalesce(c.collisdeterministic, true))) AS exact
      FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation
-     WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+     WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`),
     [table]);
   return { columns: rows.map((row) => row.name), exact: rows.filter((row) => row.exact).map((row) => row.name) };
 }

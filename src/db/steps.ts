@@ -4,6 +4,7 @@ import {
   PHASE_EXITS, ROLLBACK_SUFFIX, SETTLED, STEP_GRAPH, STEP_KINDS, type StepKind, type StepPhase, type StepRef, type StepStatus, type WaitRule,
 } from '../core/lifecycle/stepGraph.js';
 import type { BackfillState } from '../core/states.js';
+import { prepared } from './prepared.js';
 
 // The steps of a backfill (backfill.backfill_steps), one row per kind and key. The predicates over `s` (the step)
 // and `b` (its backfill) that say which may run and which a phase still waits on are built below from the step
@@ -198,32 +199,32 @@ export async function lockStepForClaim(tx: Queryable, ref: StepRef): Promise<Ste
  */
 export async function findExpiredClaims(db: Queryable, backfillId: number): Promise<{ ref: StepRef; token: string }[]> {
   const { rows } = await db.query<{ kind: StepRef['kind']; key: string; token: string }>(
-    `SELECT kind, step_key AS key, claim_token::text AS token FROM backfill.backfill_steps
-     WHERE backfill_id = $1::bigint AND status = 'running' AND claim_token IS NOT NULL AND lease_expires_at < clock_timestamp()`, [backfillId]);
+    prepared(`SELECT kind, step_key AS key, claim_token::text AS token FROM backfill.backfill_steps
+     WHERE backfill_id = $1::bigint AND status = 'running' AND claim_token IS NOT NULL AND lease_expires_at < clock_timestamp()`), [backfillId]);
   return rows.map((row) => ({ ref: { backfillId, kind: row.kind, key: row.key }, token: row.token }));
 }
 
 /** Running under a new token and lease, one attempt more; returns the token. */
 export async function claimStepRow(tx: Queryable, ref: StepRef, leaseMs: number): Promise<string | undefined> {
   const { rows } = await tx.query<{ token: string }>(
-    `UPDATE backfill.backfill_steps SET status = 'running', claim_token = gen_random_uuid(),
+    prepared(`UPDATE backfill.backfill_steps SET status = 'running', claim_token = gen_random_uuid(),
             lease_expires_at = clock_timestamp() + $4::int * interval '1 millisecond', attempts = attempts + 1,
             started_at = coalesce(started_at, now())
-     WHERE ${STEP_WHERE} RETURNING claim_token AS token`, [...stepParams(ref), leaseMs]);
+     WHERE ${STEP_WHERE} RETURNING claim_token AS token`), [...stepParams(ref), leaseMs]);
   return rows[0]?.token;
 }
 
 /** Extends the lease of a step this token still holds. */
 export async function renewStepLease(db: Queryable, ref: StepRef, token: string, leaseMs: number): Promise<void> {
   await db.query(
-    `UPDATE backfill.backfill_steps SET lease_expires_at = clock_timestamp() + $5::int * interval '1 millisecond'
-     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`, [...stepParams(ref), token, leaseMs]);
+    prepared(`UPDATE backfill.backfill_steps SET lease_expires_at = clock_timestamp() + $5::int * interval '1 millisecond'
+     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`), [...stepParams(ref), token, leaseMs]);
 }
 
 /** The step's status and claim token, under its row lock (the claim check of a commit). */
 export async function lockStepClaim(tx: Queryable, ref: StepRef): Promise<{ status: StepStatus; token: string | null } | undefined> {
   const { rows } = await tx.query<{ status: StepStatus; token: string | null }>(
-    `SELECT status, claim_token::text AS token FROM backfill.backfill_steps WHERE ${STEP_WHERE} FOR UPDATE`, stepParams(ref));
+    prepared(`SELECT status, claim_token::text AS token FROM backfill.backfill_steps WHERE ${STEP_WHERE} FOR UPDATE`), stepParams(ref));
   return rows[0];
 }
 
@@ -243,7 +244,7 @@ export interface OpenStepsByPhase {
 export async function finishClaimedStepRow(tx: Queryable, ref: StepRef, token: string, status: 'done' | 'undeliverable',
   result: Record<string, unknown>): Promise<OpenStepsByPhase | undefined> {
   const { rows } = await tx.query<OpenStepsByPhase>(
-    `WITH finished AS (
+    prepared(`WITH finished AS (
        UPDATE backfill.backfill_steps SET status = $5::text, finished_at = now(), result = $6::jsonb, error = NULL,
               claim_token = NULL, lease_expires_at = NULL
        WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'
@@ -251,15 +252,15 @@ export async function finishClaimedStepRow(tx: Queryable, ref: StepRef, token: s
      SELECT b.state, ARRAY[${OPEN_BY_PHASE}] AS open
      FROM finished f JOIN backfill.backfills b ON b.id = f.backfill_id
      LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id AND NOT (s.kind = $2::text AND s.step_key = $3::text)
-     GROUP BY b.state`, [...stepParams(ref), token, status, JSON.stringify(redactDeep(result))]);
+     GROUP BY b.state`), [...stepParams(ref), token, status, JSON.stringify(redactDeep(result))]);
   return rows[0];
 }
 
 /** Gives the claim back, to `to`, only while this token holds it. True when it did. */
 export async function releaseStepClaim(db: Queryable, ref: StepRef, token: string, to: 'pending' | 'blocked' | 'skipped', error: string | null): Promise<boolean> {
   const result = await db.query(
-    `UPDATE backfill.backfill_steps SET status = $5::text, error = $6::text, claim_token = NULL, lease_expires_at = NULL
-     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`,
+    prepared(`UPDATE backfill.backfill_steps SET status = $5::text, error = $6::text, claim_token = NULL, lease_expires_at = NULL
+     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`),
     [...stepParams(ref), token, to, error === null ? null : redact(error)]);
   return result.rowCount === 1;
 }

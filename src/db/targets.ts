@@ -1,6 +1,7 @@
 import { checksumOver, checksumShapeOf } from './partitions.js';
 import type { Pipeline } from './pipelines.js';
 import { quoteIdent, quoteQualified, type Queryable } from './pool.js';
+import { prepared } from './prepared.js';
 
 // The partitions a backfill replaces (backfill.backfill_targets). Reading them whole: listTargets in backfills.ts.
 
@@ -76,8 +77,8 @@ export async function markTargetUnavailable(tx: Queryable, backfillId: number, h
  */
 export async function markTargetStaged(tx: Queryable, backfillId: number, hour: Date, staged: { table: string | null; apart: boolean }): Promise<void> {
   await tx.query(
-    `UPDATE backfill.backfill_targets SET status = 'staged', staged_relid = to_regclass($3::text)::oid, staged_apart = $4::boolean
-     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+    prepared(`UPDATE backfill.backfill_targets SET status = 'staged', staged_relid = to_regclass($3::text)::oid, staged_apart = $4::boolean
+     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`),
     [backfillId, hour, staged.table, staged.apart]);
 }
 
@@ -89,9 +90,9 @@ export async function markTargetStaged(tx: Queryable, backfillId: number, hour: 
 export async function markTargetPublished(tx: Queryable, backfillId: number, hour: Date, snapshot: { rows: number; total: string; checksum: string },
   written: { rows: number; checksum: string }, generation: number): Promise<void> {
   await tx.query(
-    `UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text,
+    prepared(`UPDATE backfill.backfill_targets SET rows_after = $3::bigint, total_after = $4::numeric, checksum_after = $5::text,
             published_rows = $6::bigint, published_checksum = $7::text, recomputed_at = now(), status = 'published', published_generation = $8::int
-     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`,
+     WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`),
     [backfillId, hour, snapshot.rows, snapshot.total, snapshot.checksum, written.rows, written.checksum, generation]);
 }
 
@@ -115,8 +116,8 @@ export interface PublishTargetRow {
 
 export async function findPublishTarget(db: Queryable, backfillId: number, hour: Date): Promise<PublishTargetRow | undefined> {
   const { rows } = await db.query<PublishTargetRow>(
-    `SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy",
+    prepared(`SELECT status, rows_before AS "rowsBefore", total_before::text AS "totalBefore", expected_rows::text AS "expectedRows", expected_total::text AS "expectedTotal", accepted_by AS "acceptedBy",
             staged_relid::regclass::text AS "stagedTable", staged_apart AS "stagedApart"
-     FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`, [backfillId, hour]);
+     FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz`), [backfillId, hour]);
   return rows[0];
 }

@@ -2,10 +2,17 @@
 // connection plans them once: the dispatcher's look for runnable steps and a claim's locked check. Each carries
 // the step graph's predicate, whose planning (then a dozen subqueries) took 5.5 ms a call where running them took 2.5.
 // Read from pg_prepared_statements: the server's own record of what a session prepared and how it planned it.
+// Besides those, the bot's own statements of every step (its reads of the backfill, pipeline and target, its
+// bookkeeping writes, its claim and finish: src/db/prepared.ts), named after their fixed texts; never a text that
+// varies with a run, a pipeline or an hour, which would grow every connection's statements without bound.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTransaction, type PoolClient } from '../../src/db/pool.js';
+import { requireBackfill } from '../../src/db/backfills.js';
+import { preparedTexts } from '../../src/db/prepared.js';
 import { listRunnableSteps, lockStepForClaim } from '../../src/db/steps.js';
+import { executeStep } from '../../src/core/procedure.js';
+import { stagePartition } from '../../src/core/recompute/stagePublish.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
 let engine: TestEngine;
@@ -64,5 +71,57 @@ describe('a step\'s fixed statements, planned once per connection', () => {
     } finally {
       client.release();
     }
+  });
+});
+
+describe('the statements of every step, named after their fixed texts', () => {
+  async function preparedBySelf(client: PoolClient): Promise<(Prepared & { statement: string })[]> {
+    const { rows } = await client.query<Prepared & { statement: string }>(
+      `SELECT name, statement, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'backfill\\_s\\_%' ORDER BY name`);
+    return rows;
+  }
+
+  it('stages a partition with its reads and bookkeeping prepared on the connection, each planned no more once it has run a few times', async () => {
+    const backfill = await requireBackfill(engine.ctx.pool, backfillId);
+    const client = await engine.ctx.pool.connect();
+    try {
+      const runs = 7;
+      for (let i = 0; i < runs; i += 1) {
+        await client.query('BEGIN');
+        expect(await stagePartition(client, backfill, backfill.firstHour, 0)).toBe('staged');
+        await client.query('ROLLBACK');
+      }
+      const prepared = await preparedBySelf(client);
+      const ranBy = (fragment: string) => prepared.filter((p) => p.statement.includes(fragment));
+      // The pipeline, the target's columns (a catalog query), the timeline, the target's and the reconciliation's rows.
+      for (const fragment of ['estimate_sql AS "estimateSql", source_shards_sql', 'FROM pg_attribute a', 'INSERT INTO backfill.events',
+        "UPDATE backfill.backfill_targets SET status = 'staged'", 'INSERT INTO backfill.reconciliations']) {
+        const [statement, ...others] = ranBy(fragment);
+        expect(statement, fragment).toBeDefined();
+        expect(others, fragment).toEqual([]);
+        // Planned at most five times (custom plans), then one generic plan kept: the rest ran with no planning.
+        expect(statement?.custom, fragment).toBeLessThanOrEqual(5);
+        expect(statement?.generic, fragment).toBeGreaterThan(0);
+      }
+    } finally {
+      client.release();
+    }
+  });
+
+  it('names no text tied to a run, a pipeline or an hour, through a whole backfill', async () => {
+    for (;;) {
+      const runnable = await listRunnableSteps(engine.ctx.pool, backfillId);
+      if (runnable.length === 0) break;
+      for (const step of runnable) await executeStep(engine.ctx, step);
+    }
+    expect((await requireBackfill(engine.ctx.pool, backfillId)).state).toBe('done');
+    const texts = preparedTexts();
+    // The steps named the texts they run: the claim, the finish and the timeline at least.
+    for (const fragment of ["SET status = 'running', claim_token = gen_random_uuid()", 'WITH finished AS (', 'INSERT INTO backfill.events']) {
+      expect(texts.filter((text) => text.includes(fragment)), fragment).toHaveLength(1);
+    }
+    // No store table of the pipeline (bf_orders), no target (warehouse.), no run's own table (_b<id>), no hour.
+    const varying = texts.filter((text) => /bf_orders|warehouse\.|_b\d+|2026-11/.test(text));
+    expect(varying).toEqual([]);
   });
 });
