@@ -90,6 +90,15 @@ export async function createRowStoreTables(tx: Queryable, store: RowStore): Prom
   await tx.query(`CREATE INDEX IF NOT EXISTS expected_by_key ON ${store.expected} (bf_backfill, ${index})`);
 }
 
+/**
+ * Whether two keys are equal exactly when their text is the same: every key column is one of `exact`. Otherwise
+ * keys equal by `=` may be spelled apart ('EU' and 'eu' under a case-insensitive collation, 1.0 and 1.00 in an
+ * unconstrained numeric), and a key must be read from the rows that carry the spelling meant.
+ */
+export function keysCompareExactly(store: RowStore): boolean {
+  return store.keys.every((key) => store.exact.has(key));
+}
+
 /** `a.k1 = b.k1 AND a.k2 = b.k2 …` over the key columns (the partition is filtered on both sides already). */
 export function keysEqual(store: RowStore, a: string, b: string): string {
   return store.keys.map((key) => `${a}.${key} = ${b}.${key}`).join(' AND ');

@@ -67,8 +67,9 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // With the live rows it counted, which the publish reads when nothing live changed since (and for a swap the
   // staged rows' checksum: swap.ts, measureSwap).
   // And the live keys the staged rows lack into the baseline (createBaseline), or every live key where the join is not exact.
-  // For a swap, the keys its publish will write, by difference with the live keys (createWrittenTable).
-  const written = staged.table ? await createWrittenTable(tx, store, run) : undefined;
+  // For a swap, the keys its publish will write, by difference with the live keys (createWrittenTable; copied
+  // where keys equal by `=` can be spelled apart).
+  const written = staged.table ? await createWrittenTable(tx, store, run, staged.table.qualified) : undefined;
   const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, {
     // The staged rows' checksum, which a publish takes as that of the rows it writes (swap: measureSwap; rewrite:
     // rewriteUnchanged). Not for a small hour: its publish checksums what it inserts in the same statement, where

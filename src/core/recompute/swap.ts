@@ -3,7 +3,7 @@ import type { PartitionSnapshot } from '../../db/partitions.js';
 import type { Pipeline } from '../../db/pipelines.js';
 import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.js';
-import { nothingChanged, preferHashJoins, storeSchemaName, tableSource, type RowStore } from '../../db/rowStore.js';
+import { keysCompareExactly, nothingChanged, preferHashJoins, storeSchemaName, tableSource, type RowStore } from '../../db/rowStore.js';
 import {
   addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable, createWrittenByDifference,
   beginPublishTry, explainHourQuery, takeSwapTurn, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes, liveChangesSince, liveUnchangedSince,
@@ -417,9 +417,20 @@ async function swapCatalog(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
  * The run's written table by difference, made empty for staging's one join to fill (createWrittenByDifference):
  * the keys a publish of the staged table writes, told against the live partition it will swap out. Returns it,
  * qualified and quoted.
+ *
+ * Only where every key column's `=` holds exactly when the text is the same (RowStore.exact): the difference
+ * names the written keys by the saved partition's spelling, and under a case-insensitive collation 'EU' = 'eu'
+ * (or 1.0 = 1.00 in an unconstrained numeric), so a rollback would name a key another writer changed as it was
+ * before the publish, not as the publish wrote it. Otherwise every staged key is copied with its row version now,
+ * as a publish that finds the partition changed records them (recordWrittenKeys), and undefined is returned:
+ * nothing is left for the join to fill.
  */
-export async function createWrittenTable(tx: PoolClient, store: RowStore, run: [number, number, Date]): Promise<string> {
+export async function createWrittenTable(tx: PoolClient, store: RowStore, run: [number, number, Date], staged: string): Promise<string | undefined> {
   const table = inStore(store, writtenTableName(run[0], run[2]));
+  if (!keysCompareExactly(store)) {
+    await keepKeysIn(tx, store, table, tableSource(store, staged), run, { rowVersions: true });
+    return undefined;
+  }
   await createWrittenByDifference(tx, store, table);
   return table;
 }
