@@ -9,31 +9,44 @@ import { configureLogging, logger } from './log.js';
 /**
  * Runs a long-lived entry point: a refusal at start (bad configuration, say) prints its message and exits 1;
  * SIGINT / SIGTERM run `stop` once, then exit 0.
+ *
+ * The handlers go on before anything starts. The line that says the service is ready is printed inside `start`,
+ * and a signal sent on it (a supervisor, a test) would otherwise meet the default action, which ends the process
+ * without its stop: under load the few statements between that line and the handlers took long enough for it. A
+ * signal during the start stops the service as soon as it has started; a second one ends the process at once.
  */
 function runService(start: () => Promise<() => Promise<void>>): void {
-  start().then((stop) => {
-    let stopping = false;
-    const shutdown = (signal: NodeJS.Signals) => {
-      if (stopping) return;
-      stopping = true;
-      logger().info({ signal }, `${signal}: stopping (running steps finish, then the queues, the pool and the backends close)`);
-      stop().then(() => {
-        logger().info('stopped');
-        process.exit(0);
-      }, (error: unknown) => {
-        logger().fatal({ err: error }, 'the service did not stop cleanly');
-        process.exit(1);
-      });
-    };
-    // Once each: a second Ctrl-C while `stop` runs ends the process at once, for whoever will not wait for it.
-    process.once('SIGINT', shutdown);
-    process.once('SIGTERM', shutdown);
+  let stop: (() => Promise<void>) | undefined;
+  let requested: NodeJS.Signals | undefined;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (requested) return;
+    requested = signal;
+    if (stop) stopNow(signal, stop);
+    else logger().info({ signal }, `${signal}: stopping as soon as the start is done (send it again to end now)`);
+  };
+  // Once each: a second Ctrl-C while `stop` (or the start) runs ends the process at once, for whoever will not wait for it.
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+  start().then((started) => {
+    stop = started;
+    if (requested) stopNow(requested, started);
   }, (error: unknown) => {
     // A refusal at start (bad configuration, a backend that does not answer) is one sentence for the person
     // starting the service, often before the log is set up: printed plainly, as the CLI prints its refusals.
     // Anything else is a fault, logged with its stack.
     if (isBackfillError(error)) console.error(error.message);
     else logger().fatal({ err: error }, 'the service could not start');
+    process.exit(1);
+  });
+}
+
+function stopNow(signal: NodeJS.Signals, stop: () => Promise<void>): void {
+  logger().info({ signal }, `${signal}: stopping (running steps finish, then the queues, the pool and the backends close)`);
+  stop().then(() => {
+    logger().info('stopped');
+    process.exit(0);
+  }, (error: unknown) => {
+    logger().fatal({ err: error }, 'the service did not stop cleanly');
     process.exit(1);
   });
 }

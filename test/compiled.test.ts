@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startBackfill } from '../src/core/announce/start.js';
+import { MIGRATION_LOCK_KEY } from '../src/db/migrate.js';
 import { startSlackEmulator, type SlackEmulator } from '../dev/slack-emulator/index.js';
 import { createTestDatabase, testRedisUrl, type TestDatabase } from './support/db.js';
 import { createTestEngine, type TestEngine } from './support/engine.js';
@@ -115,6 +116,46 @@ describe('npm start on the compiled build', () => {
     const stopping = messages.findIndex((msg) => msg.startsWith('SIGTERM: stopping'));
     expect(stopping).toBeGreaterThan(messages.findIndex((msg) => msg.startsWith('backfill-bot listening on')));
     expect(messages.at(-1)).toBe('stopped');
+  }, 180_000);
+
+  it('stops as soon as it has started on a SIGTERM sent while it starts, exit 0', async () => {
+    // Its start held in place: another session holds the migrations' lock, and the bot waits on it.
+    const holder = await db.pool.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [MIGRATION_LOCK_KEY]);
+      const redis = testRedisUrl();
+      const bot = spawn(process.execPath, ['--enable-source-maps', BOT], {
+        env: {
+          ...process.env, DATABASE_URL: db.url, ...(redis ? { REDIS_URL: redis } : {}), QUEUE_PREFIX: `test-${randomBytes(6).toString('hex')}`,
+          SLACK_BOT_TOKEN: 'xoxb-compiled-test', SLACK_SIGNING_SECRET: 'compiled-test-signing-secret',
+          WEBHOOK_SIGNING_SECRET: 'compiled-test-webhook-signing-secret', SLACK_API_URL: slack.url, PORT: '0', LOG_LEVEL: 'info',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      children.push(bot);
+      let out = '';
+      bot.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      bot.stderr?.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => bot.once('exit', (code, signal) => resolve({ code, signal })));
+      const waiting = async () => (await holder.query(
+        `SELECT 1 FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()`)).rowCount === 1;
+      await waitUntil(waiting, 'the bot to wait on the migrations\' lock', 90_000);
+      bot.kill('SIGTERM');
+      await waitUntil(() => out.includes('SIGTERM: stopping as soon as the start is done') || bot.exitCode !== null || bot.signalCode !== null,
+        'the bot to say it stops once started');
+      // Not ended by the signal's default action before its stop could run.
+      expect({ code: bot.exitCode, signal: bot.signalCode }).toEqual({ code: null, signal: null });
+      await holder.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [MIGRATION_LOCK_KEY]);
+      const { code, signal } = await exited;
+      expect({ code, signal }).toEqual({ code: 0, signal: null });
+      const messages = out.split('\n').filter((line) => line.startsWith('{')).map((line) => (JSON.parse(line) as { msg: string }).msg);
+      const order = ['SIGTERM: stopping as soon as the start is done', 'backfill-bot listening on', 'SIGTERM: stopping (running steps', 'stopped']
+        .map((start) => messages.findIndex((msg) => msg.startsWith(start)));
+      expect(order.every((at) => at >= 0)).toBe(true);
+      expect([...order].sort((a, b) => a - b)).toEqual(order);
+    } finally {
+      holder.release();
+    }
   }, 180_000);
 });
 

@@ -9,7 +9,7 @@ import { quoteIdent, withClient } from './pool.js';
 export const MIGRATIONS_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.js') ? '../../../migrations/' : '../../migrations/', import.meta.url));
 
 // One lock key for every process that migrates this database: concurrent starts apply each file once.
-const MIGRATION_LOCK_KEY = 'backfill-bot:migrate';
+export const MIGRATION_LOCK_KEY = 'backfill-bot:migrate';
 
 // What the migrations need of the role that runs them: to own the database
 // (docs/operating.md, "The database role"), and nothing more. 0001's CREATE EXTENSION btree_gist is of a trusted
