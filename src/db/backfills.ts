@@ -42,6 +42,9 @@ export interface BackfillRow {
   publishedAny: boolean;
   /** The expected figures came from the pipeline's estimate query (envelope: rows and total) or the step (by key). */
   previewedBy: 'estimate' | 'step';
+  /** What it froze of the catalog when it was started (src/core/catalog/frozen.ts); null before migration 0021. */
+  catalogHash: string | null;
+  catalogFieldHashes: Record<string, string> | null;
 }
 
 /** What paused a backfill: what a continue does depends on it. */
@@ -56,7 +59,8 @@ const SELECT_BACKFILL = `
          incident_channel AS "incidentChannel", status_ts AS "statusTs",
          stopped_by AS "stoppedBy", stop_reason AS "stopReason", paused_reason AS "pausedReason", paused_for AS "pausedFor", rolled_back_by AS "rolledBackBy",
          rolled_back_at AS "rolledBackAt", needs_second_approval AS "needsSecondApproval",
-         published_any AS "publishedAny", previewed_by AS "previewedBy"
+         published_any AS "publishedAny", previewed_by AS "previewedBy",
+         catalog_hash AS "catalogHash", catalog_field_hashes AS "catalogFieldHashes"
   FROM backfill.backfills`;
 
 // NOTE: FOR NO KEY UPDATE, not FOR UPDATE: every timeline insert holds a KEY SHARE lock on its backfill row

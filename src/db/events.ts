@@ -32,16 +32,32 @@ export interface TimelineEvent {
  * Records one event. `actor` is whose rights were used; when the command in force acts on that person's behalf
  * (src/db/acting.ts), the row names the real actor and keeps the person acted for and the reason beside it; a CLI
  * user mapped to a Slack id is named as the CLI user, with that Slack id in actor_person.
- * The detail and the reason are redacted here, the one door to the timeline: a detail can carry outside text
- * (an orchestrator's answer, a webhook's error), and the timeline is shown in Slack and the incident package.
+ * The detail and the reason are redacted here (eventValues), the one door to the timeline: a detail can carry outside
+ * text (an orchestrator's answer, a webhook's error), and the timeline is shown in Slack and the incident package.
  */
-export async function recordEvent(db: Queryable, event: { backfillId?: number | null; actor: string; kind: EventKind; detail?: Record<string, unknown> }): Promise<void> {
+export async function recordEvent(db: Queryable, event: NewEvent): Promise<void> {
+  await db.query(prepared(`INSERT INTO backfill.events (${EVENT_COLUMNS})
+     VALUES ($1::bigint, $2::text, $3::text, $4::jsonb, $5::text, $6::text, $7::text)`), eventValues(event));
+}
+
+export interface NewEvent {
+  backfillId?: number | null;
+  actor: string;
+  kind: EventKind;
+  detail?: Record<string, unknown>;
+}
+
+/** The events table's columns as recordEvent writes them, for a statement that records an event beside its own write. */
+export const EVENT_COLUMNS = 'backfill_id, actor, kind, detail, on_behalf_of, on_behalf_reason, actor_person';
+
+/**
+ * The values of EVENT_COLUMNS for `event`, redacted and with the command's acting recorded as recordEvent records
+ * them: to be cast in that order as bigint, text, text, jsonb, text, text, text.
+ */
+export function eventValues(event: NewEvent): [number | null, string, EventKind, string, string | null, string | null, string | null] {
   const behalf = recordedActing(event.actor);
-  await db.query(
-    prepared(`INSERT INTO backfill.events (backfill_id, actor, kind, detail, on_behalf_of, on_behalf_reason, actor_person)
-     VALUES ($1::bigint, $2::text, $3::text, $4::jsonb, $5::text, $6::text, $7::text)`),
-    [event.backfillId ?? null, behalf?.actor ?? event.actor, event.kind, JSON.stringify(redactDeep(event.detail ?? {})), behalf?.onBehalfOf ?? null,
-      behalf && behalf.reason !== null ? redact(behalf.reason) : null, behalf?.actorPerson ?? null]);
+  return [event.backfillId ?? null, behalf?.actor ?? event.actor, event.kind, JSON.stringify(redactDeep(event.detail ?? {})), behalf?.onBehalfOf ?? null,
+    behalf && behalf.reason !== null ? redact(behalf.reason) : null, behalf?.actorPerson ?? null];
 }
 
 export async function listEvents(db: Queryable, backfillId: number): Promise<TimelineEvent[]> {

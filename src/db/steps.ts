@@ -5,6 +5,7 @@ import {
 } from '../core/lifecycle/stepGraph.js';
 import type { BackfillState } from '../core/states.js';
 import { prepared } from './prepared.js';
+import { EVENT_COLUMNS, eventValues, type NewEvent } from './events.js';
 
 // The steps of a backfill (backfill.backfill_steps), one row per kind and key. The predicates over `s` (the step)
 // and `b` (its backfill) that say which may run and which a phase still waits on are built below from the step
@@ -204,13 +205,22 @@ export async function findExpiredClaims(db: Queryable, backfillId: number): Prom
   return rows.map((row) => ({ ref: { backfillId, kind: row.kind, key: row.key }, token: row.token }));
 }
 
-/** Running under a new token and lease, one attempt more; returns the token. */
-export async function claimStepRow(tx: Queryable, ref: StepRef, leaseMs: number): Promise<string | undefined> {
+/**
+ * Running under a new token and lease, one attempt more, with `started` (its step_started event) recorded in the
+ * same statement; returns the token. PERF: the claim and its event were two round trips of every step.
+ */
+export async function claimStepRow(tx: Queryable, ref: StepRef, leaseMs: number, started: NewEvent): Promise<string | undefined> {
   const { rows } = await tx.query<{ token: string }>(
-    prepared(`UPDATE backfill.backfill_steps SET status = 'running', claim_token = gen_random_uuid(),
-            lease_expires_at = clock_timestamp() + $4::int * interval '1 millisecond', attempts = attempts + 1,
-            started_at = coalesce(started_at, now())
-     WHERE ${STEP_WHERE} RETURNING claim_token AS token`), [...stepParams(ref), leaseMs]);
+    prepared(`WITH claimed AS (
+       UPDATE backfill.backfill_steps SET status = 'running', claim_token = gen_random_uuid(),
+              lease_expires_at = clock_timestamp() + $4::int * interval '1 millisecond', attempts = attempts + 1,
+              started_at = coalesce(started_at, now())
+       WHERE ${STEP_WHERE} RETURNING claim_token AS token
+     ), started AS (
+       INSERT INTO backfill.events (${EVENT_COLUMNS})
+       SELECT $5::bigint, $6::text, $7::text, $8::jsonb, $9::text, $10::text, $11::text FROM claimed
+     )
+     SELECT token FROM claimed`), [...stepParams(ref), leaseMs, ...eventValues(started)]);
   return rows[0]?.token;
 }
 

@@ -93,8 +93,8 @@ describe('the statements of every step, named after their fixed texts', () => {
       }
       const prepared = await preparedBySelf(client);
       const ranBy = (fragment: string) => prepared.filter((p) => p.statement.includes(fragment));
-      // The pipeline, the target's columns (a catalog query), the timeline, the target's and the reconciliation's rows.
-      for (const fragment of ['estimate_sql AS "estimateSql", source_shards_sql', 'FROM pg_attribute a', 'INSERT INTO backfill.events',
+      // The pipeline, the target's columns (a catalog query), the timeline (recordEvent), the target's and the reconciliation's rows.
+      for (const fragment of ['estimate_sql AS "estimateSql", source_shards_sql', 'FROM pg_attribute a', 'VALUES ($1::bigint, $2::text, $3::text, $4::jsonb',
         "UPDATE backfill.backfill_targets SET status = 'staged'", 'INSERT INTO backfill.reconciliations']) {
         const [statement, ...others] = ranBy(fragment);
         expect(statement, fragment).toBeDefined();
@@ -117,7 +117,7 @@ describe('the statements of every step, named after their fixed texts', () => {
     expect((await requireBackfill(engine.ctx.pool, backfillId)).state).toBe('done');
     const texts = preparedTexts();
     // The steps named the texts they run: the claim, the finish and the timeline at least.
-    for (const fragment of ["SET status = 'running', claim_token = gen_random_uuid()", 'WITH finished AS (', 'INSERT INTO backfill.events']) {
+    for (const fragment of ["SET status = 'running', claim_token = gen_random_uuid()", 'WITH finished AS (', 'VALUES ($1::bigint, $2::text, $3::text, $4::jsonb']) {
       expect(texts.filter((text) => text.includes(fragment)), fragment).toHaveLength(1);
     }
     // No store table of the pipeline (bf_orders), no target (warehouse.), no run's own table (_b<id>), no hour.

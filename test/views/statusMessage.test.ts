@@ -20,7 +20,7 @@ const backfill: BackfillRow = {
   totalBefore: '1284310.55', totalAfter: null, diff: null, announcedAt: new Date('2026-11-16T09:00:00Z'),
   ranAt: null, ranBy: null, finishedAt: null, state: 'announced', failure: null, limitOverride: null,
   incidentChannel: 'C0INCIDENT', statusTs: '1.2', stoppedBy: null, stopReason: null, pausedReason: null, pausedFor: null,
-  rolledBackBy: null, rolledBackAt: null, needsSecondApproval: true, publishedAny: false, previewedBy: 'step',
+  rolledBackBy: null, rolledBackAt: null, needsSecondApproval: true, publishedAny: false, previewedBy: 'step', catalogHash: null, catalogFieldHashes: null,
 };
 
 const settlement: BackfillConsumerRow = {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { BackfillRow } from '../../db/backfills.js';
 import { findFrozenCatalog, listFrozenCatalogs, readRunCatalog, recordFrozenCatalog, type FrozenCatalog, type RunCatalog } from '../../db/frozenCatalog.js';
 import type { Queryable } from '../../db/pool.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
@@ -120,7 +121,21 @@ export interface FrozenCatalogChange {
  * caller's transaction ends.
  */
 export async function catalogChangeOf(db: Queryable, backfillId: number, options: { lock?: boolean } = {}): Promise<FrozenCatalogChange | undefined> {
-  const frozen = await findFrozenCatalog(db, backfillId);
+  return catalogChangeSince(db, await findFrozenCatalog(db, backfillId), options);
+}
+
+/**
+ * catalogChangeOf for a backfill row the caller read already: what it froze comes in the row (written once, at
+ * start). PERF: a step's guard read the backfill's row twice, once for the step and once for what it froze.
+ */
+export async function catalogChangeOfRow(db: Queryable, backfill: BackfillRow, options: { lock?: boolean } = {}): Promise<FrozenCatalogChange | undefined> {
+  const frozen = backfill.catalogHash === null
+    ? undefined
+    : { backfillId: backfill.id, pipeline: backfill.pipeline, state: backfill.state, hash: backfill.catalogHash, fieldHashes: backfill.catalogFieldHashes ?? {} };
+  return catalogChangeSince(db, frozen, options);
+}
+
+async function catalogChangeSince(db: Queryable, frozen: FrozenCatalog | undefined, options: { lock?: boolean }): Promise<FrozenCatalogChange | undefined> {
   if (!frozen) return undefined;
   const changed = await changesSince(db, frozen, options);
   return changed.length > 0 ? { frozen, changed } : undefined;

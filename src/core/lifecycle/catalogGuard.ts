@@ -1,6 +1,6 @@
 import type { BackfillRow } from '../../db/backfills.js';
 import { withTransaction, type Pool, type PoolClient } from '../../db/pool.js';
-import { catalogChangeOf, catalogChangedSentence, changeFacts, retriggerChangeOf } from '../catalog/frozen.js';
+import { catalogChangeOfRow, catalogChangedSentence, changeFacts, retriggerChangeOf } from '../catalog/frozen.js';
 import { formatHour } from '../time.js';
 import { pauseCaughtSteps } from './pause.js';
 import { consumerOf, phaseOf, type StepRef } from './stepGraph.js';
@@ -19,7 +19,7 @@ import { consumerOf, phaseOf, type StepRef } from './stepGraph.js';
  * catches running (this one too) is blocked, and the how-manieth pause this is comes back, to name its message.
  */
 export async function pauseIfCatalogChanged(tx: PoolClient, ref: StepRef, token: string, backfill: BackfillRow): Promise<number> {
-  const change = await catalogChangeOf(tx, backfill.id, { lock: true });
+  const change = await catalogChangeOfRow(tx, backfill, { lock: true });
   if (!change) return 0;
   return pauseCaughtSteps(tx, ref, token, 'catalog', catalogChangedSentence(changeFacts(change), 'nothing more is published'),
     { catalogChanged: change.changed, step: ref.kind, partition: formatHour(new Date(ref.key)) });

@@ -75,10 +75,9 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
     // IDLE_IN_TRANSACTION_TIMEOUT_MS: end its session now, so this run does not wait on them. Whatever it resumes
     // with, its commit fails the claim check below (the token changes here) or finds its connection gone.
     const endedSessions = [...endedFirst, ...(takeover && step.token ? await terminateTransactionsNamed(tx, [claimHolderName(ref, step.token)], HOLDER_GONE_WAIT_MS) : [])];
-    const token = await claimStepRow(tx, ref, leaseMs);
-    if (!token) throw new Error('claim update returned no token');
-    await recordEvent(tx, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started',
+    const token = await claimStepRow(tx, ref, leaseMs, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started',
       detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER, ...(endedSessions.length > 0 ? { endedSessions } : {}) } });
+    if (!token) throw new Error('claim update returned no token');
     return { outcome: 'claimed', token, takeover };
   });
 }
