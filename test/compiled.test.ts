@@ -88,8 +88,8 @@ describe('npm start on the compiled build', () => {
     await db.drop();
   });
 
-  it('stops in order on SIGTERM while the machine is busy: the shutdown lines, then exit 0', async () => {
-    children.push(...burnCpu());
+  /** The compiled bot on the test's database and the Slack emulator: its process, what it printed so far, and its exit. */
+  function startBot(): { bot: ChildProcess; output: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
     const redis = testRedisUrl();
     const bot = spawn(process.execPath, ['--enable-source-maps', BOT], {
       env: {
@@ -104,15 +104,21 @@ describe('npm start on the compiled build', () => {
     bot.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
     bot.stderr?.on('data', (chunk: Buffer) => (out += chunk.toString()));
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => bot.once('exit', (code, signal) => resolve({ code, signal })));
+    return { bot, output: () => out, exited };
+  }
 
-    await waitUntil(() => out.includes('backfill-bot listening on') || bot.exitCode !== null, 'the compiled bot to say it listens', 90_000);
-    expect(out).toContain('backfill-bot listening on');
+  it('stops in order on SIGTERM while the machine is busy: the shutdown lines, then exit 0', async () => {
+    children.push(...burnCpu());
+    const { bot, output, exited } = startBot();
+
+    await waitUntil(() => output().includes('backfill-bot listening on') || bot.exitCode !== null, 'the compiled bot to say it listens', 90_000);
+    expect(output()).toContain('backfill-bot listening on');
     bot.kill('SIGTERM');
     const { code, signal } = await exited;
 
     // Ended by its own handler (node, no relay in between), not by the signal's default action.
     expect({ code, signal }).toEqual({ code: 0, signal: null });
-    const messages = out.split('\n').filter((line) => line.startsWith('{')).map((line) => (JSON.parse(line) as { msg: string }).msg);
+    const messages = output().split('\n').filter((line) => line.startsWith('{')).map((line) => (JSON.parse(line) as { msg: string }).msg);
     const stopping = messages.findIndex((msg) => msg.startsWith('SIGTERM: stopping'));
     expect(stopping).toBeGreaterThan(messages.findIndex((msg) => msg.startsWith('backfill-bot listening on')));
     expect(messages.at(-1)).toBe('stopped');
@@ -123,32 +129,19 @@ describe('npm start on the compiled build', () => {
     const holder = await db.pool.connect();
     try {
       await holder.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [MIGRATION_LOCK_KEY]);
-      const redis = testRedisUrl();
-      const bot = spawn(process.execPath, ['--enable-source-maps', BOT], {
-        env: {
-          ...process.env, DATABASE_URL: db.url, ...(redis ? { REDIS_URL: redis } : {}), QUEUE_PREFIX: `test-${randomBytes(6).toString('hex')}`,
-          SLACK_BOT_TOKEN: 'xoxb-compiled-test', SLACK_SIGNING_SECRET: 'compiled-test-signing-secret',
-          WEBHOOK_SIGNING_SECRET: 'compiled-test-webhook-signing-secret', SLACK_API_URL: slack.url, PORT: '0', LOG_LEVEL: 'info',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      children.push(bot);
-      let out = '';
-      bot.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()));
-      bot.stderr?.on('data', (chunk: Buffer) => (out += chunk.toString()));
-      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => bot.once('exit', (code, signal) => resolve({ code, signal })));
+      const { bot, output, exited } = startBot();
       const waiting = async () => (await holder.query(
         `SELECT 1 FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()`)).rowCount === 1;
       await waitUntil(waiting, 'the bot to wait on the migrations\' lock', 90_000);
       bot.kill('SIGTERM');
-      await waitUntil(() => out.includes('SIGTERM: stopping as soon as the start is done') || bot.exitCode !== null || bot.signalCode !== null,
+      await waitUntil(() => output().includes('SIGTERM: stopping as soon as the start is done') || bot.exitCode !== null || bot.signalCode !== null,
         'the bot to say it stops once started');
       // Not ended by the signal's default action before its stop could run.
       expect({ code: bot.exitCode, signal: bot.signalCode }).toEqual({ code: null, signal: null });
       await holder.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [MIGRATION_LOCK_KEY]);
       const { code, signal } = await exited;
       expect({ code, signal }).toEqual({ code: 0, signal: null });
-      const messages = out.split('\n').filter((line) => line.startsWith('{')).map((line) => (JSON.parse(line) as { msg: string }).msg);
+      const messages = output().split('\n').filter((line) => line.startsWith('{')).map((line) => (JSON.parse(line) as { msg: string }).msg);
       const order = ['SIGTERM: stopping as soon as the start is done', 'backfill-bot listening on', 'SIGTERM: stopping (running steps', 'stopped']
         .map((start) => messages.findIndex((msg) => msg.startsWith(start)));
       expect(order.every((at) => at >= 0)).toBe(true);
