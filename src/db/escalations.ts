@@ -1,5 +1,6 @@
 import { BackfillState } from '../core/states.js';
 import { redact } from '../redaction.js';
+import { lockBackfillForShare } from './backfills.js';
 import type { Queryable } from './pool.js';
 import { prepared } from './prepared.js';
 
@@ -160,7 +161,7 @@ export interface EscalationDecision extends EscalationRow {
  * so none of them can commit between this read and the decision this transaction writes.
  */
 export async function lockEscalation(tx: Queryable, key: EscalationKey): Promise<EscalationDecision | undefined> {
-  await tx.query(prepared('SELECT 1 FROM backfill.backfills WHERE id = $1::bigint FOR SHARE'), [key.backfillId]);
+  await lockBackfillForShare(tx, key.backfillId);
   const { rows } = await tx.query<EscalationDecision>(
     `SELECT e.backfill_id::int AS "backfillId", e.consumer, e.step, e.definition, e.due_at AS "dueAt", e.status, e.recipients, e.reached,
             e.sent_at AS "sentAt", e.stopped_at AS "stoppedAt", e.stop_reason AS "stopReason", e.note,

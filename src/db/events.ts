@@ -36,8 +36,7 @@ export interface TimelineEvent {
  * text (an orchestrator's answer, a webhook's error), and the timeline is shown in Slack and the incident package.
  */
 export async function recordEvent(db: Queryable, event: NewEvent): Promise<void> {
-  await db.query(prepared(`INSERT INTO backfill.events (${EVENT_COLUMNS})
-     VALUES ($1::bigint, $2::text, $3::text, $4::jsonb, $5::text, $6::text, $7::text)`), eventValues(event));
+  await db.query(prepared(`INSERT INTO backfill.events (${EVENT_COLUMNS}) VALUES (${eventParameters(1)})`), eventValues(event));
 }
 
 export interface NewEvent {
@@ -49,11 +48,14 @@ export interface NewEvent {
 
 /** The events table's columns as recordEvent writes them, for a statement that records an event beside its own write. */
 export const EVENT_COLUMNS = 'backfill_id, actor, kind, detail, on_behalf_of, on_behalf_reason, actor_person';
+const EVENT_TYPES = ['bigint', 'text', 'text', 'jsonb', 'text', 'text', 'text'] as const;
 
-/**
- * The values of EVENT_COLUMNS for `event`, redacted and with the command's acting recorded as recordEvent records
- * them: to be cast in that order as bigint, text, text, jsonb, text, text, text.
- */
+/** The parameters of eventValues in a statement, from $`first` on, each cast to its column's type: `$1::bigint, $2::text, …`. */
+export function eventParameters(first: number): string {
+  return EVENT_TYPES.map((type, n) => `$${first + n}::${type}`).join(', ');
+}
+
+/** The values of EVENT_COLUMNS for `event` (eventParameters), redacted and with the command's acting recorded as recordEvent records them. */
 export function eventValues(event: NewEvent): [number | null, string, EventKind, string, string | null, string | null, string | null] {
   const behalf = recordedActing(event.actor);
   return [event.backfillId ?? null, behalf?.actor ?? event.actor, event.kind, JSON.stringify(redactDeep(event.detail ?? {})), behalf?.onBehalfOf ?? null,

@@ -5,7 +5,7 @@ import {
 } from '../core/lifecycle/stepGraph.js';
 import type { BackfillState } from '../core/states.js';
 import { prepared } from './prepared.js';
-import { EVENT_COLUMNS, eventValues, type NewEvent } from './events.js';
+import { EVENT_COLUMNS, eventParameters, eventValues, type NewEvent } from './events.js';
 
 // The steps of a backfill (backfill.backfill_steps), one row per kind and key. The predicates over `s` (the step)
 // and `b` (its backfill) that say which may run and which a phase still waits on are built below from the step
@@ -218,7 +218,7 @@ export async function claimStepRow(tx: Queryable, ref: StepRef, leaseMs: number,
        WHERE ${STEP_WHERE} RETURNING claim_token AS token
      ), started AS (
        INSERT INTO backfill.events (${EVENT_COLUMNS})
-       SELECT $5::bigint, $6::text, $7::text, $8::jsonb, $9::text, $10::text, $11::text FROM claimed
+       SELECT ${eventParameters(5)} FROM claimed
      )
      SELECT token FROM claimed`), [...stepParams(ref), leaseMs, ...eventValues(started)]);
   return rows[0]?.token;
