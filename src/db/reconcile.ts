@@ -1,6 +1,6 @@
 import type { Queryable } from './pool.js';
 import { checksumOver, snapshotRows, type PartitionSnapshot } from './partitions.js';
-import { rowText, type RowSource, type RowStore } from './rowStore.js';
+import { rowText, versionsKept, versionsSeenAt, type RowSource, type RowStore } from './rowStore.js';
 
 // The reconciliation statements of the write path: two sets of rows of one partition compared by the pipeline's
 // stable key (staged against live, published against saved), and staged rows against the plan's envelope.
@@ -87,10 +87,10 @@ export interface StagedMeasure {
   reconciliation: Reconciliation;
   plan: AgainstPlan;
   /**
-   * Where the join was exact: the live rows counted, the xmin of the snapshot they were read in, and with `snapshot`
-   * the staged rows' (with their checksum).
+   * Where the join was exact: the live rows counted, the xmin of the snapshot they were read in and the versions it
+   * read at or above it (versionsSeenAt; null past MAX_VERSIONS_SEEN), and with `snapshot` the staged rows' (with their checksum).
    */
-  exact?: { liveRows: number; liveSnapshotXmin: string; staged?: PartitionSnapshot };
+  exact?: { liveRows: number; liveSnapshotXmin: string; liveVersionsSeen: string[] | null; staged?: PartitionSnapshot };
 }
 
 /**
@@ -114,12 +114,12 @@ export interface StagedMeasure {
 export async function measureStaged(db: Queryable, store: RowStore, run: [number, number, Date], live: RowSource, staged: RowSource,
   options: { snapshot?: boolean; baseline?: { table: string; keepWhole(): Promise<void> }; written?: string } = {}): Promise<StagedMeasure> {
   const joined = await joinBothSides(db, store, run, live, staged, {
-    snapshot: options.snapshot === true, plan: true, missingKeysInto: options.baseline?.table, written: options.written === undefined ? undefined : { table: options.written, staged },
+    snapshot: options.snapshot === true, plan: true, versionsSeen: true, missingKeysInto: options.baseline?.table, written: options.written === undefined ? undefined : { table: options.written, staged },
   });
   if (joined.unique && joined.plan) {
     return {
       reconciliation: joined.reconciliation, plan: joined.plan,
-      exact: { liveRows: Number(joined.beforeRows), liveSnapshotXmin: joined.snapshotXmin, ...(options.snapshot ? { staged: joined.after } : {}) },
+      exact: { liveRows: Number(joined.beforeRows), liveSnapshotXmin: joined.snapshotXmin, liveVersionsSeen: versionsKept(joined.versionsSeen ?? []), ...(options.snapshot ? { staged: joined.after } : {}) },
     };
   }
   await options.baseline?.keepWhole();
@@ -131,6 +131,8 @@ interface JoinOptions {
   snapshot: boolean;
   /** The plan's rows of the partition joined as a third side, for againstPlan's figures. */
   plan: boolean;
+  /** The versions of `before`'s rows at or above the snapshot's xmin (versionsSeenAt), as staging keeps them for its publish. */
+  versionsSeen?: boolean;
   /** A table of the partition and key columns: where the join is exact, the keys of `before` that `after` lacks go into it (measureStaged). */
   missingKeysInto?: string | undefined;
   /**
@@ -145,18 +147,20 @@ interface JoinedSides extends ReconciledSnapshot {
   plan?: AgainstPlan;
   /** pg_snapshot_xmin of the statement's snapshot: every transaction below it had finished when the sides were read. */
   snapshotXmin: string;
+  /** With `versionsSeen`: the writers of `before`'s rows at or above that xmin (versionsSeenAt: at most MAX_VERSIONS_SEEN + 1). */
+  versionsSeen?: string[];
 }
 
-type JoinedRow = Reconciliation & AgainstPlan & { unique: boolean; beforeRows: number; afterRows: number; checksum: string | null; snapshotXmin: string };
+type JoinedRow = Reconciliation & AgainstPlan & { unique: boolean; beforeRows: number; afterRows: number; checksum: string | null; snapshotXmin: string; versionsSeen: string[] };
 
 /** The one join of the sides (joinedRows): exact when `unique`; the snapshot's checksum and the plan's figures only when asked for. */
 async function joinBothSides(db: Queryable, store: RowStore, run: [number, number, Date], before: RowSource, after: RowSource, options: JoinOptions): Promise<JoinedSides> {
   const { rows } = await db.query<JoinedRow>(joinedRows(store, before, after, options), run);
   const joined = rows[0];
   if (!joined) throw new Error('reconciliation returned no row');
-  const { unique, beforeRows, afterRows, checksum, snapshotXmin, lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal, ...reconciliation } = joined;
+  const { unique, beforeRows, afterRows, checksum, snapshotXmin, versionsSeen, lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal, ...reconciliation } = joined;
   return {
-    unique, snapshotXmin, reconciliation, beforeRows, after: { rows: afterRows, total: reconciliation.totalAfter, checksum: checksum ?? '' },
+    unique, snapshotXmin, reconciliation, ...(options.versionsSeen ? { versionsSeen } : {}), beforeRows, after: { rows: afterRows, total: reconciliation.totalAfter, checksum: checksum ?? '' },
     ...(options.plan ? { plan: { lost, stagedKnown, expected, added, planned, stagedRows, stagedTotal } } : {}),
   };
 }
@@ -216,11 +220,12 @@ function joinedRows(store: RowStore, before: RowSource, after: RowSource, option
             count(a.${first})::bigint AS "beforeRows",
             count(b.${first})::bigint AS "afterRows",
             ${options.snapshot ? checksumOver('b', store, inB) : 'NULL::text'} AS checksum,
-            pg_snapshot_xmin(pg_current_snapshot())::text AS "snapshotXmin"`;
-  const from = `FROM (SELECT t.* FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}
+            pg_snapshot_xmin(pg_current_snapshot())::text AS "snapshotXmin"${options.versionsSeen ? `,
+            ${versionsSeenAt('a.bf_xmin')} AS "versionsSeen"` : ''}`;
+  const from = `FROM (SELECT t.*${options.versionsSeen ? ', t.xmin AS bf_xmin' : ''} FROM ${before}) a FULL JOIN (SELECT t.* FROM ${after}) b ON ${store.keys.map((key) => `a.${key} = b.${key}`).join(' AND ')}
      ${planSide}`;
   if (!options.missingKeysInto) return `SELECT ${figures}\n     ${from}`;
-  return keepingMissingKeys(store, figures, from, { table: options.missingKeysInto, plan: options.plan, missing: `${inA} AND ${notB}`, added: `${inB} AND ${notA}`, written: options.written });
+  return keepingMissingKeys(store, figures, from, { table: options.missingKeysInto, plan: options.plan, versionsSeen: options.versionsSeen === true, missing: `${inA} AND ${notB}`, added: `${inB} AND ${notA}`, written: options.written });
 }
 
 /**
@@ -236,7 +241,7 @@ function joinedRows(store: RowStore, before: RowSource, after: RowSource, option
  * stage's time on the server.
  */
 function keepingMissingKeys(store: RowStore, figures: string, from: string,
-  into: { table: string; plan: boolean; missing: string; added: string; written?: { table: string; staged: RowSource } | undefined }): string {
+  into: { table: string; plan: boolean; versionsSeen: boolean; missing: string; added: string; written?: { table: string; staged: RowSource } | undefined }): string {
   const kept = [store.partition, ...store.keys];
   // `missing`: the join rows of a key in `a` and not in `b`, as keysMissing counts them; `added`, as keysAdded.
   const arrays = kept.map((column, n) => `array_agg(a.${column}) FILTER (WHERE ${into.missing}) AS bf_missing_${n}`);
@@ -262,16 +267,17 @@ function keepingMissingKeys(store: RowStore, figures: string, from: string,
        FROM measured m, ${unnested('bf_missing')}
        WHERE m."unique"
      )${written}
-     SELECT ${Object.entries(FIGURES).filter(([, side]) => side === 'join' || into.plan).map(([name]) => `m."${name}"`).join(', ')} FROM measured m`;
+     SELECT ${Object.entries(FIGURES).filter(([, from]) => from === 'join' || (from === 'plan' && into.plan) || (from === 'versions' && into.versionsSeen)).map(([name]) => `m."${name}"`).join(', ')} FROM measured m`;
 }
 
 /**
- * Which side each figure joinedRows selects comes from: every join, or the plan's side (with `plan`). A Record of
- * JoinedRow's keys, so a figure added to JoinedRow and not here fails the typecheck.
+ * Where each figure joinedRows selects comes from: every join, the plan's side (with `plan`), or the versions of
+ * the live rows (with `versionsSeen`). A Record of JoinedRow's keys, so a figure added to JoinedRow and not here
+ * fails the typecheck.
  */
-const FIGURES: Record<keyof JoinedRow, 'join' | 'plan'> = {
+const FIGURES: Record<keyof JoinedRow, 'join' | 'plan' | 'versions'> = {
   keysMissing: 'join', keysAdded: 'join', keysDuplicated: 'join', keysChanged: 'join', totalBefore: 'join', totalAfter: 'join',
-  unique: 'join', beforeRows: 'join', afterRows: 'join', checksum: 'join', snapshotXmin: 'join',
+  unique: 'join', beforeRows: 'join', afterRows: 'join', checksum: 'join', snapshotXmin: 'join', versionsSeen: 'versions',
   lost: 'plan', stagedKnown: 'plan', expected: 'plan', added: 'plan', planned: 'plan', stagedRows: 'plan', stagedTotal: 'plan',
 };
 

@@ -45,6 +45,8 @@ export interface MeasuredLive {
   stagedChecksum: string | null;
   /** The xmin of the snapshot staging read the live rows in (migrations/0029): null where it was not kept. */
   liveSnapshotXmin: string | null;
+  /** The writers of the live rows staging read at or above that xmin (migrations/0031): null where none were kept. */
+  liveVersionsSeen: string[] | null;
 }
 
 /** The staged phase's reconciliation: its counts, its late rows and, when staging measured them, the envelope and the live rows. */
@@ -58,7 +60,7 @@ export async function findStagedReconciliation(db: Queryable, backfillId: number
             CASE WHEN plan_rows IS NOT NULL THEN json_build_object('lost', plan_lost, 'stagedKnown', staged_known_total::text, 'expected', plan_total::text,
               'added', plan_added, 'planned', plan_rows, 'stagedRows', staged_rows, 'stagedTotal', staged_total::text) END AS plan,
             CASE WHEN live_rows IS NOT NULL THEN json_build_object('liveRows', live_rows, 'stagedChecksum', staged_checksum,
-              'liveSnapshotXmin', live_snapshot_xmin::text) END AS measured
+              'liveSnapshotXmin', live_snapshot_xmin::text, 'liveVersionsSeen', live_versions_seen::text[]) END AS measured
      FROM backfill.reconciliations WHERE backfill_id = $1::bigint AND generation = $2::int AND partition_hour = $3::timestamptz AND phase = 'staged'`),
     [backfillId, generation, hour]);
   const row = rows[0];
@@ -76,17 +78,17 @@ export async function saveReconciliation(tx: Queryable, backfillId: number, gene
   plan?: AgainstPlan, measured?: MeasuredLive): Promise<void> {
   await tx.query(
     prepared(`INSERT INTO backfill.reconciliations (backfill_id, generation, partition_hour, phase, keys_missing, keys_added, keys_duplicated, keys_changed, late_rows, total_before, total_after,
-       plan_lost, plan_added, plan_rows, plan_total, staged_known_total, staged_rows, staged_total, live_rows, staged_checksum, live_snapshot_xmin)
+       plan_lost, plan_added, plan_rows, plan_total, staged_known_total, staged_rows, staged_total, live_rows, staged_checksum, live_snapshot_xmin, live_versions_seen)
      VALUES ($1::bigint, $2::int, $3::timestamptz, $4::text, $5::int, $6::int, $7::int, $8::int, $9::int, $10::numeric, $11::numeric,
-       $12::int, $13::int, $14::int, $15::numeric, $16::numeric, $17::int, $18::numeric, $19::bigint, $20::text, $21::xid8)
+       $12::int, $13::int, $14::int, $15::numeric, $16::numeric, $17::int, $18::numeric, $19::bigint, $20::text, $21::xid8, $22::bigint[])
      ON CONFLICT (backfill_id, generation, partition_hour, phase) DO UPDATE SET
        keys_missing = EXCLUDED.keys_missing, keys_added = EXCLUDED.keys_added, keys_duplicated = EXCLUDED.keys_duplicated,
        keys_changed = EXCLUDED.keys_changed, late_rows = EXCLUDED.late_rows, total_before = EXCLUDED.total_before,
        total_after = EXCLUDED.total_after, plan_lost = EXCLUDED.plan_lost, plan_added = EXCLUDED.plan_added, plan_rows = EXCLUDED.plan_rows,
        plan_total = EXCLUDED.plan_total, staged_known_total = EXCLUDED.staged_known_total, staged_rows = EXCLUDED.staged_rows,
        staged_total = EXCLUDED.staged_total, live_rows = EXCLUDED.live_rows, staged_checksum = EXCLUDED.staged_checksum,
-       live_snapshot_xmin = EXCLUDED.live_snapshot_xmin, at = now()`),
+       live_snapshot_xmin = EXCLUDED.live_snapshot_xmin, live_versions_seen = EXCLUDED.live_versions_seen, at = now()`),
     [backfillId, generation, hour, phase, r.keysMissing, r.keysAdded, r.keysDuplicated, r.keysChanged, lateRows, r.totalBefore, r.totalAfter,
       plan?.lost ?? null, plan?.added ?? null, plan?.planned ?? null, plan?.expected ?? null, plan?.stagedKnown ?? null, plan?.stagedRows ?? null, plan?.stagedTotal ?? null,
-      measured?.liveRows ?? null, measured?.stagedChecksum ?? null, measured?.liveSnapshotXmin ?? null]);
+      measured?.liveRows ?? null, measured?.stagedChecksum ?? null, measured?.liveSnapshotXmin ?? null, measured?.liveVersionsSeen ?? null]);
 }

@@ -54,7 +54,7 @@ export async function saveAndDeleteSince(tx: Queryable, store: RowStore, saved: 
   // `kept` runs to completion unread, as every data-modifying WITH does: one saved row for each row in `gone`.
   const { rows } = await tx.query<VersionsSince>(
     `${deleteIntoSaved(store, saved)}
-     SELECT ${versionsSinceSnapshot('gone.bf_xmin', '$4')} FROM gone`, [...run, counted.snapshotXmin]);
+     SELECT ${versionsSinceSnapshot('gone.bf_xmin', '$4', '$5')} FROM gone`, [...run, counted.snapshotXmin, counted.versionsSeen]);
   const row = rows[0];
   if (!row) throw new Error('the publish delete returned no row');
   return { rows: Number(row.rows), unchanged: sameRowsSince(row, counted) };

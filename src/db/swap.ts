@@ -305,7 +305,7 @@ export async function liveChangesSince(tx: Queryable, store: RowStore, run: [num
 
 /** Whether the live partition `live` holds exactly the rows staging counted in its snapshot (versionsSinceSnapshot): one scan of it. */
 export async function liveUnchangedSince(tx: Queryable, store: RowStore, run: [number, number, Date], live: string, counted: CountedAtStaging): Promise<boolean> {
-  const { rows } = await tx.query<VersionsSince>(`SELECT ${versionsSinceSnapshot('t.xmin', '$4')} FROM ${tableSource(store, live)}`, [...run, counted.snapshotXmin]);
+  const { rows } = await tx.query<VersionsSince>(`SELECT ${versionsSinceSnapshot('t.xmin', '$4', '$5')} FROM ${tableSource(store, live)}`, [...run, counted.snapshotXmin, counted.versionsSeen]);
   const row = rows[0];
   if (!row) throw new Error('the live partition\'s count returned no row');
   return sameRowsSince(row, counted);

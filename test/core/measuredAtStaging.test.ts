@@ -202,6 +202,64 @@ async function keptWholeAsBefore0029(e: TestEngine, id: number): Promise<void> {
   }
 }
 
+// A transaction older than the live rows, running from before the stage to after the publish: another database's on
+// the same server, a session holding a row FOR UPDATE. Staging's snapshot xmin is the server's oldest running
+// transaction, so every row written after it began is at or above that xmin; staging keeps the writers of those it
+// read (migrations/0031), and the publish counts them as seen. Another writer's change still tells.
+const BESIDE_AN_OLDER_TRANSACTION = {
+  'nothing changed': { after: [], running: false, measuredAgain: false },
+  'a row updated after the stage': { after: CHANGES['a row updated'], running: false, measuredAgain: true },
+  'a writer running through the stage, in a savepoint': { after: [], running: true, measuredAgain: true },
+} as const;
+
+describe.each([
+  { shape: 'partitioned by hour', scenario: 'month-end-partitioned', by: 'swap' },
+  { shape: 'plain', scenario: 'month-end', by: 'rewrite' },
+] as const)('a publish by $by ($shape target) beside a transaction older than the live rows', ({ scenario }) => {
+  it.each(Object.entries(BESIDE_AN_OLDER_TRANSACTION))('%s: measured again only when something changed', async (_case, { after: changes, running, measuredAgain }) => {
+    engine = await createTestEngine(scenario);
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'measured at staging');
+    const older = await e.ctx.pool.connect();
+    const writer = await e.ctx.pool.connect();
+    try {
+      await older.query('BEGIN');
+      const { rows: [holding] } = await older.query<{ xid: string }>('SELECT pg_current_xact_id()::text AS xid');
+      // Every live row of the hour written again (to the same values) after the older transaction began.
+      const rewritten = await e.ctx.pool.query('UPDATE warehouse.orders SET amount_base = amount_base WHERE partition_hour = $1', [hourKey(HOUR)]);
+      expect(rewritten.rowCount).toBeGreaterThan(0);
+      if (running) {
+        await writer.query('BEGIN');
+        await writer.query('SAVEPOINT before_stage');
+        expect((await writer.query(CHANGES['a row updated'][0], [hourKey(HOUR)])).rowCount).toBe(1);
+        await writer.query('RELEASE SAVEPOINT before_stage');
+      }
+      for (const hh of HOURS) expect(await executeStep(e.ctx, { backfillId: id, kind: 'stage', key: hourKey(hh) })).toBe('done');
+      if (running) await writer.query('COMMIT');
+      for (const statement of changes) expect((await e.ctx.pool.query(statement, [hourKey(HOUR)])).rowCount).toBe(1);
+
+      // Staging read the rewritten rows above its snapshot's xmin (the older transaction's) and kept their one writer.
+      const { rows: atStaging } = await e.ctx.pool.query<{ xmin: string; seen: string[] | null }>(
+        `SELECT live_snapshot_xmin::text AS xmin, live_versions_seen::text[] AS seen FROM backfill.reconciliations
+         WHERE backfill_id = $1 AND partition_hour = $2 AND phase = 'staged'`, [id, hourKey(HOUR)]);
+      expect(BigInt(atStaging[0]?.xmin ?? '0')).toBeLessThanOrEqual(BigInt(holding?.xid ?? '-1'));
+      expect(atStaging[0]?.seen).toHaveLength(1);
+
+      const publishStatements: string[] = [];
+      e.ctx.hooks = { afterStatement: async (_backfillId, _hour, statement) => { publishStatements.push(statement); } };
+      expect(await executeStep(e.ctx, { backfillId: id, kind: 'publish', key: hourKey(HOUR) })).toBe('done');
+      e.ctx.hooks = undefined;
+      expect(publishStatements.some((statement) => statement.includes(') a FULL JOIN (SELECT t.* FROM'))).toBe(measuredAgain);
+      expect(await recorded(e, id)).toEqual({ ...(await measuredAfter(e, id)), keysDuplicated: 0 });
+    } finally {
+      await writer.query('ROLLBACK').catch(() => undefined);
+      writer.release();
+      await older.query('ROLLBACK');
+      older.release();
+    }
+  });
+});
+
 describe('a publish by rewrite (plain target) with another writer beside it', () => {
   it('measures both sides when a row another writer committed after its delete is live beside the rows it wrote', async () => {
     engine = await createTestEngine('month-end');

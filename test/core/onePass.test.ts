@@ -227,8 +227,12 @@ describe('the publish\'s one read of both sides', () => {
       // publish reads when nothing changed since (test/core/measuredAtStaging.test.ts).
       if (measuredExact) {
         const counted = await db.pool.query<{ n: number }>('SELECT count(*)::bigint AS n FROM w.before');
-        const { liveSnapshotXmin, ...rest } = measuredExact;
+        const { liveSnapshotXmin, liveVersionsSeen, ...rest } = measuredExact;
         expect(rest).toEqual({ liveRows: counted.rows[0]?.n, staged: await snapshotPartition(db.pool, pipelineKeyedBy(keys), HOUR, 'w.after') });
+        // The versions it saw above that xmin: writers of live rows only (none, unless a transaction older than
+        // them was running; test/core/measuredAtStaging.test.ts holds one open).
+        const writers = await db.pool.query<{ xid: string }>('SELECT DISTINCT xmin::text AS xid FROM w.before');
+        expect(writers.rows.map((row) => row.xid)).toEqual(expect.arrayContaining(liveVersionsSeen ?? ['kept none']));
         // The xmin of the statement's snapshot: no later than a snapshot taken after it.
         const later = await db.pool.query<{ ok: boolean }>('SELECT $1::xid8 <= pg_snapshot_xmin(pg_current_snapshot()) AS ok', [liveSnapshotXmin]);
         expect(later.rows[0]?.ok).toBe(true);

@@ -18,7 +18,7 @@ import { sourceShards } from './partitionStep.js';
 import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
-import { createWrittenTable, hourPartitionOf, indexLikeTarget, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type MeasuredAtStaging, type SwapHooks } from './swap.js';
+import { countedAtStaging, createWrittenTable, hourPartitionOf, indexLikeTarget, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type MeasuredAtStaging, type SwapHooks } from './swap.js';
 import { createBaseline, createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, versionedBaseline } from './storeTables.js';
 import { formatHour } from '../time.js';
 
@@ -82,7 +82,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
   // Not exact: nothing was measured to publish by, so a publish records every key it writes (measureSwap).
   if (written && !exact) await dropStoreTable(tx, written);
-  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null, liveSnapshotXmin: exact.liveSnapshotXmin });
+  await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null, liveSnapshotXmin: exact.liveSnapshotXmin, liveVersionsSeen: exact.liveVersionsSeen });
   await markTargetStaged(tx, backfill.id, hour, { table: staged.table?.qualified ?? null, apart: apart && !staged.table });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
   return 'staged';
@@ -238,7 +238,7 @@ async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Da
  */
 async function deleteComparedWithStaging(tx: PoolClient, store: RowStore, run: [number, number, Date], tables: RewriteTables,
   atStaging: Omit<MeasuredAtStaging, 'staged'>): Promise<{ rows: number; unchanged: boolean } | undefined> {
-  if (atStaging.liveSnapshotXmin !== null) return saveAndDeleteSince(tx, store, tables.saved, run, { snapshotXmin: atStaging.liveSnapshotXmin, rows: atStaging.liveRows });
+  if (atStaging.liveSnapshotXmin !== null) return saveAndDeleteSince(tx, store, tables.saved, run, countedAtStaging(atStaging, atStaging.liveSnapshotXmin));
   const versioned = await versionedBaseline(tx, store, run);
   return versioned === undefined ? undefined : saveAndDeleteComparing(tx, store, tables.saved, run, versioned);
 }
@@ -308,9 +308,9 @@ function measuredAtStaging(staged: StagedReconciliation | undefined): MeasuredAt
  */
 function rewriteAtStaging(staged: StagedReconciliation | undefined): RewriteAtStaging | undefined {
   if (!staged?.measured) return undefined;
-  const { liveRows, liveSnapshotXmin, stagedChecksum } = staged.measured;
+  const { liveRows, liveSnapshotXmin, liveVersionsSeen, stagedChecksum } = staged.measured;
   const snapshot = stagedChecksum && staged.plan ? { rows: staged.plan.stagedRows, total: staged.totalAfter, checksum: stagedChecksum } : undefined;
-  return { reconciliation: countsOf(staged), liveRows, liveSnapshotXmin, staged: snapshot };
+  return { reconciliation: countsOf(staged), liveRows, liveSnapshotXmin, liveVersionsSeen: liveVersionsSeen ?? null, staged: snapshot };
 }
 
 /** The reconciliation's own figures of a kept one, without its late rows and what else staging kept beside them. */

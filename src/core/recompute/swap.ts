@@ -3,7 +3,7 @@ import type { PartitionSnapshot } from '../../db/partitions.js';
 import type { Pipeline } from '../../db/pipelines.js';
 import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.js';
-import { keysCompareExactly, nothingChanged, preferHashJoins, storeSchemaName, tableSource, type RowStore } from '../../db/rowStore.js';
+import { keysCompareExactly, nothingChanged, preferHashJoins, storeSchemaName, tableSource, type CountedAtStaging, type RowStore } from '../../db/rowStore.js';
 import {
   addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable, createWrittenByDifference,
   beginPublishTry, explainHourQuery, takeSwapTurn, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes, liveChangesSince, liveUnchangedSince,
@@ -359,6 +359,8 @@ export interface MeasuredAtStaging {
   liveRows: number;
   /** The xmin of the snapshot staging read the live rows in (migrations/0029); null for a partition staged before it kept one. */
   liveSnapshotXmin: string | null;
+  /** The writers of the live rows staging read at or above that xmin (migrations/0031); null where none were kept. */
+  liveVersionsSeen: string[] | null;
   staged: PartitionSnapshot;
 }
 
@@ -394,9 +396,13 @@ async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
  * a publish at 200,000 rows, under the target's lock, one publish after the other. A partition staged before staging
  * kept its snapshot is compared with the baseline.
  */
+/** What staging counted of the live rows, as liveUnchangedSince and saveAndDeleteSince compare the live partition with it. */
+export const countedAtStaging = (atStaging: Pick<MeasuredAtStaging, 'liveRows' | 'liveVersionsSeen'>, snapshotXmin: string): CountedAtStaging =>
+  ({ snapshotXmin, rows: atStaging.liveRows, versionsSeen: atStaging.liveVersionsSeen });
+
 async function unchangedSinceStaging(tx: PoolClient, store: RowStore, run: [number, number, Date], live: string, atStaging: MeasuredAtStaging): Promise<boolean> {
   if (atStaging.liveSnapshotXmin !== null) {
-    return liveUnchangedSince(tx, store, run, live, { snapshotXmin: atStaging.liveSnapshotXmin, rows: atStaging.liveRows });
+    return liveUnchangedSince(tx, store, run, live, countedAtStaging(atStaging, atStaging.liveSnapshotXmin));
   }
   return nothingChanged(await liveChangesSince(tx, store, run, { live, baseline: baselineTable(store, run) }));
 }
