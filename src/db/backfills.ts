@@ -231,9 +231,18 @@ export async function listApprovedReady(db: Queryable, settled: readonly string[
 }
 
 /** The backfill's state, or undefined when there is no such backfill. */
-export async function findBackfillState(db: Queryable, id: number): Promise<BackfillState | undefined> {
-  const { rows } = await db.query<{ state: BackfillState }>(prepared('SELECT state FROM backfill.backfills WHERE id = $1::bigint'), [id]);
-  return rows[0]?.state;
+/** What a dispatch of one backfill reads first: its state, and whether an escalation of it is still to send (hasOutstandingEscalations). */
+export interface DispatchState {
+  state: BackfillState;
+  escalationsOutstanding: boolean;
+}
+
+/** The backfill's DispatchState, in one round trip (PERF: a dispatch follows every step). Undefined for no such backfill. */
+export async function findDispatchState(db: Queryable, id: number): Promise<DispatchState | undefined> {
+  const { rows } = await db.query<DispatchState>(prepared(
+    `SELECT b.state, EXISTS (SELECT 1 FROM backfill.escalations e WHERE e.status IN ('waiting', 'sending') AND e.backfill_id = b.id) AS "escalationsOutstanding"
+     FROM backfill.backfills b WHERE b.id = $1::bigint`), [id]);
+  return rows[0];
 }
 
 /** Backfills in a state whose phases complete as their steps finish. */

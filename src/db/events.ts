@@ -39,6 +39,19 @@ export async function recordEvent(db: Queryable, event: NewEvent): Promise<void>
   await db.query(prepared(`INSERT INTO backfill.events (${EVENT_COLUMNS}) VALUES (${eventParameters(1)})`), eventValues(event));
 }
 
+/**
+ * Records several events in one statement, in their order (their ids ascend as given), as recordEvent records each.
+ * PERF: a dispatch that enqueues a backfill's stages recorded each in a commit of its own, some 3 ms apiece with
+ * four steps running beside it.
+ */
+export async function recordEvents(db: Queryable, events: readonly NewEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  const values = events.map(eventValues);
+  const columns = EVENT_TYPES.map((_type, n) => values.map((value) => value[n] ?? null));
+  await db.query(prepared(`INSERT INTO backfill.events (${EVENT_COLUMNS})
+     SELECT ${EVENT_COLUMNS} FROM unnest(${EVENT_TYPES.map((type, n) => `$${n + 1}::${type}[]`).join(', ')}) WITH ORDINALITY AS e(${EVENT_COLUMNS}, n) ORDER BY n`), columns);
+}
+
 export interface NewEvent {
   backfillId?: number | null;
   actor: string;

@@ -2,14 +2,14 @@ import type { JobsOptions, Queue } from 'bullmq';
 import { queueBackendOf, type RunConfig } from '../backends.js';
 import { createQueue } from './connection.js';
 import type { EngineContext } from '../core/context.js';
-import { advanceAll, findRunnableSteps, recordEnqueued, startApproved } from '../core/lifecycle/dispatch.js';
+import { advanceAll, findRunnableSteps, recordEnqueued, startApproved, type RunnableStep } from '../core/lifecycle/dispatch.js';
 import type { StepRef } from '../core/procedure.js';
 import { ESCALATE_JOB, escalatePayloadSchema, REMIND_JOB, remindPayloadSchema, RETENTION_JOB, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from './registry.js';
 import { listUntoldNotices } from '../db/catchUps.js';
 import { findDueReminders } from '../db/reminders.js';
 import { hasOutstandingEscalations, listOutstandingEscalations } from '../db/escalations.js';
 import { prepareEscalations } from '../core/announce/escalation.js';
-import { findBackfillState } from '../db/backfills.js';
+import { findDispatchState } from '../db/backfills.js';
 import type { BackfillState } from '../core/states.js';
 
 /** The step queue on the backend src/backends.ts chose for this configuration. */
@@ -43,7 +43,8 @@ const STAGE_PRIORITY = 10;
  * reminders) is looked for only while its state can have any.
  */
 export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: number): Promise<StepRef[]> {
-  const state = backfillId === undefined ? undefined : await findBackfillState(ctx.pool, backfillId);
+  const known = backfillId === undefined ? undefined : await findDispatchState(ctx.pool, backfillId);
+  const state = known?.state;
   if (state === undefined || state === 'approved') await startApproved(ctx, backfillId);
   if (backfillId === undefined) await advanceAll(ctx);
   const runnable = await findRunnableSteps(ctx.pool, backfillId);
@@ -52,25 +53,37 @@ export async function dispatch(ctx: EngineContext, queue: Queue, backfillId?: nu
   // only of the look's window (DISPATCH_WINDOW, src/db/steps.ts), not of every stage still to run. The
   // missing ones are then added one by one, in the order of the rows: the queue's order is the graph's.
   const queued = await Promise.all(runnable.map((step) => willRun(queue, jobIdFor(step))));
-  const added: StepRef[] = [];
-  for (const [index, step] of runnable.entries()) {
-    if (queued[index]) continue;
-    const jobId = jobIdFor(step);
-    await queue.add(step.kind, stepPayloadSchema.parse({ backfillId: step.backfillId, kind: step.kind, key: step.key }), {
-      jobId,
-      attempts: ctx.config.JOB_ATTEMPTS,
-      backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
-      removeOnComplete: { age: 24 * 3600, count: 5000 },
-      removeOnFail: { age: 7 * 24 * 3600 },
-      ...(step.kind === 'stage' ? { priority: STAGE_PRIORITY } : {}),
-    });
-    await recordEnqueued(ctx.pool, step, jobId);
-    added.push({ backfillId: step.backfillId, kind: step.kind, key: step.key });
-  }
+  const added = await addSteps(ctx, queue, runnable.filter((_step, index) => !queued[index]));
   if (state === undefined || GATE_STATES.includes(state)) await scheduleReminders(ctx, queue, backfillId);
-  await scheduleEscalations(ctx, queue, backfillId);
+  // An escalation still to send: as the backfill's state was read, or (every backfill) looked up now.
+  if (known === undefined || known.escalationsOutstanding) await scheduleEscalations(ctx, queue, backfillId);
   if (backfillId === undefined) await scheduleStaleReaderNotices(ctx, queue);
   return added;
+}
+
+/**
+ * A job for each step, added one by one in the order given (the queue's order is the graph's), then recorded in the
+ * timeline in one statement: what was added before a failure too, then the failure is thrown.
+ */
+async function addSteps(ctx: EngineContext, queue: Queue, steps: RunnableStep[]): Promise<StepRef[]> {
+  const added: { step: StepRef; jobId: string }[] = [];
+  try {
+    for (const step of steps) {
+      const jobId = jobIdFor(step);
+      await queue.add(step.kind, stepPayloadSchema.parse({ backfillId: step.backfillId, kind: step.kind, key: step.key }), {
+        jobId,
+        attempts: ctx.config.JOB_ATTEMPTS,
+        backoff: { type: 'exponential', delay: ctx.config.JOB_BACKOFF_MS },
+        removeOnComplete: { age: 24 * 3600, count: 5000 },
+        removeOnFail: { age: 7 * 24 * 3600 },
+        ...(step.kind === 'stage' ? { priority: STAGE_PRIORITY } : {}),
+      });
+      added.push({ step: { backfillId: step.backfillId, kind: step.kind, key: step.key }, jobId });
+    }
+  } finally {
+    await recordEnqueued(ctx.pool, added);
+  }
+  return added.map(({ step }) => step);
 }
 
 /** The states in which an announcement can still be unanswered and due a reminder (findDueReminders). */
@@ -142,8 +155,9 @@ async function scheduleReminders(ctx: EngineContext, queue: Queue, backfillId?: 
  * are dated. A finished job whose step is still outstanding came early or lost its worker: it is added again.
  */
 async function scheduleEscalations(ctx: EngineContext, queue: Queue, backfillId?: number): Promise<void> {
-  // PERF: every step's dispatch comes here; a backfill past its gate has no step left to stop, date or send,
-  // and one lookup of the partial index says so instead of a transaction and three statements.
+  // PERF: every step's dispatch comes here (unless the backfill's state said none is outstanding); a backfill past
+  // its gate has no step left to stop, date or send, and one lookup of the partial index says so instead of a
+  // transaction and three statements.
   if (!(await hasOutstandingEscalations(ctx.pool, backfillId))) return;
   await prepareEscalations(ctx, backfillId);
   for (const due of await listOutstandingEscalations(ctx.pool, backfillId)) {

@@ -8,6 +8,13 @@ import { countRows, createTestEngine, type TestEngine } from '../support/engine.
 
 const OPERATOR = 'U07ONCALL';
 
+async function enqueuedInTimeline(engine: TestEngine, backfillId: number): Promise<{ step: string; key: string; jobId: string }[]> {
+  const { rows } = await engine.ctx.pool.query<{ step: string; key: string; jobId: string }>(
+    `SELECT detail ->> 'step' AS step, detail ->> 'key' AS key, detail ->> 'jobId' AS "jobId" FROM backfill.events
+     WHERE backfill_id = $1 AND kind = 'job_enqueued' ORDER BY id`, [backfillId]);
+  return rows;
+}
+
 describe('the database is the truth; the queue only carries work', () => {
   let engine: TestEngine;
   let backfillId: number;
@@ -30,6 +37,13 @@ describe('the database is the truth; the queue only carries work', () => {
       expect(second).toEqual([]);
       expect(await queue.count()).toBe(2);
       expect(await queue.getJob(`bf${backfillId}-announce-settlement_report`)).toBeDefined();
+      // Each job added is in the timeline once, in the order it was added (one statement records a dispatch's jobs).
+      expect(await enqueuedInTimeline(engine, backfillId)).toEqual(first.map((s) => ({ step: s.kind, key: s.key, jobId: `bf${backfillId}-${s.kind}-${s.key}` })));
+      for (const key of ['payout_export', 'settlement_report']) expect(await executeStep(engine.ctx, { backfillId, kind: 'announce', key })).toBe('done');
+      const stages = await dispatch(engine.ctx, queue, backfillId);
+      expect(stages.length).toBeGreaterThan(1);
+      expect((await enqueuedInTimeline(engine, backfillId)).slice(first.length)).toEqual(
+        stages.map((s) => ({ step: s.kind, key: s.key, jobId: `bf${backfillId}-${s.kind}-${s.key.replace(/[^A-Za-z0-9_.-]/g, '')}` })));
     } finally {
       await queue.close();
     }

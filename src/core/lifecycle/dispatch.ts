@@ -1,5 +1,5 @@
 import { listAdvancingBackfillIds, listApprovedReady } from '../../db/backfills.js';
-import { recordEvent } from '../../db/events.js';
+import { recordEvents } from '../../db/events.js';
 import { withTransaction, type Queryable } from '../../db/pool.js';
 import { listRunnableSteps } from '../../db/steps.js';
 import type { EngineContext } from '../context.js';
@@ -50,6 +50,7 @@ export async function advanceAll(ctx: EngineContext): Promise<void> {
   for (const id of await listAdvancingBackfillIds(ctx.pool)) await withTransaction(ctx.pool, (tx) => advanceBackfill(tx, id));
 }
 
-export async function recordEnqueued(db: Queryable, step: StepRef, jobId: string): Promise<void> {
-  await recordEvent(db, { backfillId: step.backfillId, actor: 'backfill-bot', kind: 'job_enqueued', detail: { step: step.kind, key: step.key, jobId } });
+/** The jobs one dispatch added, each a job_enqueued event in the timeline, in one statement. */
+export async function recordEnqueued(db: Queryable, jobs: readonly { step: StepRef; jobId: string }[]): Promise<void> {
+  await recordEvents(db, jobs.map(({ step, jobId }) => ({ backfillId: step.backfillId, actor: 'backfill-bot', kind: 'job_enqueued', detail: { step: step.kind, key: step.key, jobId } })));
 }
