@@ -230,7 +230,6 @@ export async function listApprovedReady(db: Queryable, settled: readonly string[
   return rows;
 }
 
-/** The backfill's state, or undefined when there is no such backfill. */
 /** What a dispatch of one backfill reads first: its state, and whether an escalation of it is still to send (hasOutstandingEscalations). */
 export interface DispatchState {
   state: BackfillState;

@@ -390,16 +390,16 @@ async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, 
   return { live, lateRows, published: measured.reconciliation, savedRows: measured.beforeRows, snapshot: measured.after };
 }
 
+/** What staging counted of the live rows, as liveUnchangedSince and saveAndDeleteSince compare the live partition with it. */
+export const countedAtStaging = (atStaging: Pick<MeasuredAtStaging, 'liveRows' | 'liveVersionsSeen'>, snapshotXmin: string): CountedAtStaging =>
+  ({ snapshotXmin, rows: atStaging.liveRows, versionsSeen: atStaging.liveVersionsSeen });
+
 /**
  * Whether the live partition is exactly the rows staging compared. PERF: by the snapshot staging read them in, one
  * scan of the partition (liveUnchangedSince); the join of its keys and row versions with the baseline took 130–180 ms
  * a publish at 200,000 rows, under the target's lock, one publish after the other. A partition staged before staging
  * kept its snapshot is compared with the baseline.
  */
-/** What staging counted of the live rows, as liveUnchangedSince and saveAndDeleteSince compare the live partition with it. */
-export const countedAtStaging = (atStaging: Pick<MeasuredAtStaging, 'liveRows' | 'liveVersionsSeen'>, snapshotXmin: string): CountedAtStaging =>
-  ({ snapshotXmin, rows: atStaging.liveRows, versionsSeen: atStaging.liveVersionsSeen });
-
 async function unchangedSinceStaging(tx: PoolClient, store: RowStore, run: [number, number, Date], live: string, atStaging: MeasuredAtStaging): Promise<boolean> {
   if (atStaging.liveSnapshotXmin !== null) {
     return liveUnchangedSince(tx, store, run, live, countedAtStaging(atStaging, atStaging.liveSnapshotXmin));
