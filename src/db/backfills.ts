@@ -7,6 +7,7 @@ import type { BackfillState } from '../core/states.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { redact } from '../redaction.js';
 import { prepared } from './prepared.js';
+import { outstandingEscalation } from './escalations.js';
 
 export interface BackfillRow {
   id: number;
@@ -239,7 +240,7 @@ export interface DispatchState {
 /** The backfill's DispatchState, in one round trip (PERF: a dispatch follows every step). Undefined for no such backfill. */
 export async function findDispatchState(db: Queryable, id: number): Promise<DispatchState | undefined> {
   const { rows } = await db.query<DispatchState>(prepared(
-    `SELECT b.state, EXISTS (SELECT 1 FROM backfill.escalations e WHERE e.status IN ('waiting', 'sending') AND e.backfill_id = b.id) AS "escalationsOutstanding"
+    `SELECT b.state, EXISTS (SELECT 1 FROM backfill.escalations e WHERE ${outstandingEscalation('e')} AND e.backfill_id = b.id) AS "escalationsOutstanding"
      FROM backfill.backfills b WHERE b.id = $1::bigint`), [id]);
   return rows[0];
 }

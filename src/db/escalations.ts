@@ -121,23 +121,30 @@ export async function stopAnsweredEscalations(db: Queryable, backfillId?: number
 }
 
 /**
- * The steps still to send (waiting, or decided and not yet sent), dated, with how long until each is due by the
- * database's clock (0: due now): a worker whose clock runs ahead must not do this sum.
+ * The condition on an escalation step (its row as `alias`) of being still to send: waiting, or decided and not yet
+ * sent. The partial index (escalations_outstanding, migrations/0025) holds exactly these rows, and the planner
+ * uses it only where a query states this condition.
  */
+export const outstandingEscalation = (alias: string): string => `${alias}.status IN ('waiting', 'sending')`;
+
 /** Whether any step of an escalation (of the backfill, or of any) is still to send or to date (the partial index). */
 export async function hasOutstandingEscalations(db: Queryable, backfillId?: number): Promise<boolean> {
   const { rows } = await db.query<{ outstanding: boolean }>(
-    prepared(`SELECT EXISTS (SELECT 1 FROM backfill.escalations
-                    WHERE status IN ('waiting', 'sending') AND ($1::bigint IS NULL OR backfill_id = $1::bigint)) AS outstanding`), [backfillId ?? null]);
+    prepared(`SELECT EXISTS (SELECT 1 FROM backfill.escalations e
+                    WHERE ${outstandingEscalation('e')} AND ($1::bigint IS NULL OR e.backfill_id = $1::bigint)) AS outstanding`), [backfillId ?? null]);
   return rows[0]?.outstanding ?? false;
 }
 
+/**
+ * The steps still to send (waiting, or decided and not yet sent), dated, with how long until each is due by the
+ * database's clock (0: due now): a worker whose clock runs ahead must not do this sum.
+ */
 export async function listOutstandingEscalations(db: Queryable, backfillId?: number): Promise<(EscalationKey & { dueInMs: number })[]> {
   const { rows } = await db.query<EscalationKey & { dueInMs: number }>(
     `SELECT backfill_id::int AS "backfillId", consumer, step,
             greatest(0, ceil(extract(epoch FROM due_at - now()) * 1000))::float8 AS "dueInMs"
-     FROM backfill.escalations
-     WHERE status IN ('waiting', 'sending') AND due_at IS NOT NULL AND ($1::bigint IS NULL OR backfill_id = $1::bigint)
+     FROM backfill.escalations e
+     WHERE ${outstandingEscalation('e')} AND due_at IS NOT NULL AND ($1::bigint IS NULL OR backfill_id = $1::bigint)
      ORDER BY backfill_id, consumer, step`, [backfillId ?? null]);
   return rows;
 }

@@ -310,7 +310,7 @@ function rewriteAtStaging(staged: StagedReconciliation | undefined): RewriteAtSt
   if (!staged?.measured) return undefined;
   const { liveRows, liveSnapshotXmin, liveVersionsSeen, stagedChecksum } = staged.measured;
   const snapshot = stagedChecksum && staged.plan ? { rows: staged.plan.stagedRows, total: staged.totalAfter, checksum: stagedChecksum } : undefined;
-  return { reconciliation: countsOf(staged), liveRows, liveSnapshotXmin, liveVersionsSeen: liveVersionsSeen ?? null, staged: snapshot };
+  return { reconciliation: countsOf(staged), liveRows, liveSnapshotXmin, liveVersionsSeen, staged: snapshot };
 }
 
 /** The reconciliation's own figures of a kept one, without its late rows and what else staging kept beside them. */
