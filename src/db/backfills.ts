@@ -7,7 +7,6 @@ import type { BackfillState } from '../core/states.js';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { redact } from '../redaction.js';
 import { prepared } from './prepared.js';
-import { outstandingEscalation } from './escalations.js';
 
 export interface BackfillRow {
   id: number;
@@ -229,20 +228,6 @@ export async function listApprovedReady(db: Queryable, settled: readonly string[
        AND NOT EXISTS (SELECT 1 FROM backfill.backfill_steps s WHERE s.backfill_id = b.id AND s.kind = 'announce' AND s.status <> ALL ($2::text[]))`,
     [backfillId ?? null, settled]);
   return rows;
-}
-
-/** What a dispatch of one backfill reads first: its state, and whether an escalation of it is still to send (hasOutstandingEscalations). */
-export interface DispatchState {
-  state: BackfillState;
-  escalationsOutstanding: boolean;
-}
-
-/** The backfill's DispatchState, in one round trip (PERF: a dispatch follows every step). Undefined for no such backfill. */
-export async function findDispatchState(db: Queryable, id: number): Promise<DispatchState | undefined> {
-  const { rows } = await db.query<DispatchState>(prepared(
-    `SELECT b.state, EXISTS (SELECT 1 FROM backfill.escalations e WHERE ${outstandingEscalation('e')} AND e.backfill_id = b.id) AS "escalationsOutstanding"
-     FROM backfill.backfills b WHERE b.id = $1::bigint`), [id]);
-  return rows[0];
 }
 
 /** Backfills in a state whose phases complete as their steps finish. */

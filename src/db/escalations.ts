@@ -125,7 +125,7 @@ export async function stopAnsweredEscalations(db: Queryable, backfillId?: number
  * sent. The partial index (escalations_outstanding, migrations/0025) holds exactly these rows, and the planner
  * uses it only where a query states this condition.
  */
-export const outstandingEscalation = (alias: string): string => `${alias}.status IN ('waiting', 'sending')`;
+const outstandingEscalation = (alias: string): string => `${alias}.status IN ('waiting', 'sending')`;
 
 /** Whether any step of an escalation (of the backfill, or of any) is still to send or to date (the partial index). */
 export async function hasOutstandingEscalations(db: Queryable, backfillId?: number): Promise<boolean> {
@@ -133,6 +133,20 @@ export async function hasOutstandingEscalations(db: Queryable, backfillId?: numb
     prepared(`SELECT EXISTS (SELECT 1 FROM backfill.escalations e
                     WHERE ${outstandingEscalation('e')} AND ($1::bigint IS NULL OR e.backfill_id = $1::bigint)) AS outstanding`), [backfillId ?? null]);
   return rows[0]?.outstanding ?? false;
+}
+
+/** What a dispatch of one backfill reads first: its state, and whether an escalation of it is still to send (hasOutstandingEscalations). */
+export interface DispatchState {
+  state: BackfillState;
+  escalationsOutstanding: boolean;
+}
+
+/** The backfill's DispatchState, in one round trip (PERF: a dispatch follows every step). Undefined for no such backfill. */
+export async function findDispatchState(db: Queryable, id: number): Promise<DispatchState | undefined> {
+  const { rows } = await db.query<DispatchState>(prepared(
+    `SELECT b.state, EXISTS (SELECT 1 FROM backfill.escalations e WHERE ${outstandingEscalation('e')} AND e.backfill_id = b.id) AS "escalationsOutstanding"
+     FROM backfill.backfills b WHERE b.id = $1::bigint`), [id]);
+  return rows[0];
 }
 
 /**

@@ -7,9 +7,8 @@ import type { StepRef } from '../core/procedure.js';
 import { ESCALATE_JOB, escalatePayloadSchema, REMIND_JOB, remindPayloadSchema, RETENTION_JOB, STALE_READER_JOB, staleReaderPayloadSchema, STEP_QUEUE, stepPayloadSchema } from './registry.js';
 import { listUntoldNotices } from '../db/catchUps.js';
 import { findDueReminders } from '../db/reminders.js';
-import { hasOutstandingEscalations, listOutstandingEscalations } from '../db/escalations.js';
+import { findDispatchState, hasOutstandingEscalations, listOutstandingEscalations } from '../db/escalations.js';
 import { prepareEscalations } from '../core/announce/escalation.js';
-import { findDispatchState } from '../db/backfills.js';
 import type { BackfillState } from '../core/states.js';
 
 /** The step queue on the backend src/backends.ts chose for this configuration. */
