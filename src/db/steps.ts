@@ -28,7 +28,7 @@ const settledSql = (alias: string) => `${alias}.status IN (${SETTLED.map((status
 const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00Z"')`;
 
 /**
- * The wave and staged table of the target of a stage's or a publish's hour (the step's partition_hour,
+ * The wave of the target of a stage's or a publish's hour (the step's partition_hour,
  * migrations/0030), as a lateral row over `s`: a probe of the targets' primary key; a step of no hour finds none.
  * PERF: the hour was parsed from the key (a pattern match, a cast, and the target's hour formatted back to
  * compare): 3 ms of a 7 ms look at 240 partitions. And the control tables are never analyzed (autovacuum may be
@@ -37,7 +37,7 @@ const HOUR_KEY_SQL = (alias: string) => `to_char(${alias}.partition_hour AT TIME
  * back into a join it would nest the same way.
  */
 function targetOfStep(s: string, only = ''): string {
-  return `SELECT t.wave, t.staged_relid FROM backfill.backfill_targets t
+  return `SELECT t.wave FROM backfill.backfill_targets t
      WHERE ${only}t.backfill_id = ${s}.backfill_id AND t.partition_hour = ${s}.partition_hour
      OFFSET 0`;
 }
@@ -55,8 +55,6 @@ const LOWEST_OPEN_WAVE = 'o.lowest_open_wave';
 const WAIT_SQL: Record<WaitRule, string> = {
   // The stage of the same hour: a publish and its stage share the step key (ownStage, `os`).
   'own stage': `(os.status IS NULL OR ${settledSql('os')})`,
-  // A partition staged into a table of its own (staged_relid) is published by swap: it waits for every stage.
-  'every stage before a swap': `(st.staged_relid IS NULL OR coalesce(${OPEN_STAGES}, 0) = 0)`,
   'every stage': `coalesce(${OPEN_STAGES}, 0) = 0`,
   // The canary (wave 0) first; each later wave only once every earlier one is published: no publish of a lower
   // wave is still open, so the step's wave is at most the lowest open one.
@@ -104,8 +102,8 @@ const ownStage = (only: string) =>
   `SELECT r.status FROM backfill.backfill_steps r WHERE ${only}r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key OFFSET 0`;
 
 /** The waits that read the backfill's open counts (`o`), and those that read the step's own target or stage (`st`, `os`). */
-const READS_OPEN: readonly WaitRule[] = ['every stage before a swap', 'every stage', 'earlier waves', 'every publish', 'every rollback replay'];
-const READS_OWN: readonly WaitRule[] = ['own stage', 'every stage before a swap', 'earlier waves'];
+const READS_OPEN: readonly WaitRule[] = ['every stage', 'earlier waves', 'every publish', 'every rollback replay'];
+const READS_OWN: readonly WaitRule[] = ['own stage', 'earlier waves'];
 
 /**
  * What the waits of steps of `kinds` read, as a CTE (`open_steps`, openOfBackfills over the backfills `which`

@@ -103,13 +103,64 @@ export async function createWrittenByDifference(tx: Queryable, store: RowStore, 
   await tx.query(`DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} AS SELECT ${keys}, NULL::xid AS bf_xmin, NULL::text AS bf_change FROM ${store.target} t WITH NO DATA`);
 }
 
-/** A new table (qualified, quoted) shaped like the target, with the CHECK `constraint` holding exactly the hour; one of that name is dropped first. */
-export async function createStagedTable(tx: Queryable, store: RowStore, table: string, constraint: string, hour: Date, next: Date): Promise<void> {
+/**
+ * The target's shape as `CREATE TABLE … (LIKE target INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
+ * INCLUDING STORAGE)` would copy it, spelled out from the catalog: each column's name, type, collation, NOT NULL,
+ * default or generation expression, and the CHECK constraints by name; `storage`, the columns whose storage is not
+ * their type's. Why not LIKE: it holds ACCESS SHARE on the target until the transaction ends, and a publish by swap
+ * needs the target ACCESS EXCLUSIVE, so every swap would wait for every stage. Read in a subtransaction given back
+ * (stagingReads, src/core/recompute/swap.ts), since deparsing an expression locks its table from PostgreSQL 16.
+ * test/db/targetShape.test.ts holds a table made from it equal to one made by LIKE.
+ */
+export interface TargetShape {
+  /** Column definitions, then CHECK constraints, comma separated: the inside of CREATE TABLE's parentheses. */
+  definitions: string;
+  /** ALTER TABLE subcommands (`ALTER COLUMN … SET STORAGE …`), one a column whose storage is not its type's. */
+  storage: string[];
+}
+
+export async function readTargetShape(db: Queryable, target: string): Promise<TargetShape> {
+  const { rows } = await db.query<{ definitions: string | null; storage: string[] | null }>(
+    `WITH target AS (SELECT to_regclass($1::text) AS oid),
+     columns AS (
+       SELECT a.attnum, a.attname, a.attstorage <> t.typstorage AS own_storage, a.attstorage,
+              format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod))
+              || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+                      THEN format(' COLLATE %I.%I', cn.nspname, co.collname) ELSE '' END
+              || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+              || CASE WHEN a.attgenerated = 's' THEN format(' GENERATED ALWAYS AS (%s) STORED', pg_get_expr(d.adbin, d.adrelid))
+                      WHEN a.attgenerated = 'v' THEN format(' GENERATED ALWAYS AS (%s) VIRTUAL', pg_get_expr(d.adbin, d.adrelid))
+                      WHEN d.adbin IS NOT NULL THEN format(' DEFAULT %s', pg_get_expr(d.adbin, d.adrelid)) ELSE '' END AS definition
+       FROM target JOIN pg_attribute a ON a.attrelid = target.oid
+       JOIN pg_type t ON t.oid = a.atttypid
+       LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       LEFT JOIN pg_collation co ON co.oid = a.attcollation LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace
+       WHERE a.attnum > 0 AND NOT a.attisdropped),
+     checks AS (
+       SELECT c.conname, format('CONSTRAINT %I CHECK (%s)', c.conname, pg_get_expr(c.conbin, c.conrelid)) AS definition
+       FROM target JOIN pg_constraint c ON c.conrelid = target.oid WHERE c.contype = 'c')
+     SELECT (SELECT string_agg(definition, ', ' ORDER BY attnum) FROM columns)
+            || coalesce((SELECT ', ' || string_agg(definition, ', ' ORDER BY conname) FROM checks), '') AS definitions,
+            (SELECT array_agg(format('ALTER COLUMN %I SET STORAGE %s', attname,
+                      CASE attstorage WHEN 'p' THEN 'PLAIN' WHEN 'e' THEN 'EXTERNAL' WHEN 'm' THEN 'MAIN' ELSE 'EXTENDED' END) ORDER BY attnum)
+             FROM columns WHERE own_storage) AS storage`,
+    [target]);
+  const definitions = rows[0]?.definitions;
+  if (!definitions) throw new BackfillError(ErrorCode.StepFailed, `the target ${target} has no columns to stage a partition of: was it dropped?`);
+  return { definitions, storage: rows[0]?.storage ?? [] };
+}
+
+/**
+ * A new table (qualified, quoted) of the target's shape (readTargetShape), with the CHECK `constraint` holding
+ * exactly the hour; one of that name is dropped first. It names no other table, so it locks none.
+ */
+export async function createStagedTable(tx: Queryable, store: RowStore, shape: TargetShape, table: string, constraint: string, hour: Date, next: Date): Promise<void> {
   const p = store.partition;
-  // One round trip for the drop and the create, as keepKeysIn's.
+  // One round trip for the drop, the create and the storage, as keepKeysIn's (catalog text and quoted names only).
+  const storage = shape.storage.length > 0 ? `; ALTER TABLE ${table} ${shape.storage.join(', ')}` : '';
   await tx.query(
-    `DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (LIKE ${store.target} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED INCLUDING STORAGE,
-       CONSTRAINT ${constraint} CHECK (${p} IS NOT NULL AND ${p} >= ${hourLiteral(hour)} AND ${p} < ${hourLiteral(next)}))`);
+    `DROP TABLE IF EXISTS ${table}; CREATE TABLE ${table} (${shape.definitions},
+       CONSTRAINT ${constraint} CHECK (${p} IS NOT NULL AND ${p} >= ${hourLiteral(hour)} AND ${p} < ${hourLiteral(next)}))${storage}`);
 }
 
 export async function isAttachedPartition(db: Queryable, table: string): Promise<boolean | undefined> {
@@ -117,14 +168,25 @@ export async function isAttachedPartition(db: Queryable, table: string): Promise
   return rows[0]?.attached;
 }
 
-/** The target's indexes (the parent's partitioned indexes), by name, with the constraint each backs ('p' or 'u'). */
-export async function listTargetIndexes(tx: Queryable, store: RowStore): Promise<{ def: string; name: string; constraint: 'p' | 'u' | null }[]> {
-  const { rows } = await tx.query<{ def: string; name: string; constraint: 'p' | 'u' | null }>(
+/** One of the target's indexes (the parent's partitioned indexes): its definition, its name, the constraint it backs ('p' or 'u'). */
+export interface TargetIndex {
+  def: string;
+  name: string;
+  constraint: 'p' | 'u' | null;
+}
+
+export async function listTargetIndexes(tx: Queryable, store: RowStore): Promise<TargetIndex[]> {
+  const { rows } = await tx.query<TargetIndex>(
     `SELECT pg_get_indexdef(i.indexrelid) AS def, c.relname AS name,
             (SELECT con.contype::text FROM pg_constraint con WHERE con.conindid = i.indexrelid AND con.contype IN ('p', 'u')) AS constraint
      FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
      WHERE i.indrelid = to_regclass($1::text) ORDER BY c.relname`, [store.target]);
   return rows;
+}
+
+/** Locks `table` (qualified, quoted) ACCESS SHARE, as reading it would, until the transaction ends. */
+export async function lockTableShared(tx: Queryable, table: string): Promise<void> {
+  await tx.query(`LOCK TABLE ${table} IN ACCESS SHARE MODE`);
 }
 
 /** Runs a CREATE INDEX built from one of the target's own definitions (pg_get_indexdef), renamed for the staged table. */
@@ -174,6 +236,11 @@ type SwapLockMode = 'EXCLUSIVE' | 'ACCESS EXCLUSIVE';
 export interface TableLock {
   table: string;
   mode: SwapLockMode;
+  /**
+   * The table alone (LOCK TABLE ONLY): a lock of a partitioned table otherwise locks every partition too, so it
+   * would wait for a stage reading another hour's partition.
+   */
+  only?: boolean;
 }
 
 /** This session's lock_timeout in milliseconds, 0 for none: LOCK_TIMEOUT_MS on the bot's pools. */
@@ -203,7 +270,7 @@ export async function tryTableLocks(tx: Queryable, locks: readonly TableLock[], 
   await tx.query(`SAVEPOINT ${LOCK_TRY}; SET LOCAL lock_timeout = '${wholeMs(Math.max(1, waitMs))}ms'`);
   for (const lock of locks) {
     try {
-      await tx.query(`LOCK TABLE ${lock.table} IN ${lock.mode} MODE`);
+      await tx.query(`LOCK TABLE ${lock.only ? 'ONLY ' : ''}${lock.table} IN ${lock.mode} MODE`);
     } catch (error) {
       if ((error as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw error;
       await tx.query(undoSince(LOCK_TRY));

@@ -29,9 +29,6 @@ const PHASE: Record<StepPhase, string> = {
 };
 const WAITS: Record<WaitRule, string> = {
   'own stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND r.step_key = s.step_key AND NOT ${settled('r')})`,
-  'every stage before a swap': `(NOT EXISTS (SELECT 1 FROM backfill.backfill_targets t
-      WHERE t.backfill_id = s.backfill_id AND ${HOUR_KEY('t')} = s.step_key AND t.staged_relid IS NOT NULL)
-    OR NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settled('r')}))`,
   'every stage': `NOT EXISTS (SELECT 1 FROM backfill.backfill_steps r WHERE r.backfill_id = s.backfill_id AND r.kind = 'stage' AND NOT ${settled('r')})`,
   'earlier waves': `NOT EXISTS (
     SELECT 1 FROM backfill.backfill_steps p

@@ -72,7 +72,7 @@ export interface StepRef {
 }
 
 /** What a step waits for besides its backfill's state; each is one SQL predicate over `s` (the step), in src/db/steps.ts. */
-export type WaitRule = 'own stage' | 'every stage before a swap' | 'every stage' | 'earlier waves' | 'every publish' | 'replays depended on' | 'every rollback replay';
+export type WaitRule = 'own stage' | 'every stage' | 'earlier waves' | 'every publish' | 'replays depended on' | 'every rollback replay';
 
 interface StepSpec {
   /** The backfill states in which the step may be claimed and may commit. */
@@ -90,13 +90,11 @@ export const STEP_GRAPH: Partial<Record<`${StepKind}:${StepPhase}`, StepSpec>> =
   'announce:forward': { runsIn: ['announced', 'held', 'approved'], waitsFor: [], onPause: 'not running' },
   'stage:forward': { runsIn: ['running'], waitsFor: [], onPause: 'block' },
   // A partition publishes once it is staged and every earlier wave is published, not once every partition is
-  // staged: later hours stage while the canary and the first waves publish (src/core/recompute/waves.ts). Not
-  // a publish by swap: its catalog window takes the target ACCESS EXCLUSIVE, and a stage of the same target holds
-  // ACCESS SHARE on it for the whole of its transaction (it plans against the target, copies its shape, reads the
-  // live hour), so beside stages a swap's lock tries fail one after another. Measured at 60 rows × 24 on 2 cores:
-  // overlapped, the partitioned target took 2.96 s instead of 2.28 s; by rewrite (ROW EXCLUSIVE, which no stage
-  // blocks) the plain one 0.96 s instead of 1.22 s.
-  'publish:forward': { runsIn: ['running'], waitsFor: ['own stage', 'every stage before a swap', 'earlier waves'], onPause: 'block' },
+  // staged: later hours stage while the canary and the first waves publish (src/core/recompute/waves.ts). A publish
+  // by swap too: its catalog window takes the target ACCESS EXCLUSIVE, and a stage by swap holds no lock on the
+  // target (it reads the hour's own partition: stagingReads, src/core/recompute/swap.ts). A small hour staged for a
+  // rewrite reads through the target, briefly, and a swap's lock tries wait it out.
+  'publish:forward': { runsIn: ['running'], waitsFor: ['own stage', 'earlier waves'], onPause: 'block' },
   'watermark:forward': { runsIn: ['running'], waitsFor: ['every stage', 'every publish'], onPause: 'block' },
   'replay:forward': { runsIn: ['replaying'], waitsFor: ['replays depended on'], onPause: 'not running' },
   'compare:forward': { runsIn: ['comparing'], waitsFor: [], onPause: 'not running' },

@@ -18,7 +18,9 @@ import { sourceShards } from './partitionStep.js';
 import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
-import { countedAtStaging, createWrittenTable, hourPartitionOf, indexLikeTarget, publishBySwap, reportedLockWait, stageIntoTable, type LockWait, type MeasuredAtStaging, type SwapHooks } from './swap.js';
+import {
+  countedAtStaging, createWrittenTable, indexLikeTarget, overPartition, publishBySwap, reportedLockWait, stageIntoTable, stagingReads, type LockWait, type MeasuredAtStaging, type StagingReads, type SwapHooks,
+} from './swap.js';
 import { createBaseline, createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, versionedBaseline } from './storeTables.js';
 import { formatHour } from '../time.js';
 
@@ -60,8 +62,12 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // The publish tells late rows by the baseline's keys, and whether anything changed by staging's snapshot (by
   // swap measureSwap, by rewrite saveAndDeleteSince), or where the measure was not exact by the row versions kept
   // with every key (liveChangesSince, saveAndDeleteComparing), as for a partition staged before migration 0029.
-  const baseline = await createBaseline(tx, store, run);
-  const staged = apart && await hourPartitionOf(tx, pipeline, hour) ? await stageForSwap(tx, pipeline, store, run) : await stageForRewrite(tx, pipeline, store, run, apart);
+  // A partition to publish by swap is staged without a lock on the target, so the swaps of earlier hours go on
+  // beside it: the live rows are read from the hour's partition itself (stagingReads, overPartition).
+  const reads = apart ? await stagingReads(tx, pipeline, store, hour) : undefined;
+  const live = reads ? overPartition(store, reads.live) : store;
+  const baseline = await createBaseline(tx, live, run);
+  const staged = reads ? await stageForSwap(tx, pipeline, store, reads, run) : await stageForRewrite(tx, pipeline, store, run, apart);
   // Every check of the partition in one statement; the staged rows and the plan's stay as they are until the
   // publish, which reads these figures.
   // With the live rows it counted, which the publish reads when nothing live changed since (and for a swap the
@@ -69,17 +75,17 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // And the live keys the staged rows lack into the baseline (createBaseline), or every live key where the join is not exact.
   // For a swap, the keys its publish will write, by difference with the live keys (createWrittenTable; copied
   // where keys equal by `=` can be spelled apart).
-  const written = staged.table ? await createWrittenTable(tx, store, run, staged.table.qualified) : undefined;
-  const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(store), staged.source, {
+  const written = staged.table ? await createWrittenTable(tx, live, run, staged.table.qualified) : undefined;
+  const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(live), staged.source, {
     // The staged rows' checksum, which a publish takes as that of the rows it writes (swap: measureSwap; rewrite:
     // rewriteUnchanged). Not for a small hour: its publish checksums what it inserts in the same statement, where
     // the look in the catalog that lets it take staging's (storesRowsAsInserted) would cost more than the hash.
     snapshot: apart,
-    baseline: { table: baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(store), { rowVersions: true }) },
+    baseline: { table: baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(live), { rowVersions: true }) },
     written,
   });
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
-  if (staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, store, staged.table.qualified, staged.table.name);
+  if (reads && staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, reads.indexes, staged.table.qualified, staged.table.name);
   // Not exact: nothing was measured to publish by, so a publish records every key it writes (measureSwap).
   if (written && !exact) await dropStoreTable(tx, written);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null, liveSnapshotXmin: exact.liveSnapshotXmin, liveVersionsSeen: exact.liveVersionsSeen });
@@ -128,8 +134,8 @@ async function stageForRewrite(tx: PoolClient, pipeline: Pipeline, store: RowSto
 }
 
 /** The step's rows into a table of its own, to be swapped in for the hour's partition (swap.ts). */
-async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<Staged> {
-  const table = await stageIntoTable(tx, pipeline, store, run);
+async function stageForSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, reads: StagingReads, run: [number, number, Date]): Promise<Staged> {
+  const table = await stageIntoTable(tx, pipeline, store, reads, run);
   return { source: tableSource(store, table.qualified), table };
 }
 

@@ -7,7 +7,7 @@ import { keysCompareExactly, nothingChanged, preferHashJoins, storeSchemaName, t
 import {
   addConstraintUsingIndex, analyzeStagedTable, carryLateRowsIntoSaved, carryLateRowsIntoStaged, countRows, createMirroredIndex, createStagedTable, createWrittenByDifference,
   beginPublishTry, explainHourQuery, takeSwapTurn, findDefaultPartition, findExactHourBound, insertStepRowsInto, isAttachedPartition, isPartitionedTable, keepKeysIn, listTargetIndexes, liveChangesSince, liveUnchangedSince,
-  readLockTimeoutMs, readNestloopSetting, setLocalNestloop, swapTables, tryTableLocks, undoPublishTry, keepPublishTry, type HourPartition, type PlanNode, type TableLock,
+  lockTableShared, readLockTimeoutMs, readNestloopSetting, readTargetShape, setLocalNestloop, swapTables, tryTableLocks, undoPublishTry, keepPublishTry, type HourPartition, type PlanNode, type TableLock, type TargetIndex, type TargetShape,
 } from '../../db/swap.js';
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { formatHour, HOUR_MS } from '../time.js';
@@ -33,11 +33,14 @@ import { baselineTable, inStore, rolledBackTableName, savedTableName, stagedTabl
  *   0. the target's turn to swap (takeSwapTurn, an advisory lock of the transaction)       its turn
  *   1. the store's table it swaps in (the staged one; the saved ones on rollback, by name)  ACCESS EXCLUSIVE
  *      (a probe: the target ACCESS EXCLUSIVE, given back as soon as granted: nobody holds it now)
- *   2. the target (the partitioned parent)                                                 EXCLUSIVE
+ *   2. the target (the partitioned parent), and the live partition of the hour             EXCLUSIVE
  *      ... late rows carried, written keys kept, outcome measured (readers of the target go on) ...
  *   3. the target                                                                          ACCESS EXCLUSIVE
  *   4. the live partition of the hour                                                      ACCESS EXCLUSIVE
  *   5. the target's default partition, if it has one                                       ACCESS EXCLUSIVE
+ * A publish locks the target itself (LOCK TABLE ONLY) and, by name, the one partition it swaps out: a lock of the
+ * target alone keeps out every query through it, and a stage of another hour, which reads that hour's partition by
+ * name (stagingReads), holds up no publish. A rollback locks the target with every partition (no ONLY).
  * The turn comes first: swaps of one target (the publishes of a backfill's wave, a rollback) queue on it, each
  * woken when the one before commits, instead of meeting in their lock tries below, where a swap that finds the
  * target held pauses before it tries again. It is taken after the partition lock and holds nothing of any table,
@@ -63,15 +66,64 @@ import { baselineTable, inStore, rolledBackTableName, savedTableName, stagedTabl
 export async function hourPartitionOf(db: Queryable, pipeline: Pipeline, hour: Date): Promise<HourPartition | undefined> {
   const candidate = await partitionHolding(db, pipeline, hour);
   if (!candidate) return undefined;
-  // PERF: a step's transaction plans without nested loops (preferHashJoins); over the catalogs that means hash
-  // joins of whole pg_attribute and pg_class, a second on a month of hourly partitions. Index lookups here.
+  return withNestedLoops(db, () => boundOfExactlyTheHour(db, pipeline, hour, candidate));
+}
+
+/**
+ * PERF: a step's transaction plans without nested loops (preferHashJoins); over the catalogs that means hash
+ * joins of whole pg_attribute and pg_class, a second on a month of hourly partitions. Index lookups here.
+ */
+async function withNestedLoops<T>(db: Queryable, read: () => Promise<T>): Promise<T> {
   const nestloop = await readNestloopSetting(db);
   if (nestloop === 'off') await setLocalNestloop(db, true);
   try {
-    return await boundOfExactlyTheHour(db, pipeline, hour, candidate);
+    return await read();
   } finally {
     if (nestloop === 'off') await setLocalNestloop(db, false);
   }
+}
+
+/** What a stage for a swap reads of the partitioned target (stagingReads). */
+export interface StagingReads {
+  /** The live partition of the hour, held ACCESS SHARE: staging reads the live rows from it, not through the target. */
+  live: HourPartition;
+  shape: TargetShape;
+  indexes: TargetIndex[];
+}
+
+const TARGET_READ = 'bf_target_read';
+
+/**
+ * The store with the hour's live partition in the target's place, for the statements of a stage that read the live
+ * rows or copy their key columns' types (liveSource, createKeysTable): they then lock that partition alone.
+ */
+export const overPartition = (store: RowStore, live: HourPartition): RowStore => ({ ...store, target: live.qualified });
+
+/**
+ * The hour's live partition, the target's shape and its indexes, for a stage by swap, read so that the stage
+ * holds no lock on the target (the partitioned parent) when they are done: a publish by swap takes the target
+ * ACCESS EXCLUSIVE for its catalog window, and a lock on it held by a stage, which keeps its locks until it
+ * commits, would make every swap wait for every stage. They are read in a subtransaction rolled back at once,
+ * which gives back the locks taken in it (planning the hour's query locks the target; deparsing the shape's
+ * expressions does from PostgreSQL 16); then the live partition alone is locked, and checked to be still the
+ * target's partition of exactly the hour. Undefined when the target has no such partition (publish by rewrite).
+ * test/core/overlap.test.ts holds a stage without a lock on the target, and a swap committing beside it.
+ */
+export async function stagingReads(tx: PoolClient, pipeline: Pipeline, store: RowStore, hour: Date): Promise<StagingReads | undefined> {
+  if (!(await isPartitionedTable(tx, pipeline))) return undefined;
+  let read: Omit<StagingReads, 'live'> & { live: HourPartition | undefined };
+  await tx.query(`SAVEPOINT ${TARGET_READ}`);
+  try {
+    read = { live: await hourPartitionOf(tx, pipeline, hour), shape: await readTargetShape(tx, store.target), indexes: await listTargetIndexes(tx, store) };
+  } finally {
+    await tx.query(`ROLLBACK TO SAVEPOINT ${TARGET_READ}; RELEASE SAVEPOINT ${TARGET_READ}`);
+  }
+  const { live } = read;
+  if (!live) return undefined;
+  await lockTableShared(tx, live.qualified);
+  // Between the two, another transaction could have swapped this hour's partition: ask again of the one now held.
+  const still = await withNestedLoops(tx, () => boundOfExactlyTheHour(tx, pipeline, hour, live.qualified));
+  return still && { ...read, live: still };
 }
 
 async function boundOfExactlyTheHour(db: Queryable, pipeline: Pipeline, hour: Date, candidate: string): Promise<HourPartition | undefined> {
@@ -101,15 +153,16 @@ const UNIQUE_VIOLATION = '23505';
 const IN_HOUR = 'bf_in_hour';
 
 /**
- * Runs the step into a new table of the store for this run and hour, shaped like the target and constrained to
- * the hour. Returns its name, and its qualified, quoted name. A re-run of the same stage starts the table over.
+ * Runs the step into a new table of the store for this run and hour, of the target's shape (read by stagingReads)
+ * and constrained to the hour. Returns its name, and its qualified, quoted name. A re-run of the same stage starts
+ * the table over.
  */
-export async function stageIntoTable(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date]): Promise<{ name: string; qualified: string }> {
+export async function stageIntoTable(tx: PoolClient, pipeline: Pipeline, store: RowStore, reads: StagingReads, run: [number, number, Date]): Promise<{ name: string; qualified: string }> {
   const hour = run[2];
   const name = stagedTableName(...run);
   const table = inStore(store, name);
   await refuseIfAttached(tx, table);
-  await createStagedTable(tx, store, table, IN_HOUR, hour, new Date(hour.getTime() + HOUR_MS));
+  await createStagedTable(tx, store, reads.shape, table, IN_HOUR, hour, new Date(hour.getTime() + HOUR_MS));
   try {
     await insertStepRowsInto(tx, store, table, hour);
   } catch (error) {
@@ -133,8 +186,7 @@ async function refuseIfAttached(db: Queryable, table: string): Promise<void> {
  * them instead of building them while the target is locked; then analyzes it (at a lower target: analyzeStagedTable),
  * so the partition it becomes has statistics from its first query (autovacuum may be off).
  */
-export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, store: RowStore, table: string, tableName: string): Promise<void> {
-  const indexes = await listTargetIndexes(tx, store);
+export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, indexes: readonly TargetIndex[], table: string, tableName: string): Promise<void> {
   for (const [n, index] of indexes.entries()) {
     const name = quoteIdent(`${tableName}_i${n + 1}`);
     const mirrored = index.def.replace(/^CREATE (UNIQUE )?INDEX \S+ ON ONLY \S+ USING /, (_all, unique: string | undefined) => `CREATE ${unique ?? ''}INDEX ${name} ON ${table} USING `);
@@ -235,11 +287,21 @@ async function lockTries(tx: PoolClient, what: string, hooks: SwapHooks): Promis
 const exclusive = (table: string): TableLock => ({ table, mode: 'ACCESS EXCLUSIVE' });
 const writersOut = (table: string): TableLock => ({ table, mode: 'EXCLUSIVE' });
 
-/** Steps 3 to 5 of the order, for the DETACH … ATTACH window: the target, the live partitions (a rollback's all at once), the default partition. */
-async function catalogLocks(tx: PoolClient, store: RowStore, live: readonly HourPartition[]): Promise<TableLock[]> {
+/**
+ * The target itself, not its partitions: a publish locks the partition it swaps out by name, and no other, so a
+ * stage reading another hour's partition does not hold it up (stagingReads). A rollback locks the target whole.
+ */
+const targetOnly = (lock: TableLock): TableLock => ({ ...lock, only: true });
+
+/**
+ * Steps 3 to 5 of the order, for the DETACH … ATTACH window: the target (`only`: itself alone), the live
+ * partitions (a rollback's all at once), the default partition.
+ */
+async function catalogLocks(tx: PoolClient, store: RowStore, live: readonly HourPartition[], options: { only?: boolean } = {}): Promise<TableLock[]> {
   const defaultPartition = await findDefaultPartition(tx, store);
   const partitions = [...new Set(live.map((p) => p.qualified))].sort();
-  return [exclusive(store.target), ...partitions.map(exclusive), ...(defaultPartition ? [exclusive(defaultPartition)] : [])];
+  const target = exclusive(store.target);
+  return [options.only ? targetOnly(target) : target, ...partitions.map(exclusive), ...(defaultPartition ? [exclusive(defaultPartition)] : [])];
 }
 
 /** A partition a rollback puts back by swap, once lockForRestore holds every lock: its run, what it keeps, the live partition it replaces. */
@@ -325,14 +387,17 @@ export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: R
   await locking.take([exclusive(staged)]);
   for (;;) {
     // Until nobody holds the target: waiting here holds nothing of it, so its readers and writers go on.
-    await locking.take([exclusive(store.target)], { probe: true });
+    await locking.take([targetOnly(exclusive(store.target))], { probe: true });
     await beginPublishTry(tx);
-    await locking.take([writersOut(store.target)]);
-    const measured = await measureSwap(tx, pipeline, store, run, staged, atStaging);
+    // Writers out of the target and of the hour's partition (one may write into it by name); those of other
+    // partitions by name go on, as do stages reading them.
+    const live = await requireHourPartition(tx, pipeline, hour);
+    await locking.take([targetOnly(writersOut(store.target)), writersOut(live.qualified)]);
+    const measured = await measureSwap(tx, store, run, staged, live, atStaging);
     await hooks.beforeCatalogLocks?.();
     // One try at steps 3 to 5; a reader that came meanwhile makes it give back everything since the savepoint
     // (writers wait no longer either), and start again.
-    if (await locking.take(await catalogLocks(tx, store, [measured.live]), { once: true })) {
+    if (await locking.take(await catalogLocks(tx, store, [measured.live], { only: true }), { once: true })) {
       await keepPublishTry(tx);
       return swapCatalog(tx, pipeline, store, run, staged, measured, locking.spent(), hooks);
     }
@@ -374,12 +439,15 @@ export interface MeasuredAtStaging {
  * partition staged before staging measured it) the late rows are carried, the written keys recorded again and both
  * sides measured anew.
  */
-async function measureSwap(tx: PoolClient, pipeline: Pipeline, store: RowStore, run: [number, number, Date], staged: string, atStaging: MeasuredAtStaging | undefined): Promise<SwapMeasures> {
-  const hour = run[2];
+async function requireHourPartition(tx: PoolClient, pipeline: Pipeline, hour: Date): Promise<HourPartition> {
   const live = await hourPartitionOf(tx, pipeline, hour);
   if (!live) {
     throw new BackfillError(ErrorCode.StepFailed, `${pipeline.targetTable} has no partition of exactly ${formatHour(hour)} any more: it was staged for a swap, so it is not published. Nothing was changed.`);
   }
+  return live;
+}
+
+async function measureSwap(tx: PoolClient, store: RowStore, run: [number, number, Date], staged: string, live: HourPartition, atStaging: MeasuredAtStaging | undefined): Promise<SwapMeasures> {
   if (atStaging && await unchangedSinceStaging(tx, store, run, live.qualified, atStaging)) {
     return { live, lateRows: 0, published: atStaging.reconciliation, savedRows: atStaging.liveRows, snapshot: atStaging.staged };
   }

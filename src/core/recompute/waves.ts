@@ -12,12 +12,11 @@ import { assignWaves } from '../../db/targets.js';
 //            publish's transaction (src/core/recompute/stagePublish.ts pauseForBreach), so the next wave never
 //            starts until an operator continues, stops or rolls back.
 //
-// Stages are not held back by waves, and a publish by rewrite does not wait for every stage: it runs once its
-// own stage is done and every earlier wave is published (the step graph's 'own stage' rule), so the canary
-// publishes while later hours are still staging, and a canary the plan did not predict pauses the backfill
-// before the rest is staged. On the queue a publish goes ahead of the stages waiting (src/queue/stepQueue.ts).
-// A publish by swap waits for every stage ('every stage before a swap': its lock on the target would queue
-// behind theirs, src/core/lifecycle/stepGraph.ts).
+// Stages are not held back by waves, and a publish does not wait for every stage: it runs once its own stage is
+// done and every earlier wave is published (the step graph's 'own stage' rule), so the canary publishes while
+// later hours are still staging, and a canary the plan did not predict pauses the backfill before the rest is
+// staged. On the queue a publish goes ahead of the stages waiting (src/queue/stepQueue.ts). A publish by swap
+// does too: a stage by swap holds no lock on the target its catalog window needs (src/core/lifecycle/stepGraph.ts).
 
 /** Gives each of the backfill's partitions its wave, when its gate opens and its steps are written. */
 export async function planWaves(tx: Queryable, backfillId: number, waveSize: number): Promise<void> {
