@@ -179,6 +179,27 @@ describe('the locks of a publish by swap', { timeout: 120_000 }, () => {
     expect(await recomputedDetail(e, id, '05')).toMatchObject({ lockWaitMs: result.lockWaitMs, lockTries: result.lockTries });
   });
 
+  it('a long reader of the hour\'s partition by its own name is waited out by the probe: the swap measures once, and writers of other hours go on meanwhile', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const { id } = await stagedNight(e);
+    const reader = await connect(e, 'swap-locks-partition-reader');
+    await reader.query('BEGIN');
+    await reader.query('SELECT count(*) FROM warehouse.orders_p2026111505');
+    const other = await connect(e, 'swap-locks-other-hour');
+    const tries: LockTry[] = [];
+    let measurings = 0;
+    const ctx: StepContext = { ...e.ctx, hooks: { onLockWait: (attempt) => { tries.push(attempt); }, beforeCatalogLocks: async () => { measurings += 1; } } };
+    const publish = tracked(executeStep(ctx, { backfillId: id, kind: 'publish', key: hourKey('05') }));
+    await waitUntil(() => tries.length >= 3, 'the swap to meet the reader', PATIENCE_MS);
+    expect(await otherHourIsServed(other)).toBeGreaterThan(0);
+    expect(publish.settled()).toBe(false);
+    await reader.query('COMMIT');
+    expect(await publish.promise).toBe('done');
+    expect(new Set(tries.map((t) => t.waitingOn.replace(/"/g, '')))).toEqual(new Set(['warehouse.orders_p2026111505']));
+    expect(measurings, 'it waited in the probe, holding nothing, not in the catalog window after measuring each time').toBe(1);
+  });
+
   it('a reader that arrives while the swap measures makes it give back the target and start again: writers are not held meanwhile, and nothing is carried twice', async () => {
     engine = await createTestEngine('month-end-partitioned');
     const e = engine;
@@ -218,6 +239,35 @@ describe('the locks of a publish by swap', { timeout: 120_000 }, () => {
     expect(rows[0]?.late).toBe(1);
     expect(await recomputedDetail(e, id, '05')).toMatchObject({ lateRows: 1, rowsAfter: rows[0]?.n });
     expect(await e.ctx.pool.query(`SELECT 1 FROM pg_class WHERE oid = to_regclass($1::text)`, [staged]).then((r) => r.rowCount)).toBe(0);
+  });
+
+  it('a writer of the hour\'s partition by its own name waits while the swap measures, and its row is live in the published partition after', async () => {
+    // The swap locks the target alone (LOCK TABLE ONLY), so it must lock the hour's partition by name too: a row
+    // written into the partition being swapped out, past the swap's measure, would leave with it.
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const { id } = await stagedNight(e);
+    const prior = await liveOid(e, '05');
+    const writer = await connect(e, 'swap-locks-partition-writer');
+    let insert: { promise: Promise<unknown>; settled: () => boolean } | undefined;
+    const ctx: StepContext = { ...e.ctx, hooks: {
+      beforeCatalogLocks: async () => {
+        if (insert) return;
+        insert = tracked(writer.query(
+          `INSERT INTO warehouse.orders_p2026111505 (partition_hour, order_id, shard, merchant_id, currency, amount_local, fx_rate, amount_base)
+           VALUES ($1, 990556, 1, 7, 'SEK', 100.00, 0.1, 10.00)`, [hourKey('05')]));
+        await waitUntil(async () => (await waiterOn(e, 'warehouse.orders_p2026111505')) !== undefined, 'the writer to wait for the hour\'s partition', PATIENCE_MS);
+      },
+    } };
+    expect(await executeStep(ctx, { backfillId: id, kind: 'publish', key: hourKey('05') })).toBe('done');
+    expect(insert?.settled(), 'the writer was still waiting when the publish committed').toBe(false);
+    await insert?.promise;
+    expect(await liveOid(e, '05'), 'the partition was swapped').not.toBe(prior);
+    const { rows } = await e.ctx.pool.query<{ live: number; saved: number }>(
+      `SELECT (SELECT count(*) FROM warehouse.orders WHERE partition_hour = $1 AND order_id = 990556)::int AS live,
+              (SELECT count(*) FROM bf_orders.p2026111505_b${id}_saved WHERE order_id = 990556)::int AS saved`, [hourKey('05')]);
+    expect(rows[0], 'the row is live, in the published partition, and not in the one swapped out').toEqual({ live: 1, saved: 0 });
+    expect(await recomputedDetail(e, id, '05')).toMatchObject({ publishedBy: 'swap', lateRows: 0 });
   });
 
   it('gives the step back for a retry, having changed nothing, when its locks are not all granted within LOCK_TIMEOUT_MS', async () => {

@@ -32,7 +32,8 @@ import { baselineTable, inStore, rolledBackTableName, savedTableName, stagedTabl
  * Locks. A swap takes every lock it needs before it detaches anything, always in this order:
  *   0. the target's turn to swap (takeSwapTurn, an advisory lock of the transaction)       its turn
  *   1. the store's table it swaps in (the staged one; the saved ones on rollback, by name)  ACCESS EXCLUSIVE
- *      (a probe: the target ACCESS EXCLUSIVE, given back as soon as granted: nobody holds it now)
+ *      (a probe: the target and the live partition of the hour ACCESS EXCLUSIVE, given back as soon as
+ *      granted: nobody holds them now)
  *   2. the target (the partitioned parent), and the live partition of the hour             EXCLUSIVE
  *      ... late rows carried, written keys kept, outcome measured (readers of the target go on) ...
  *   3. the target                                                                          ACCESS EXCLUSIVE
@@ -385,13 +386,15 @@ export async function publishBySwap(tx: PoolClient, pipeline: Pipeline, store: R
   // Steps 0 and 1 of the order ("Locks"), before the transaction reads the target at all.
   await locking.turn(store.target);
   await locking.take([exclusive(staged)]);
+  // Found once: only a swap of the target changes its partitions, and this one holds the target's turn.
+  const live = await requireHourPartition(tx, pipeline, hour);
   for (;;) {
-    // Until nobody holds the target: waiting here holds nothing of it, so its readers and writers go on.
-    await locking.take([targetOnly(exclusive(store.target))], { probe: true });
+    // Until nobody holds the target or the hour's partition (read by name): waiting here holds nothing of either,
+    // so their readers and writers go on.
+    await locking.take([targetOnly(exclusive(store.target)), exclusive(live.qualified)], { probe: true });
     await beginPublishTry(tx);
     // Writers out of the target and of the hour's partition (one may write into it by name); those of other
     // partitions by name go on, as do stages reading them.
-    const live = await requireHourPartition(tx, pipeline, hour);
     await locking.take([targetOnly(writersOut(store.target)), writersOut(live.qualified)]);
     const measured = await measureSwap(tx, store, run, staged, live, atStaging);
     await hooks.beforeCatalogLocks?.();
