@@ -113,7 +113,8 @@ export const overPartition = (store: RowStore, live: HourPartition): RowStore =>
 export async function stagingReads(tx: PoolClient, pipeline: Pipeline, store: RowStore, hour: Date): Promise<StagingReads | undefined> {
   if (!(await isPartitionedTable(tx, pipeline))) return undefined;
   let read: Omit<StagingReads, 'live'> & { live: HourPartition | undefined };
-  await tx.query(`SAVEPOINT ${TARGET_READ}`);
+  // Planned with nested loops, as hourPartitionOf's lookups (withNestedLoops): the rollback gives the setting back.
+  await tx.query(`SAVEPOINT ${TARGET_READ}; SET LOCAL enable_nestloop = on`);
   try {
     read = { live: await hourPartitionOf(tx, pipeline, hour), shape: await readTargetShape(tx, store.target), indexes: await listTargetIndexes(tx, store) };
   } finally {
