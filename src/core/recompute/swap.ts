@@ -112,20 +112,20 @@ export const overPartition = (store: RowStore, live: HourPartition): RowStore =>
  */
 export async function stagingReads(tx: PoolClient, pipeline: Pipeline, store: RowStore, hour: Date): Promise<StagingReads | undefined> {
   if (!(await isPartitionedTable(tx, pipeline))) return undefined;
-  let read: Omit<StagingReads, 'live'> & { live: HourPartition | undefined };
+  let read: Omit<StagingReads, 'live'> & { candidate: string | undefined };
   // Planned with nested loops, as hourPartitionOf's lookups (withNestedLoops): the rollback gives the setting back.
   await tx.query(`SAVEPOINT ${TARGET_READ}; SET LOCAL enable_nestloop = on`);
   try {
-    read = { live: await hourPartitionOf(tx, pipeline, hour), shape: await readTargetShape(tx, store.target), indexes: await listTargetIndexes(tx, store) };
+    read = { candidate: await plannedPartition(tx, pipeline, hour), shape: await readTargetShape(tx, store.target), indexes: await listTargetIndexes(tx, store) };
   } finally {
     await tx.query(`ROLLBACK TO SAVEPOINT ${TARGET_READ}; RELEASE SAVEPOINT ${TARGET_READ}`);
   }
-  const { live } = read;
-  if (!live) return undefined;
-  await lockTableShared(tx, live.qualified);
-  // Between the two, another transaction could have swapped this hour's partition: ask again of the one now held.
-  const still = await withNestedLoops(tx, () => boundOfExactlyTheHour(tx, pipeline, hour, live.qualified));
-  return still && { ...read, live: still };
+  const { candidate, shape, indexes } = read;
+  if (!candidate) return undefined;
+  // Its bound is read once it is held: between the two, another transaction could have swapped this hour's partition.
+  await lockTableShared(tx, candidate);
+  const live = await withNestedLoops(tx, () => boundOfExactlyTheHour(tx, pipeline, hour, candidate));
+  return live && { live, shape, indexes };
 }
 
 async function boundOfExactlyTheHour(db: Queryable, pipeline: Pipeline, hour: Date, candidate: string): Promise<HourPartition | undefined> {
@@ -140,6 +140,11 @@ async function boundOfExactlyTheHour(db: Queryable, pipeline: Pipeline, hour: Da
  */
 async function partitionHolding(db: Queryable, pipeline: Pipeline, hour: Date): Promise<string | undefined> {
   if (!(await isPartitionedTable(db, pipeline))) return undefined;
+  return plannedPartition(db, pipeline, hour);
+}
+
+/** partitionHolding, of a target known to be partitioned. */
+async function plannedPartition(db: Queryable, pipeline: Pipeline, hour: Date): Promise<string | undefined> {
   const scanned = scannedRelations(await explainHourQuery(db, pipeline, hour));
   return scanned.length === 1 ? scanned[0] : undefined;
 }
