@@ -9,7 +9,9 @@
 // a row of one wave partition's hour (only that partition's publish writes it), waits until a worker's publish
 // waits for it inside its transaction, injects the fault and lets the row go.
 //
-// What a run measures, by polling the step rows (every POLL_MS, on the script's clock, from the fault):
+// What a run measures, by polling the step rows (every POLL_MS, on the script's clock, from the fault's end: a
+// restart's server or Redis back on its port, which the script waits for; how long it was down is reported apart,
+// as outageMs, since a PostgreSQL's crash recovery is the server's time, not the bot's):
 //   held      the steps running at the fault (for a worker fault: the ones the victim held) are all done again
 //   pending   the first step that was pending at the fault is done (work lost with the queue is back)
 // The recovery is the later of the two; the backfill must then end `done` with night 15's exact figures.
@@ -86,6 +88,9 @@ export interface RunMeasure {
   pendingDoneMs: number | null;
   /** The later of the two: when the backfill was progressing again. */
   recoveryMs: number;
+  /** How long the fault itself lasted (a server or Redis restart until it was back on its port; about 0 for a kill).
+   * The times above count from its end: what the server spends coming back is not the bot's to shorten. */
+  outageMs: number;
   /** How much of its lease the held step had left at the fault (it is taken over only after it). */
   leaseLeftMs: number | null;
   takeovers: number;
@@ -394,20 +399,21 @@ async function runOnce(options: FaultOptions, plan: RunPlan): Promise<RunMeasure
     }
     const pending = new Set(before.filter((s) => s.status === 'pending').map((s) => `${s.kind} ${s.key}`));
 
-    const faultAt = performance.now();
+    const injectedAt = performance.now();
     const injected = await inject(plan, { pool, victim, frozen: rig.frozen, prefix: rig.prefix, database: rig.database });
+    const faultAt = performance.now();
     // The held row goes at the fault (a killed connection let it go already).
     await rig.blocker?.query('COMMIT').catch(() => undefined);
     const watched = await watch(rig, options, id, faultAt, new Set(held.map((s) => `${s.kind} ${s.key}`)), pending);
     for (const w of rig.frozen.splice(0)) w.child.kill('SIGCONT');
-    return await verdict(options, plan, { id, injected, watched, leaseLeft: held.map((s) => s.leaseLeftMs ?? 0), pool });
+    return await verdict(options, plan, { id, injected, outageMs: faultAt - injectedAt, watched, leaseLeft: held.map((s) => s.leaseLeftMs ?? 0), pool });
   } finally {
     await closeRig(rig, plan, options.log);
   }
 }
 
 /** Night 15 done exactly (its diff, each partition published once), and the recovery against the bound. */
-async function verdict(options: FaultOptions, plan: RunPlan, r: { id: number; injected: string; watched: Watched; leaseLeft: number[]; pool: Pool }): Promise<RunMeasure> {
+async function verdict(options: FaultOptions, plan: RunPlan, r: { id: number; injected: string; outageMs: number; watched: Watched; leaseLeft: number[]; pool: Pool }): Promise<RunMeasure> {
   const { heldDoneMs, pendingDoneMs, state, diff } = r.watched;
   const { rows: events } = await r.pool.query<{ kind: string; partition: string | null; takeover: boolean }>(
     `SELECT kind, detail->>'partition' AS partition, coalesce((detail->>'takeover')::boolean, false) AS takeover
@@ -418,7 +424,7 @@ async function verdict(options: FaultOptions, plan: RunPlan, r: { id: number; in
   const parts = [heldDoneMs, pendingDoneMs].filter((ms): ms is number => ms !== null);
   const recoveryMs = parts.length === 0 ? Number.POSITIVE_INFINITY : Math.max(...parts);
   const measure: RunMeasure = {
-    fault: plan.fault, run: plan.run, injected: r.injected, heldDoneMs, pendingDoneMs, recoveryMs,
+    fault: plan.fault, run: plan.run, injected: r.injected, heldDoneMs, pendingDoneMs, recoveryMs, outageMs: r.outageMs,
     leaseLeftMs: r.leaseLeft.length > 0 ? Math.max(...r.leaseLeft) : null,
     takeovers: events.filter((e) => e.kind === 'step_started' && e.takeover).length,
     state, diff, recomputed: recomputedEvents.length, withinBound: recoveryMs <= boundMs(options), exact,
@@ -550,7 +556,7 @@ export async function runFaults(options: FaultOptions): Promise<FaultSummary[]> 
         } catch (error) {
           const message = (error as Error).message;
           log(`${fault} ${run}: the run failed: ${message}`);
-          runs.push({ fault, run, injected: '—', heldDoneMs: null, pendingDoneMs: null, recoveryMs: Number.POSITIVE_INFINITY, leaseLeftMs: null,
+          runs.push({ fault, run, injected: '—', heldDoneMs: null, pendingDoneMs: null, recoveryMs: Number.POSITIVE_INFINITY, outageMs: 0, leaseLeftMs: null,
             takeovers: 0, state: 'error', diff: null, recomputed: 0, withinBound: false, exact: false, error: message });
         }
       }

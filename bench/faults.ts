@@ -62,12 +62,12 @@ export function parseFaultArgs(argv: string[]): Omit<FaultOptions, 'serverUrl' |
 }
 
 export function faultsTable(summaries: FaultSummary[]): string {
-  const header = ['fault', 'runs', 'recovery max', 'median', 'bound', 'met', 'done exactly', 'each run (held steps done / first pending done)'];
+  const header = ['fault', 'runs', 'recovery max', 'median', 'bound', 'met', 'done exactly', 'each run (held steps done / first pending done, from the fault\'s end; how long the server was down)'];
   const rows = summaries.map((s) => s.skipped
     ? [s.fault, '0', '—', '—', fmt(s.boundMs), 'skipped', '—', s.skipped]
     : [s.fault, String(s.runs.length), fmt(s.maxMs), fmt(s.medianMs), fmt(s.boundMs), s.runs.every((r) => r.withinBound) ? 'yes' : 'NO',
       s.runs.every((r) => r.exact) ? 'yes' : 'NO',
-      s.runs.map((r) => (r.error ? `error: ${r.error}` : `${fmt(r.heldDoneMs)} / ${fmt(r.pendingDoneMs)}`)).join(', ')]);
+      s.runs.map((r) => (r.error ? `error: ${r.error}` : `${fmt(r.heldDoneMs)} / ${fmt(r.pendingDoneMs)}${r.outageMs >= 10 ? ` (down ${fmt(r.outageMs)})` : ''}`)).join(', ')]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   const line = (cells: string[]) => `| ${cells.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join(' | ')} |`;
   return [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
