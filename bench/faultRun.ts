@@ -94,6 +94,8 @@ export interface RunMeasure {
   /** How much of its lease the held step had left at the fault (it is taken over only after it). */
   leaseLeftMs: number | null;
   takeovers: number;
+  /** Hours a publish staged again, having found their staged rows gone (a crash empties unlogged tables). */
+  stagedAgain: number;
   state: string;
   diff: string | null;
   recomputed: number;
@@ -302,6 +304,9 @@ async function openRig(options: FaultOptions, plan: RunPlan): Promise<Rig> {
   const env: Record<string, string | undefined> = {
     ...process.env, DATABASE_URL: url, REDIS_URL: plan.redisUrl, QUEUE_PREFIX: prefix, STEP_LEASE_MS: String(options.leaseMs),
     WORKER_CONCURRENCY: String(options.workerConcurrency),
+    // Night 15's hours are small: they are staged as a production-sized hour is, in tables of their own (for a
+    // rewrite of the plain target, the staged rows unlogged, which a crash of PostgreSQL empties).
+    SWAP_MIN_ROWS: '0',
   };
   // The idle-in-transaction timeout follows the lease, as by default.
   delete env.IDLE_IN_TRANSACTION_TIMEOUT_MS;
@@ -415,9 +420,9 @@ async function runOnce(options: FaultOptions, plan: RunPlan): Promise<RunMeasure
 /** Night 15 done exactly (its diff, each partition published once), and the recovery against the bound. */
 async function verdict(options: FaultOptions, plan: RunPlan, r: { id: number; injected: string; outageMs: number; watched: Watched; leaseLeft: number[]; pool: Pool }): Promise<RunMeasure> {
   const { heldDoneMs, pendingDoneMs, state, diff } = r.watched;
-  const { rows: events } = await r.pool.query<{ kind: string; partition: string | null; takeover: boolean }>(
-    `SELECT kind, detail->>'partition' AS partition, coalesce((detail->>'takeover')::boolean, false) AS takeover
-     FROM backfill.events WHERE backfill_id = $1::bigint AND kind IN ('recomputed', 'step_started')`, [r.id]);
+  const { rows: events } = await r.pool.query<{ kind: string; partition: string | null; takeover: boolean; again: boolean }>(
+    `SELECT kind, detail->>'partition' AS partition, coalesce((detail->>'takeover')::boolean, false) AS takeover, detail ? 'again' AS again
+     FROM backfill.events WHERE backfill_id = $1::bigint AND kind IN ('recomputed', 'step_started', 'staged')`, [r.id]);
   const recomputedEvents = events.filter((e) => e.kind === 'recomputed');
   const recomputed = new Set(recomputedEvents.map((e) => e.partition)).size;
   const exact = state === 'done' && diff === NIGHT_15_DIFF && recomputed === PARTITIONS && recomputedEvents.length === PARTITIONS;
@@ -427,10 +432,11 @@ async function verdict(options: FaultOptions, plan: RunPlan, r: { id: number; in
     fault: plan.fault, run: plan.run, injected: r.injected, heldDoneMs, pendingDoneMs, recoveryMs, outageMs: r.outageMs,
     leaseLeftMs: r.leaseLeft.length > 0 ? Math.max(...r.leaseLeft) : null,
     takeovers: events.filter((e) => e.kind === 'step_started' && e.takeover).length,
+    stagedAgain: events.filter((e) => e.kind === 'staged' && e.again).length,
     state, diff, recomputed: recomputedEvents.length, withinBound: recoveryMs <= boundMs(options), exact,
   };
   options.log(`${plan.fault} ${plan.run}: ${r.injected}; held steps done after ${fmt(heldDoneMs)}, first pending step done after ${fmt(pendingDoneMs)} ` +
-    `(lease left at the fault ${fmt(measure.leaseLeftMs)}, ${measure.takeovers} takeover(s)); backfill #${r.id} ${state}, diff ${diff ?? '?'}, ` +
+    `(lease left at the fault ${fmt(measure.leaseLeftMs)}, ${measure.takeovers} takeover(s), ${measure.stagedAgain} hour(s) staged again); backfill #${r.id} ${state}, diff ${diff ?? '?'}, ` +
     `${recomputedEvents.length} partition publishes`);
   return measure;
 }
@@ -557,7 +563,7 @@ export async function runFaults(options: FaultOptions): Promise<FaultSummary[]> 
           const message = (error as Error).message;
           log(`${fault} ${run}: the run failed: ${message}`);
           runs.push({ fault, run, injected: '—', heldDoneMs: null, pendingDoneMs: null, recoveryMs: Number.POSITIVE_INFINITY, outageMs: 0, leaseLeftMs: null,
-            takeovers: 0, state: 'error', diff: null, recomputed: 0, withinBound: false, exact: false, error: message });
+            takeovers: 0, stagedAgain: 0, state: 'error', diff: null, recomputed: 0, withinBound: false, exact: false, error: message });
         }
       }
       summaries.push(summarise(fault, how, bound, runs));

@@ -21,7 +21,7 @@ import type { StepRef } from '../lifecycle/stepGraph.js';
 import {
   countedAtStaging, createWrittenTable, indexLikeTarget, overPartition, publishBySwap, reportedLockWait, stageIntoTable, stagingReads, type LockWait, type MeasuredAtStaging, type StagingReads, type SwapHooks,
 } from './swap.js';
-import { createBaseline, createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, versionedBaseline } from './storeTables.js';
+import { createBaseline, createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, stagedRowsLost, versionedBaseline } from './storeTables.js';
 import { formatHour } from '../time.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
@@ -46,7 +46,7 @@ export type StageOutcome = 'staged' | 'unavailable';
  * Builds one partition into staging: the step's own query runs into the pipeline's staged table, and the live
  * keys of that moment it lacks into the baseline. Nothing live changes, and no row leaves PostgreSQL.
  */
-export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date, swapMinRows: number): Promise<StageOutcome> {
+export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date, swapMinRows: number, again?: StagedAgain): Promise<StageOutcome> {
   const pipeline = await requirePipeline(tx, backfill.pipeline);
   const shards = await sourceShards(tx, pipeline, hour);
   if (shards < pipeline.shardsExpected) {
@@ -58,13 +58,13 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   await lockPartitionPreferringHashJoins(tx, pipeline.name, hour);
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
-  const apart = await stagedApart(tx, backfill.id, hour, swapMinRows);
+  const apart = again ? true : await stagedApart(tx, backfill.id, hour, swapMinRows);
   // The publish tells late rows by the baseline's keys, and whether anything changed by staging's snapshot (by
   // swap measureSwap, by rewrite saveAndDeleteSince), or where the measure was not exact by the row versions kept
   // with every key (liveChangesSince, saveAndDeleteComparing), as for a partition staged before migration 0029.
   // A partition to publish by swap is staged without a lock on the target, so the swaps of earlier hours go on
   // beside it: the live rows are read from the hour's partition itself (stagingReads, overPartition).
-  const reads = apart ? await stagingReads(tx, pipeline, store, hour) : undefined;
+  const reads = apart && !again ? await stagingReads(tx, pipeline, store, hour) : undefined;
   const live = reads ? overPartition(store, reads.live) : store;
   const baseline = await createBaseline(tx, live, run);
   const staged = reads ? await stageForSwap(tx, pipeline, store, reads, run) : await stageForRewrite(tx, pipeline, store, run, apart);
@@ -90,9 +90,16 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   if (written && !exact) await dropStoreTable(tx, written);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null, liveSnapshotXmin: exact.liveSnapshotXmin, liveVersionsSeen: exact.liveVersionsSeen });
   await markTargetStaged(tx, backfill.id, hour, { table: staged.table?.qualified ?? null, apart: apart && !staged.table });
-  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result } });
+  await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result, ...(again ? { again: again.why } : {}) } });
   return 'staged';
 }
+
+/** An hour staged again by its publish, the same way as before (by rewrite, into tables of its own), and why. */
+interface StagedAgain {
+  why: string;
+}
+
+const STAGED_ROWS_LOST = 'its staged rows were gone: PostgreSQL empties an unlogged table when it recovers from a crash';
 
 /**
  * Staged into tables of the run's own (by swap, where the target has a partition of exactly this hour) when the
@@ -167,7 +174,13 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   if (target.status === 'unavailable') return { kind: 'unavailable' };
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
-  const staged = await findStagedReconciliation(tx, backfill.id, STAGED_RUN, hour);
+  let staged = await findStagedReconciliation(tx, backfill.id, STAGED_RUN, hour);
+  // Rows staged for a rewrite in a table of their own are not in the WAL (createRewriteTables): after a crash the
+  // hour is staged again here, in this transaction, and checked against the envelope as any staging is.
+  if (await stagedRowsLost(tx, store, run, { apart: target.stagedApart, table: target.stagedTable, rows: staged?.plan?.stagedRows })) {
+    if (await stagePartition(tx, backfill, hour, 0, { why: STAGED_ROWS_LOST }) === 'unavailable') return { kind: 'unavailable' };
+    staged = await findStagedReconciliation(tx, backfill.id, STAGED_RUN, hour);
+  }
   // A partition staged before the envelope was measured at staging (migrations/0026) is measured here.
   const plan = staged?.plan ?? await againstPlan(tx, store, run, target.stagedTable ? tableSource(store, target.stagedTable) : runSource(store, rewriteTablesOf(store, run, target.stagedApart).staged));
   const reason = envelopeBreach(staged, target, plan, backfill.previewedBy);
@@ -176,7 +189,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   await lockPartitionPreferringHashJoins(tx, pipeline.name, hour);
   const written = target.stagedTable
     ? await swapIn(tx, pipeline, store, run, target.stagedTable, measuredAtStaging(staged), hooks)
-    : await rewrite(tx, store, run, target.stagedApart, rewriteAtStaging(staged));
+    : await rewrite(tx, store, run, target.stagedApart, rewriteAtStaging(staged), plan.stagedRows);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'published', written.published, written.lateRows);
   const partitionGeneration = await recordGeneration(tx, pipeline.name, hour, backfill.id);
   const { snapshot, lateRows } = written;
@@ -223,7 +236,18 @@ interface Written {
  * nothing is late and, unless another writer's row is live beside the written ones, staging's reconciliation is
  * the publish's (rewriteUnchanged).
  */
-async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: RewriteAtStaging | undefined): Promise<Written> {
+async function rewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: RewriteAtStaging | undefined, stagedRows: number): Promise<Written> {
+  const written = await rewriteRows(tx, store, run, apart, atStaging);
+  // The rows written are the staged ones and the late ones: any other count means the staged rows are not what
+  // staging counted (an unlogged table emptied, say, that stagedRowsLost did not see), and nothing commits.
+  if (written.rowsWritten.rows - written.lateRows !== stagedRows) {
+    throw new BackfillError(ErrorCode.StepFailed,
+      `${formatHour(run[2])}: the publish wrote ${written.rowsWritten.rows - written.lateRows} staged rows where staging counted ${stagedRows}; nothing was changed`);
+  }
+  return written;
+}
+
+async function rewriteRows(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean, atStaging: RewriteAtStaging | undefined): Promise<Written> {
   const tables = rewriteTablesOf(store, run, apart);
   const compared = atStaging && await deleteComparedWithStaging(tx, store, run, tables, atStaging);
   if (atStaging && compared) {

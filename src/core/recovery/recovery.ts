@@ -10,9 +10,10 @@ import { BackfillError, ErrorCode } from '../../errors.js';
 import type { EngineContext } from '../context.js';
 import { lockPartition, rowsChecksumLike } from '../../db/partitions.js';
 import { changedSincePublish, checksumRows, deleteRowsChecked, insertRunRowsIntoTarget, writtenByPublish, type ChangedSincePublish } from '../../db/rewrite.js';
-import { preferHashJoins, STAGED_RUN, type RowSource, type RowStore } from '../../db/rowStore.js';
+import { liveSource, preferHashJoins, STAGED_RUN, type RowSource, type RowStore } from '../../db/rowStore.js';
 import { rowStoreOf } from '../recompute/rowStore.js';
-import { keptBaseline, rewriteTablesOf } from '../recompute/storeTables.js';
+import { keptBaseline, rewriteTablesOf, stagedRowsLost } from '../recompute/storeTables.js';
+import { findStagedReconciliation } from '../../db/reconciliations.js';
 import { refuseIfUndoPruned } from './retention.js';
 import { advanceBackfill, moveSteps } from '../lifecycle/stepClaims.js';
 import { keysChangedSinceSwap, writtenBySwap } from '../../db/swap.js';
@@ -212,9 +213,14 @@ async function refuseIfOthersInFlight(tx: PoolClient, backfill: BackfillRow): Pr
  */
 async function writtenSincePublish(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, backfill: BackfillRow, target: BackfillTargetRow, swapped: SwappedPartition | undefined): Promise<string | undefined> {
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, target.partitionHour];
-  const published = swapped ? publishedBySwap(tx, of.store, run, swapped) : publishedByRewrite(tx, of.store, run, target.stagedApart);
+  const published = swapped ? publishedBySwap(tx, of.store, run, swapped) : await publishedByRewrite(tx, of.store, run, target);
   const row = await checksumRows(tx, rowsChecksumLike(target.publishedChecksum, of.store), published.written, run);
   if (row?.checksum === target.publishedChecksum) return undefined;
+  if (!published.changes) {
+    return `${formatHour(target.partitionHour)}: the rows this backfill staged are gone (PostgreSQL empties its unlogged tables when it recovers from a crash), ` +
+      `and the partition no longer holds exactly the ${target.publishedRows ?? target.rowsAfter ?? '?'} rows its publish wrote: the rows it wrote cannot be told ` +
+      'from rows written since, and restoring could lose those writes';
+  }
   const changes = await published.changes();
   const counted = [[changes.changed, 'changed'], [changes.removed, 'removed'], [changes.added, 'written again after the publish removed it']] as const;
   const told = counted.filter(([n]) => n > 0).map(([n, how]) => `${n} ${how}`);
@@ -224,19 +230,38 @@ async function writtenSincePublish(tx: PoolClient, of: { pipeline: Pipeline; sto
     `${told.length > 0 ? told.join(', ') : 'some changed in place'}${keys ? `; ${of.pipeline.keyColumns.join(', ')} ${keys}${changes.changed + changes.removed + changes.added > changes.sample.length ? ', …' : ''}` : ''}), and restoring would lose those writes`;
 }
 
-/** The live rows with the keys a publish wrote, and, read only when their checksum differs, how they changed. */
+/**
+ * The live rows with the keys a publish wrote, and, read only when their checksum differs, how they changed; no
+ * `changes` where that cannot be told (a rewrite's staged rows lost).
+ */
 interface PublishedRows {
   written: RowSource;
-  changes(): Promise<ChangedSincePublish>;
+  changes?: () => Promise<ChangedSincePublish>;
 }
 
 function publishedBySwap(tx: PoolClient, store: RowStore, run: [number, number, Date], swapped: SwappedPartition): PublishedRows {
   return { written: writtenBySwap(store, swapped), changes: () => keysChangedSinceSwap(tx, store, run, swapped) };
 }
 
-function publishedByRewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], apart: boolean): PublishedRows {
-  const tables = rewriteTablesOf(store, run, apart);
-  return { written: writtenByPublish(store, tables), changes: async () => changedSincePublish(tx, store, tables, run, await keptBaseline(tx, store, run)) };
+/**
+ * A rewrite's written rows are told by the keys it staged and saved (writtenByPublish). Where the staged rows are
+ * lost (stagedRowsLost: PostgreSQL's crash recovery empties the unlogged table they were in), the rows with the
+ * saved keys stand for them when the publish wrote no new key, else every live row of the hour when nothing else
+ * is live beside them: whichever has the checksum the publish recorded for what it wrote. Neither: the rows it
+ * wrote cannot be told from rows written since, and there is no `changes` to say how (a rollback is refused).
+ */
+async function publishedByRewrite(tx: PoolClient, store: RowStore, run: [number, number, Date], target: BackfillTargetRow): Promise<PublishedRows> {
+  const tables = rewriteTablesOf(store, run, target.stagedApart);
+  const byKeys = writtenByPublish(store, tables);
+  const staged = target.stagedApart ? await findStagedReconciliation(tx, ...run) : undefined;
+  if (!(await stagedRowsLost(tx, store, run, { apart: target.stagedApart, table: null, rows: staged?.plan?.stagedRows }))) {
+    return { written: byKeys, changes: async () => changedSincePublish(tx, store, tables, run, await keptBaseline(tx, store, run)) };
+  }
+  for (const written of [byKeys, liveSource(store)]) {
+    const row = await checksumRows(tx, rowsChecksumLike(target.publishedChecksum, store), written, run);
+    if (row?.checksum === target.publishedChecksum) return { written };
+  }
+  return { written: byKeys };
 }
 
 /**
@@ -295,7 +320,8 @@ async function restorePartition(tx: PoolClient, of: { pipeline: Pipeline; store:
 async function restoreByRewrite(tx: PoolClient, of: { pipeline: Pipeline; store: RowStore }, run: [number, number, Date], target: BackfillTargetRow): Promise<void> {
   const { store } = of;
   const tables = rewriteTablesOf(store, run, target.stagedApart);
-  const deleted = await deleteRowsChecked(tx, writtenByPublish(store, tables), rowsChecksumLike(target.publishedChecksum, store), run);
+  const { written } = await publishedByRewrite(tx, store, run, target);
+  const deleted = await deleteRowsChecked(tx, written, rowsChecksumLike(target.publishedChecksum, store), run);
   if (deleted.checksum !== target.publishedChecksum) throw writtenDuringRollback(run, `${deleted.rows} rows had the keys it wrote, not the ${target.publishedRows ?? target.rowsAfter ?? '?'} it wrote`);
   let inserted: number | null;
   try {
