@@ -59,10 +59,9 @@ describe('statement and lock timeouts', () => {
   it('cancels a statement past STATEMENT_TIMEOUT_MS with a sentence naming the setting, not a hang', async () => {
     engine = await createTestEngine();
     const { pool } = boundedContext(engine, { statementTimeoutMs: 300, lockTimeoutMs: 60_000 });
-    const started = Date.now();
+    // Not a hang, without a clock: a sleep the server did not cancel would end without an error.
     await expect(withTransaction(pool, (tx) => tx.query('SELECT pg_sleep(10)'))).rejects.toSatisfy((error: unknown) =>
       isBackfillError(error, ErrorCode.Timeout) && !error.retryable && /ran longer than STATEMENT_TIMEOUT_MS \(300 ms\) and PostgreSQL cancelled it/.test(error.message));
-    expect(Date.now() - started).toBeLessThan(5_000);
     // The setting is on every connection of the pool, whoever checks it out.
     const { rows } = await pool.query<{ statement: string; lock: string }>(`SELECT current_setting('statement_timeout') AS statement, current_setting('lock_timeout') AS lock`);
     expect(rows[0]).toEqual({ statement: '300ms', lock: '1min' });
@@ -123,9 +122,8 @@ describe('closing the workers', () => {
     };
     const workers = await startWorkers(ctx, { sweepMs: 200, closeDeadlineMs: 500 });
     await waitUntil(async () => (await activity(`AND wait_event_type = 'Lock'`)) > 0, 'a stage statement waiting for the lock');
-    const closing = Date.now();
+    // The lock is held until the test lets go, after this: a close that did not cancel its statements would never return.
     await workers.close();
-    expect(Date.now() - closing).toBeLessThan(5_000);
     expect(await activity('')).toBe(0);
     const { rows } = await ctx.pool.query<{ status: string; error: string | null }>(
       `SELECT status, error FROM backfill.backfill_steps WHERE backfill_id = $1 AND kind = 'stage' AND error IS NOT NULL`, [id]);

