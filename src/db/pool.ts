@@ -232,8 +232,8 @@ export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolCl
   }
 }
 
-/** A savepoint of the caller's transaction (the tick's per-hour one), and a rollback to it. */
-export type SavepointName = 'tick_hour';
+/** A savepoint of the caller's transaction (the tick's per-hour one, a stage's indexes), a rollback to it, and its release. */
+export type SavepointName = 'tick_hour' | 'index_like_target';
 
 export async function setSavepoint(tx: Queryable, name: SavepointName): Promise<void> {
   await tx.query(`SAVEPOINT ${name}`);
@@ -241,6 +241,10 @@ export async function setSavepoint(tx: Queryable, name: SavepointName): Promise<
 
 export async function rollbackToSavepoint(tx: Queryable, name: SavepointName): Promise<void> {
   await tx.query(`ROLLBACK TO SAVEPOINT ${name}`);
+}
+
+export async function releaseSavepoint(tx: Queryable, name: SavepointName): Promise<void> {
+  await tx.query(`RELEASE SAVEPOINT ${name}`);
 }
 
 /** Runs `work` on a connection to the "postgres" database of the server in the URL; gives it the URL's database name. */

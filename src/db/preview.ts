@@ -8,11 +8,42 @@ import { stepRows, type RowStore } from './rowStore.js';
 // (and, at start, kept by key in the store as the announced envelope, in the same statement). Both are the
 // catalog's SQL, so they run through the one door for it. Nothing is written to the target.
 
+/** What the step would give an hour: its rows and total, and with `keepFor`, whether no key of them repeats (keysOnce). */
+export interface PreviewedHour {
+  rows: number;
+  total: string;
+  /** The rows kept as the envelope hold each key once, as the store's unique index proves (keepKeysOnceInExpected); true where none were kept. */
+  keysOnce: boolean;
+}
+
 /** The rows and total the step would give the hour; with `keepFor` (and no estimate), its keys kept as the backfill's envelope. */
-export async function previewPartition(db: Queryable, store: RowStore, pipeline: Pipeline, hour: Date, keepFor?: { backfillId: number }): Promise<{ rows: number; total: string } | undefined> {
-  const { rows } = await runPipelineSql<{ rows: number; total: string }>(db, previewSql(store, pipeline, keepFor !== undefined),
-    keepFor && !pipeline.estimateSql ? [hour, keepFor.backfillId] : [hour]);
-  return rows[0];
+export async function previewPartition(db: Queryable, store: RowStore, pipeline: Pipeline, hour: Date, keepFor?: { backfillId: number }): Promise<PreviewedHour | undefined> {
+  if (!keepFor || pipeline.estimateSql) {
+    const { rows } = await runPipelineSql<{ rows: number; total: string }>(db, previewSql(store, pipeline, false), [hour]);
+    return rows[0] && { ...rows[0], keysOnce: true };
+  }
+  // Kept once-keyed (bf_keys_once = true) unless the unique index refuses the rows: then kept again unproven, in
+  // the same transaction, and the measure counts distinct keys as it always did.
+  await db.query(`SAVEPOINT ${KEEP_TRY}`);
+  try {
+    const kept = await keepPreviewed(db, store, pipeline, hour, keepFor.backfillId, true);
+    await db.query(`RELEASE SAVEPOINT ${KEEP_TRY}`);
+    return kept;
+  } catch (error) {
+    const pgError = error as { code?: string; constraint?: string };
+    if (pgError.code !== UNIQUE_VIOLATION || pgError.constraint !== KEYS_ONCE) throw error;
+    await db.query(`ROLLBACK TO SAVEPOINT ${KEEP_TRY}; RELEASE SAVEPOINT ${KEEP_TRY}`);
+    return keepPreviewed(db, store, pipeline, hour, keepFor.backfillId, false);
+  }
+}
+
+const KEEP_TRY = 'preview_keep';
+const UNIQUE_VIOLATION = '23505';
+const KEYS_ONCE = 'expected_keys_once';
+
+async function keepPreviewed(db: Queryable, store: RowStore, pipeline: Pipeline, hour: Date, backfillId: number, keysOnce: boolean): Promise<PreviewedHour | undefined> {
+  const { rows } = await runPipelineSql<{ rows: number; total: string }>(db, previewSql(store, pipeline, true), [hour, backfillId, keysOnce ? true : null]);
+  return rows[0] && { ...rows[0], keysOnce };
 }
 
 function previewSql(store: RowStore, pipeline: Pipeline, keep: boolean): string {
@@ -22,8 +53,8 @@ function previewSql(store: RowStore, pipeline: Pipeline, keep: boolean): string 
   if (!keep) return `SELECT count(*)::int AS rows, coalesce(sum(q.${store.measure}), 0)::numeric(18,2)::text AS total FROM ${stepRows(store)}`;
   const columns = [store.partition, ...store.keys];
   return `WITH kept AS (
-      INSERT INTO ${store.expected} (bf_backfill, ${columns.join(', ')}, bf_measure)
-      SELECT $2::bigint, ${columns.map((column) => `q.${column}`).join(', ')}, q.${store.measure} FROM ${stepRows(store)}
+      INSERT INTO ${store.expected} (bf_backfill, ${columns.join(', ')}, bf_measure, bf_keys_once)
+      SELECT $2::bigint, ${columns.map((column) => `q.${column}`).join(', ')}, q.${store.measure}, $3::boolean FROM ${stepRows(store)}
       RETURNING bf_measure)
     SELECT count(*)::int AS rows, coalesce(sum(bf_measure), 0)::numeric(18,2)::text AS total FROM kept`;
 }

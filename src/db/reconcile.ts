@@ -112,9 +112,10 @@ export interface StagedMeasure {
  * nothing more is measured. test/core/onePass.test.ts holds the results equal to theirs.
  */
 export async function measureStaged(db: Queryable, store: RowStore, run: [number, number, Date], live: RowSource, staged: RowSource,
-  options: { snapshot?: boolean; baseline?: { table: string; keepWhole(): Promise<void> }; written?: string } = {}): Promise<StagedMeasure> {
+  options: { snapshot?: boolean; baseline?: { table: string; keepWhole(): Promise<void> }; written?: string; keysOnce?: boolean } = {}): Promise<StagedMeasure> {
   const joined = await joinBothSides(db, store, run, live, staged, {
     snapshot: options.snapshot === true, plan: true, versionsSeen: true, missingKeysInto: options.baseline?.table, written: options.written === undefined ? undefined : { table: options.written, staged },
+    keysOnce: options.keysOnce === true,
   });
   if (joined.unique && joined.plan) {
     return {
@@ -140,6 +141,13 @@ interface JoinOptions {
    * rows' source: where the join is exact, the keys `after` adds, those it drops and the staged rows' version go into it.
    */
   written?: { table: string; staged: RowSource } | undefined;
+  /**
+   * No key repeats on any side, as the caller proved (unique indexes: keysUniqueByIndexes, and the plan's
+   * expected_keys_once): the join's rows are then one a key wherever no key column is NULL, and `unique` counts no
+   * distinct keys. PERF: the count of distinct keys hashes every key once more, about 15% of the join at
+   * 1,000,000 rows (docs/benchmark.md).
+   */
+  keysOnce?: boolean;
 }
 
 interface JoinedSides extends ReconciledSnapshot {
@@ -175,8 +183,8 @@ async function groupBothSides(db: Queryable, store: RowStore, run: [number, numb
 /**
  * The rows joined directly, and with `plan` the plan's rows of the partition as a third side (`e`, joined to
  * whichever of the two has the key). `unique` holds when no key column is NULL on any side and there are as many
- * join rows as distinct keys: then no key is twice on a side, each join row is one key, and every count and
- * total below is exact; a side is present in a join row where its first key column is not NULL.
+ * join rows as distinct keys (or, with `keysOnce`, no side can hold a key twice): then each join row is one key,
+ * and every count and total below is exact; a side is present in a join row where its first key column is not NULL.
  */
 function joinedRows(store: RowStore, before: RowSource, after: RowSource, options: JoinOptions): string {
   const { exact } = store;
@@ -184,7 +192,8 @@ function joinedRows(store: RowStore, before: RowSource, after: RowSource, option
   if (!first) throw new Error('a reconciliation needs key columns');
   const either = store.keys.map((key) => `coalesce(a.${key}, b.${key}${options.plan ? `, e.${key}` : ''})`);
   const distinctKeys = store.keys.length === 1 ? `count(DISTINCT ${either[0]})` : `count(DISTINCT ROW(${either.join(', ')}))`;
-  const unique = `count(*) = ${distinctKeys} AND count(*) FILTER (WHERE ${either.map((key) => `${key} IS NULL`).join(' OR ')}) = 0`;
+  const noNullKey = `count(*) FILTER (WHERE ${either.map((key) => `${key} IS NULL`).join(' OR ')}) = 0`;
+  const unique = options.keysOnce ? noNullKey : `count(*) = ${distinctKeys} AND ${noNullKey}`;
   // Keys and the partition are equal on both sides of a join row by `=`, which is exact for these types.
   const compared = store.columns.filter((column) => !(exact.has(column) && (column === store.partition || store.keys.includes(column))));
   const imaged = compared.filter((column) => !exact.has(column));

@@ -87,7 +87,24 @@ export async function createRowStoreTables(tx: Queryable, store: RowStore): Prom
   await tx.query(`CREATE INDEX IF NOT EXISTS baseline_by_key ON ${store.baseline} (bf_backfill, bf_generation, ${index})`);
   await tx.query(
     `CREATE TABLE IF NOT EXISTS ${store.expected} AS SELECT 0::bigint AS bf_backfill, ${keyList}, 0::numeric(18, 2) AS bf_measure FROM ${store.target} t WITH NO DATA`);
-  await tx.query(`CREATE INDEX IF NOT EXISTS expected_by_key ON ${store.expected} (bf_backfill, ${index})`);
+  await keepKeysOnceInExpected(tx, store, index);
+}
+
+/**
+ * The plan's rows of a backfill's hour carry bf_keys_once = true where no key of them repeats, which the unique
+ * index below enforces (NULLs are distinct in it: the rows of an hour whose keys repeat carry NULL and are left
+ * unconstrained). So `expected_keys_once` proves, for an hour previewed with true (previewPartition), that its plan
+ * has each key once, and a measure need not count distinct keys to know it (reconcile.ts, measureStaged).
+ *
+ * Stores made before it have expected_by_key instead and rows of no flag (NULL: not proven); the column is added
+ * only where missing, so that a store that has it takes no lock that would wait for another backfill's measure.
+ */
+async function keepKeysOnceInExpected(tx: Queryable, store: RowStore, index: string): Promise<void> {
+  const { rows } = await tx.query(`SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'bf_keys_once' AND NOT attisdropped`, [store.expected]);
+  if (rows.length > 0) return;
+  await tx.query(`ALTER TABLE ${store.expected} ADD COLUMN bf_keys_once boolean CONSTRAINT expected_keys_once_true CHECK (bf_keys_once)`);
+  await tx.query(`CREATE UNIQUE INDEX expected_keys_once ON ${store.expected} (bf_backfill, ${index}, bf_keys_once)`);
+  await tx.query(`DROP INDEX IF EXISTS ${store.schema}.expected_by_key`);
 }
 
 /**

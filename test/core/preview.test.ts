@@ -59,6 +59,57 @@ describe('the preview', () => {
     expect((await e.ctx.pool.query('SELECT previewed_by FROM backfill.backfills WHERE id = $1', [backfill.id])).rows[0].previewed_by).toBe('step');
   });
 
+  it('keeps an hour whose previewed keys repeat as unproven, all its rows, and every other hour as proven once by the store\'s unique index', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    // One order of 05:00 landed twice: the step gives its key twice for that hour.
+    await e.ctx.pool.query(`INSERT INTO warehouse.orders_raw SELECT * FROM warehouse.orders_raw WHERE order_id = (SELECT min(order_id) FROM warehouse.orders_raw WHERE event_hour = '2026-11-15T05:00Z')`);
+    const plan = await planBackfill(e.ctx, REQUEST);
+    const { backfill, plan: started } = await startBackfill(e.ctx, REQUEST);
+    // The figures are the plan's: the hour refused once-keyed was kept again whole, in the same transaction.
+    expect(started.expected).toEqual(plan.expected);
+    const hours = await e.ctx.pool.query<{ hour: string; once: boolean | null; kept: number; expected: number }>(
+      `SELECT to_char(t.partition_hour AT TIME ZONE 'UTC', 'HH24') AS hour, t.expected_keys_once AS once, t.expected_rows::int AS expected,
+              (SELECT count(*)::int FROM bf_orders.expected x WHERE x.bf_backfill = t.backfill_id AND x.partition_hour = t.partition_hour
+                 AND x.bf_keys_once IS NOT DISTINCT FROM (CASE WHEN t.expected_keys_once THEN true END)) AS kept
+       FROM backfill.backfill_targets t WHERE t.backfill_id = $1 ORDER BY 1`, [backfill.id]);
+    expect(hours.rows.length).toBeGreaterThan(1);
+    for (const row of hours.rows) {
+      // The target says whether its keys repeat (false for 05:00); each of its rows carries true where none does,
+      // else NULL; and all were kept.
+      expect({ hour: row.hour, once: row.once, kept: row.kept }).toEqual({ hour: row.hour, once: row.hour !== '05', kept: row.expected });
+    }
+    // Unproven is NULL, never false: the index's uniqueness holds among the rows flagged true alone.
+    await expect(e.ctx.pool.query(`INSERT INTO bf_orders.expected SELECT bf_backfill, partition_hour, order_id, bf_measure, true FROM bf_orders.expected WHERE bf_backfill = $1 AND bf_keys_once LIMIT 1`, [backfill.id]))
+      .rejects.toThrow(/expected_keys_once/);
+    await expect(e.ctx.pool.query(`UPDATE bf_orders.expected SET bf_keys_once = false WHERE bf_backfill = $1`, [backfill.id])).rejects.toThrow(/expected_keys_once_true/);
+  });
+
+  it('brings a store made before the flag to it at the next start: its rows unproven, the old index replaced, no lock taken once it has it', async () => {
+    engine = await createTestEngine();
+    const e = engine;
+    const first = await startBackfill(e.ctx, { ...REQUEST, target: '2026-11-15T05:00..2026-11-15T06:00' });
+    // The expected table as stores made before it were: no flag, and an index on (backfill, partition, key).
+    await e.ctx.pool.query('ALTER TABLE bf_orders.expected DROP COLUMN bf_keys_once; CREATE INDEX expected_by_key ON bf_orders.expected (bf_backfill, partition_hour, order_id)');
+    const second = await startBackfill(e.ctx, { ...REQUEST, target: '2026-11-15T07:00..2026-11-15T08:00' });
+    const flags = await e.ctx.pool.query<{ backfill: number; once: boolean | null; n: number }>(
+      `SELECT bf_backfill::int AS backfill, bf_keys_once AS once, count(*)::int AS n FROM bf_orders.expected GROUP BY 1, 2 ORDER BY 1`);
+    expect(flags.rows.map(({ backfill, once }) => ({ backfill, once }))).toEqual([{ backfill: first.backfill.id, once: null }, { backfill: second.backfill.id, once: true }]);
+    const indexes = await e.ctx.pool.query<{ name: string }>(`SELECT indexrelid::regclass::text AS name FROM pg_index WHERE indrelid = 'bf_orders.expected'::regclass ORDER BY 1`);
+    expect(indexes.rows.map((row) => row.name)).toEqual(['bf_orders.expected_keys_once']);
+    // A store that has the flag is left as it is: a start takes no lock on the table that would wait for a measure.
+    const holder = await e.ctx.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE bf_orders.expected IN ROW EXCLUSIVE MODE');
+      const third = await startBackfill(e.ctx, { ...REQUEST, target: '2026-11-15T09:00..2026-11-15T10:00' });
+      expect(third.backfill.id).toBeGreaterThan(second.backfill.id);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+  });
+
   it('uses the pipeline\'s estimate query when it declares one, says so, and checks each partition\'s rows and total against it', async () => {
     engine = await createTestEngine();
     const e = engine;
@@ -71,6 +122,8 @@ describe('the preview', () => {
     const { backfill, plan: started } = await startBackfill(e.ctx, REQUEST);
     expect({ before: started.totalBefore, after: started.expectedTotalAfter }).toEqual({ before: plan.totalBefore, after: plan.expectedTotalAfter });
     expect((await e.ctx.pool.query(`SELECT count(*)::int AS n FROM bf_orders.expected WHERE bf_backfill = $1`, [backfill.id])).rows[0].n).toBe(0);
+    // Nothing kept, so no key of it repeats.
+    expect((await e.ctx.pool.query(`SELECT bool_and(expected_keys_once) AS once FROM backfill.backfill_targets WHERE backfill_id = $1`, [backfill.id])).rows[0].once).toBe(true);
     // After the announcement one order of 07:00 changes upstream: its total leaves the estimate.
     await e.ctx.pool.query(`UPDATE warehouse.orders_raw SET amount_local = amount_local + 10 WHERE order_id = (SELECT min(order_id) FROM warehouse.orders_raw WHERE event_hour = '2026-11-15T07:00Z')`);
     await overrideGate(e.ctx, { backfillId: backfill.id, actor: OPERATOR, reason: 'preview test' });

@@ -40,7 +40,7 @@ describe.each([['plain', 'month-end'], ['partitioned by hour', 'month-end-partit
     const { kept, scans } = await withTransaction(e.ctx.pool, async (tx) => {
       await tx.query('DELETE FROM backfill.backfill_targets WHERE backfill_id = $1', [id]);
       const before = await scansOfAnotherDay(tx);
-      await insertTargets(tx, pipeline, id, HOURS.map((hour, index) => ({ hour, rows: index, total: `${index}.00` })));
+      await insertTargets(tx, pipeline, id, HOURS.map((hour, index) => ({ hour, rows: index, total: `${index}.00`, keysOnce: true })));
       const after = await scansOfAnotherDay(tx);
       const rows = await tx.query<{ hour: Date; rows: number; total: string; checksum: string; expectedRows: number }>(
         `SELECT partition_hour AS hour, rows_before::int AS rows, total_before::text AS total, checksum_before AS checksum, expected_rows::int AS "expectedRows"

@@ -162,7 +162,7 @@ export interface Preview {
 async function previewTotals(db: Queryable, pipeline: Pipeline, hours: Date[], days: string[]): Promise<Preview> {
   const store = await rowStoreOf(db, pipeline);
   const before = await totalOverDays(db, pipeline, days);
-  const expected = await previewHours(db, store, pipeline, hours);
+  const expected = (await previewHours(db, store, pipeline, hours)).map(({ hour, rows, total }) => ({ hour, rows, total }));
   const after = await totalAfterReplacing(db, store, before, hours, expected.map((e) => e.total));
   return { before, after: after ?? before, expected, previewedBy: previewedBy(pipeline) };
 }
@@ -176,17 +176,21 @@ async function previewTotals(db: Queryable, pipeline: Pipeline, hours: Date[], d
  */
 export async function previewAtStart(tx: Queryable, pipeline: Pipeline, hours: Date[], backfill: { backfillId: number; totalBefore: string }): Promise<Preview> {
   const store = await rowStoreOf(tx, pipeline);
-  const expected = await previewHours(tx, store, pipeline, hours, { backfillId: backfill.backfillId });
-  await insertTargets(tx, pipeline, backfill.backfillId, expected);
+  const previewed = await previewHours(tx, store, pipeline, hours, { backfillId: backfill.backfillId });
+  await insertTargets(tx, pipeline, backfill.backfillId, previewed);
   const after = await totalAfterTargets(tx, backfill.backfillId, backfill.totalBefore);
+  const expected = previewed.map(({ hour, rows, total }) => ({ hour, rows, total }));
   return { before: backfill.totalBefore, after, expected, previewedBy: previewedBy(pipeline) };
 }
 
-async function previewHours(db: Queryable, store: RowStore, pipeline: Pipeline, hours: Date[], keepFor?: { backfillId: number }): Promise<Plan['expected']> {
-  const expected: Plan['expected'] = [];
+/** Plan['expected'], and whether each hour's kept rows hold every key once (PreviewedHour). */
+type PreviewedHours = (Plan['expected'][number] & { keysOnce: boolean })[];
+
+async function previewHours(db: Queryable, store: RowStore, pipeline: Pipeline, hours: Date[], keepFor?: { backfillId: number }): Promise<PreviewedHours> {
+  const expected: PreviewedHours = [];
   for (const hour of hours) {
     const row = await previewPartition(db, store, pipeline, hour, keepFor);
-    expected.push({ hour, rows: Number(row?.rows ?? 0), total: row?.total ?? '0.00' });
+    expected.push({ hour, rows: Number(row?.rows ?? 0), total: row?.total ?? '0.00', keysOnce: row?.keysOnce ?? true });
   }
   return expected;
 }

@@ -19,10 +19,11 @@ import { rowStoreOf } from './rowStore.js';
 import { pauseCaughtSteps } from '../lifecycle/pause.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
 import {
-  countedAtStaging, createWrittenTable, indexLikeTarget, overPartition, publishBySwap, reportedLockWait, stageIntoTable, stagingReads, type LockWait, type MeasuredAtStaging, type StagingReads, type SwapHooks,
+  countedAtStaging, createWrittenTable, indexLikeTarget, indexLikeTargetFirst, overPartition, publishBySwap, reportedLockWait, stageIntoTable, stagingReads, type LockWait, type MeasuredAtStaging, type StagingReads, type SwapHooks,
 } from './swap.js';
 import { createBaseline, createRewriteTables, keepBaseline, keptBaseline, rewriteTablesOf, stagedRowsLost, versionedBaseline } from './storeTables.js';
 import { formatHour } from '../time.js';
+import { keysUniqueByIndexes } from '../../db/uniqueKeys.js';
 
 // Stage, reconcile, then publish: the write path of a backfill since it became recoverable.
 //
@@ -76,6 +77,10 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // For a swap, the keys its publish will write, by difference with the live keys (createWrittenTable; copied
   // where keys equal by `=` can be spelled apart).
   const written = staged.table ? await createWrittenTable(tx, live, run, staged.table.qualified) : undefined;
+  // For a swap, the target's indexes first: where each side's keys are proven once (the live partition's and the
+  // staged table's unique indexes, the plan's expected_keys_once), the measure counts no distinct keys.
+  const indexed = reads && staged.table ? await indexLikeTargetFirst(tx, pipeline, reads.indexes, staged.table.qualified, staged.table.name) : false;
+  const keysOnce = indexed && reads && staged.table ? await keysProvenOnce(tx, pipeline, backfill.id, hour, [reads.live.qualified, staged.table.qualified]) : false;
   const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(live), staged.source, {
     // The staged rows' checksum, which a publish takes as that of the rows it writes (swap: measureSwap; rewrite:
     // rewriteUnchanged). Not for a small hour: its publish checksums what it inserts in the same statement, where
@@ -83,15 +88,27 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
     snapshot: apart,
     baseline: { table: baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(live), { rowVersions: true }) },
     written,
+    keysOnce,
   });
-  // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead.
-  if (reads && staged.table && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, reads.indexes, staged.table.qualified, staged.table.name);
+  // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead. Where
+  // a unique index refused the rows before the measure and no key of the pipeline's repeats, this refuses the step.
+  if (reads && staged.table && !indexed && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, reads.indexes, staged.table.qualified, staged.table.name);
   // Not exact: nothing was measured to publish by, so a publish records every key it writes (measureSwap).
   if (written && !exact) await dropStoreTable(tx, written);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null, liveSnapshotXmin: exact.liveSnapshotXmin, liveVersionsSeen: exact.liveVersionsSeen });
   await markTargetStaged(tx, backfill.id, hour, { table: staged.table?.qualified ?? null, apart: apart && !staged.table });
   await recordEvent(tx, { backfillId: backfill.id, actor: ENGINE, kind: 'staged', detail: { partition: formatHour(hour), publishBy: staged.table ? 'swap' : 'rewrite', ...result, ...(again ? { again: again.why } : {}) } });
   return 'staged';
+}
+
+/**
+ * Whether no side of the hour's measure can hold a key twice: the plan's rows were kept with each key once (start,
+ * expected_keys_once) and every relation has a unique index over the partition and key columns alone.
+ */
+async function keysProvenOnce(tx: PoolClient, pipeline: Pipeline, backfillId: number, hour: Date, relations: string[]): Promise<boolean> {
+  const target = await findPublishTarget(tx, backfillId, hour);
+  if (target?.expectedKeysOnce !== true) return false;
+  return keysUniqueByIndexes(tx, relations, [pipeline.partitionColumn, ...pipeline.keyColumns]);
 }
 
 /** An hour staged again by its publish, the same way as before (by rewrite, into tables of its own), and why. */

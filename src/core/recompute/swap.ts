@@ -1,7 +1,7 @@
 import { findSwappedPartition } from '../../db/lineage.js';
 import type { PartitionSnapshot } from '../../db/partitions.js';
 import type { Pipeline } from '../../db/pipelines.js';
-import { quoteIdent, type PoolClient, type Queryable } from '../../db/pool.js';
+import { quoteIdent, releaseSavepoint, rollbackToSavepoint, setSavepoint, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.js';
 import { keysCompareExactly, nothingChanged, preferHashJoins, storeSchemaName, tableSource, type CountedAtStaging, type RowStore } from '../../db/rowStore.js';
 import {
@@ -211,6 +211,26 @@ export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, indexe
     if (index.constraint) await addConstraintUsingIndex(tx, table, name, index.constraint);
   }
   await analyzeStagedTable(tx, table);
+}
+
+/**
+ * indexLikeTarget before the staged rows are measured, so that their unique indexes prove no key repeats in them
+ * (keysUniqueByIndexes) and the measure need not count distinct keys. False, with nothing built, where a unique
+ * index refuses the rows: the measure then counts them as ever and finds the repeated keys (a breach), or, where
+ * the rows repeat no key of the pipeline's, the caller builds the indexes again after it, which refuses the step.
+ */
+export async function indexLikeTargetFirst(tx: PoolClient, pipeline: Pipeline, indexes: readonly TargetIndex[], table: string, tableName: string): Promise<boolean> {
+  await setSavepoint(tx, 'index_like_target');
+  try {
+    await indexLikeTarget(tx, pipeline, indexes, table, tableName);
+  } catch (error) {
+    if (!(error instanceof BackfillError && (error.cause as { code?: string } | undefined)?.code === UNIQUE_VIOLATION)) throw error;
+    await rollbackToSavepoint(tx, 'index_like_target');
+    await releaseSavepoint(tx, 'index_like_target');
+    return false;
+  }
+  await releaseSavepoint(tx, 'index_like_target');
+  return true;
 }
 
 /** How long one try waits for a lock it is not granted, first and at most: short, so readers queued behind it pass soon. */
