@@ -22,6 +22,7 @@ import { continuedNotice } from '../../src/views/replies.js';
 import { renderStatus } from '../../src/views/text.js';
 import { runCli } from '../support/cli.js';
 import { approvedNight15, countRows, createTestEngine, type TestEngine } from '../support/engine.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 // A backfill runs what was previewed and acknowledged: the step, the shard rule and its readers' re-triggers
 // as they were when it was started, whatever the catalog says later (src/core/catalog/frozen.ts).
@@ -29,7 +30,6 @@ import { approvedNight15, countRows, createTestEngine, type TestEngine } from '.
 const OPERATOR = 'U07ONCALL';
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((h) => `2026-11-15T${h}:00Z`);
 const DAY_TOTAL = `SELECT sum(amount_base)::text AS t FROM warehouse.orders WHERE partition_hour >= '2026-11-15' AND partition_hour < '2026-11-16'`;
-const BEFORE_TOTAL = '1284310.55';
 // The step's currency as the demo's fixed step writes it, and the edit that lower-cases it.
 const UPPER = `r.merchant_id, upper(btrim(r.currency_raw, ' "'))`;
 const LOWER = `r.merchant_id, lower(btrim(r.currency_raw, ' "'))`;
@@ -118,7 +118,7 @@ describe('catalog apply while a backfill is in flight', () => {
     // It runs what it announced, to the announced result; once it is done, the same file applies.
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('done');
-    expect(report.backfill.diff).toBe('-12408.45');
+    expect(report.backfill.diff).toBe(NIGHT_15.diff);
     const applied = await applyCatalog(e.ctx.pool, { text: stringify(lowered), source: 'catalog.yml' }, OPERATOR);
     expect(applied.changes.map((change) => `${change.action} ${change.entity} ${change.name}`)).toEqual(['change pipeline orders', 'change consumer marketing_weekly']);
   });
@@ -140,7 +140,7 @@ describe('catalog apply while a backfill is in flight', () => {
 
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('done');
-    expect(report.backfill.diff).toBe('-12408.45');
+    expect(report.backfill.diff).toBe(NIGHT_15.diff);
   });
 });
 
@@ -176,7 +176,7 @@ describe('a catalog changed behind the bot\'s back while a backfill runs', () =>
     // Rolled back, the canary's prior rows are live again.
     await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'the step was changed mid-run' });
     expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('rolled_back');
-    expect((await e.ctx.pool.query(DAY_TOTAL)).rows[0]?.t).toBe(BEFORE_TOTAL);
+    expect((await e.ctx.pool.query(DAY_TOTAL)).rows[0]?.t).toBe(NIGHT_15.signedTotal);
   });
 
   it('a changed shards_expected pauses it before the first stage, instead of leaving every hour unavailable and ending done', async () => {
@@ -195,7 +195,7 @@ describe('a catalog changed behind the bot\'s back while a backfill runs', () =>
     expect(kinds).not.toContain('unavailable');
     expect(kinds).not.toContain('staged');
     expect(report.targets.map((target) => target.status)).toEqual(HOURS.map(() => 'pending'));
-    expect((await e.ctx.pool.query(DAY_TOTAL)).rows[0]?.t).toBe(BEFORE_TOTAL);
+    expect((await e.ctx.pool.query(DAY_TOTAL)).rows[0]?.t).toBe(NIGHT_15.signedTotal);
 
     await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'go on' }))
       .rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) && error.message === refusedContinue(id, 'shard rule'));
@@ -279,7 +279,7 @@ describe('a re-trigger changed behind the bot\'s back after the publish', () => 
     expect(continued.accepted).toEqual([]);
     const done = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(done.backfill.state).toBe('done');
-    expect(done.backfill.diff).toBe('-12408.45');
+    expect(done.backfill.diff).toBe(NIGHT_15.diff);
     expect((await replayedConsumers(e, id)).filter((consumer) => consumer === 'payout_export')).toEqual(['payout_export']);
     expect(await countRows(e.ctx, `SELECT 1 FROM warehouse.payout_export WHERE report_date = '1999-12-31'`)).toBe(0);
   });
@@ -355,6 +355,6 @@ describe('a catalog pause, once the catalog is what was announced again', () => 
       'A partition outside its envelope, or another change to what it announced, pauses it again.');
     const done = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(done.backfill.state).toBe('done');
-    expect(done.backfill.diff).toBe('-12408.45');
+    expect(done.backfill.diff).toBe(NIGHT_15.diff);
   });
 });

@@ -4,7 +4,7 @@ import { planBackfill } from '../../src/core/identify/plan.js';
 import { recordingRefusals } from '../../src/core/refusals.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { ErrorCode, isBackfillError, type ErrorCode as Code } from '../../src/errors.js';
-import { OWNERS } from '../../dev/demo/constants.js';
+import { NIGHT_15, OWNERS } from '../../dev/demo/constants.js';
 import { countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const OPERATOR = 'U07ONCALL';
@@ -72,7 +72,7 @@ describe('bad input gets a clear error and changes nothing', () => {
     await nothingWritten();
     expect(await countRows(engine.ctx, 'SELECT 1 FROM backfill.events')).toBe(before + 1);
     const { rows } = await engine.ctx.pool.query(`SELECT sum(amount_base)::text AS t FROM warehouse.orders WHERE partition_hour >= '2026-11-15' AND partition_hour < '2026-11-16'`);
-    expect(rows[0].t).toBe('1284310.55');
+    expect(rows[0].t).toBe(NIGHT_15.signedTotal);
   });
 
   it('refuses an overlapping backfill by a database constraint, naming the one in flight', async () => {

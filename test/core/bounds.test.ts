@@ -15,6 +15,7 @@ import { renderPlan } from '../../src/views/text.js';
 import { startWorkers } from '../../src/worker.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const OPERATOR = 'U07ONCALL';
 const SECOND = 'U07LEAD';
@@ -133,7 +134,7 @@ describe('closing the workers', () => {
     await release();
     const report = await runUntilSettled(ctx, id, () => undefined, engine.notifier);
     expect(report.backfill.state).toBe('done');
-    expect((await ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1271902.10');
+    expect((await ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.correctedTotal);
   });
 });
 

@@ -160,9 +160,9 @@ describe('the incident package of the night-15 backfill', () => {
       totalBefore: NIGHT_15.signedTotal, totalAfter: NIGHT_15.correctedTotal, diff: NIGHT_15.diff,
       ranBy: OPERATOR, state: 'done', failure: null,
     });
-    expect(parsed.backfill.totalBefore).toBe('1284310.55');
-    expect(parsed.backfill.totalAfter).toBe('1271902.10');
-    expect(parsed.backfill.diff).toBe('-12408.45');
+    expect(parsed.backfill.totalBefore).toBe(NIGHT_15.signedTotal);
+    expect(parsed.backfill.totalAfter).toBe(NIGHT_15.correctedTotal);
+    expect(parsed.backfill.diff).toBe(NIGHT_15.diff);
     const { announcedAt, ranAt, finishedAt } = parsed.backfill;
     expect(Date.parse(announcedAt)).toBeLessThan(Date.parse(ranAt ?? ''));
     expect(Date.parse(ranAt ?? '')).toBeLessThanOrEqual(Date.parse(finishedAt ?? ''));
@@ -170,8 +170,8 @@ describe('the incident package of the night-15 backfill', () => {
 
   it('holds the signed figure it touched: who signed it, when, and what the rebuilt report shows', () => {
     expect(pkg.signedFigures).toEqual([{
-      report: 'settlement_report', period: '2026-11-15', signedTotal: '1284310.55', signedBy: 'U07SETTLE',
-      signedAt: '2026-11-16T07:00:00.000Z', tableTotalBefore: '1284310.55', reportAfter: '1271902.10', diff: '-12408.45',
+      report: 'settlement_report', period: '2026-11-15', signedTotal: NIGHT_15.signedTotal, signedBy: 'U07SETTLE',
+      signedAt: '2026-11-16T07:00:00.000Z', tableTotalBefore: NIGHT_15.signedTotal, reportAfter: NIGHT_15.correctedTotal, diff: NIGHT_15.diff,
     }]);
   });
 
@@ -205,7 +205,7 @@ describe('the incident package of the night-15 backfill', () => {
     const settlement = pkg.consumers.find((c) => c.name === 'settlement_report');
     expect(settlement?.told).toMatchObject({
       kind: 'announcement',
-      facts: { backfillId, totalBefore: '1284310.55', expectedTotalAfter: '1271902.10', signed: [{ report: 'settlement_report', signedBy: OWNERS.settlementLead }] },
+      facts: { backfillId, totalBefore: NIGHT_15.signedTotal, expectedTotalAfter: NIGHT_15.correctedTotal, signed: [{ report: 'settlement_report', signedBy: OWNERS.settlementLead }] },
     });
     const section = markdown.slice(markdown.indexOf('## What each owner was told'), markdown.indexOf('## Steps'));
     expect(section).toMatch(/### settlement_report: .*U07SETTLE.*, told before the run/);

@@ -26,12 +26,12 @@ import { BackfillError, ErrorCode } from '../../src/errors.js';
 import { createStepQueue, dispatch } from '../../src/queue/stepQueue.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { storedRows } from '../support/storedRows.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const OPERATOR = 'U07ONCALL';
 const NIGHT = '2026-11-15';
 const hourKey = (hh: string) => `${NIGHT}T${hh}:00Z`;
 const HOURS = ['05', '06', '07', '08', '09', '10'].map(hourKey);
-const SIGNED_TOTAL = '1284310.55';
 const DAY = `partition_hour >= '2026-11-15T00:00Z' AND partition_hour < '2026-11-16T00:00Z'`;
 
 let engine: TestEngine | undefined;
@@ -456,7 +456,7 @@ describe('Redis lost while a publish runs', () => {
     expect((await settle(e, id)).backfill.state).toBe('rolled_back');
     expect(await snapshotsOf(e)).toEqual(prior);
     const { rows } = await e.ctx.pool.query<{ total: string }>(`SELECT sum(amount_base)::text AS total FROM warehouse.orders WHERE ${DAY}`);
-    expect(rows[0]?.total).toBe(SIGNED_TOTAL);
+    expect(rows[0]?.total).toBe(NIGHT_15.signedTotal);
   }, 90_000);
 });
 

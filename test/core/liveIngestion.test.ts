@@ -12,14 +12,13 @@ import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
 import { checksumShapeOf, rowsChecksum } from '../../src/db/partitions.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const OPERATOR = 'U07ONCALL';
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((hh) => `2026-11-15T${hh}:00:00.000Z`);
 /** Far above the demo's order ids: the other writer's rows have keys of their own. */
 const LATE_BASE = 9_100_000_000;
 const NIGHT = `partition_hour >= '2026-11-15T00:00Z' AND partition_hour < '2026-11-16T00:00Z'`;
-const SIGNED_TOTAL = '1284310.55';
-const CORRECTED_TOTAL = '1271902.10';
 
 let engine: TestEngine | undefined;
 let writers: pg.Pool | undefined;
@@ -119,7 +118,7 @@ describe.each([
     expect(report.backfill.state).toBe('done');
     await Promise.all(writer.landing);
     // The night's own rows carry the correction; the other writer's are all there beside them.
-    expect(await nightTotal(e)).toBe(CORRECTED_TOTAL);
+    expect(await nightTotal(e)).toBe(NIGHT_15.correctedTotal);
     expect(await liveLateKeys(e)).toEqual([...writer.keys].sort());
     const { rows: published } = await e.ctx.pool.query<{ by: string }>(
       `SELECT DISTINCT detail ->> 'publishedBy' AS by FROM backfill.events WHERE backfill_id = $1 AND kind = 'recomputed'`, [id]);
@@ -137,7 +136,7 @@ describe.each([
     await Promise.all(writer.landing);
 
     expect(await nightRows(e)).toEqual(before);
-    expect(await nightTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await nightTotal(e)).toBe(NIGHT_15.signedTotal);
     expect(await liveLateKeys(e)).toEqual([...writer.keys].sort());
     // A row after every statement: every window of the six publishes and of the rollback was tried.
     expect(statements.publish).toBeGreaterThan(HOURS.length * 10);

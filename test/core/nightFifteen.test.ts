@@ -5,7 +5,7 @@ import { runUntilSettled } from '../../src/cli/runner.js';
 import { listEvents } from '../../src/db/events.js';
 import { createTestEngine, countRows, type TestEngine } from '../support/engine.js';
 import { formatMoney, formatSignedMoney } from '../../src/core/money.js';
-import { OWNERS } from '../../dev/demo/constants.js';
+import { NIGHT_15, OWNERS } from '../../dev/demo/constants.js';
 import { createStepQueue } from '../../src/queue/stepQueue.js';
 import type { BackfillReport } from '../../src/core/file/status.js';
 import { storedAnnouncement } from '../../src/core/notices.js';
@@ -32,7 +32,7 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
       `SELECT b.state, b.total_before::text AS total_before, b.partition_count, b.announced_at,
               to_char(b.watermark_reset_to AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI') AS reset_to
        FROM backfill.backfills b WHERE id = $1`, [backfillId]);
-    expect(rows[0]).toMatchObject({ state: 'announced', total_before: '1284310.55', partition_count: 6, reset_to: '2026-11-15 04:00' });
+    expect(rows[0]).toMatchObject({ state: 'announced', total_before: NIGHT_15.signedTotal, partition_count: 6, reset_to: '2026-11-15 04:00' });
     const hours = await engine.ctx.pool.query(`SELECT to_char(partition_hour AT TIME ZONE 'UTC', 'HH24') AS h FROM backfill.backfill_targets WHERE backfill_id = $1 ORDER BY 1`, [backfillId]);
     expect(hours.rows.map((r) => r.h)).toEqual(['05', '06', '07', '08', '09', '10']);
   });
@@ -53,8 +53,8 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
     const notice = storedAnnouncement(rows[0]);
     if (notice.kind !== 'announcement') throw new Error(`expected announcement facts, got ${notice.kind}`);
     expect(notice.facts).toMatchObject({
-      backfillId, direction: 'down', totalBefore: '1284310.55', expectedTotalAfter: '1271902.10', requestedBy: OPERATOR,
-      signed: [{ report: 'settlement_report', period: '2026-11-15', total: '1284310.55', signedBy: OWNERS.settlementLead }],
+      backfillId, direction: 'down', totalBefore: NIGHT_15.signedTotal, expectedTotalAfter: NIGHT_15.correctedTotal, requestedBy: OPERATOR,
+      signed: [{ report: 'settlement_report', period: '2026-11-15', total: NIGHT_15.signedTotal, signedBy: OWNERS.settlementLead }],
     });
     expect(notice.facts.signed[0]?.signedAt).toEqual(new Date('2026-11-16T07:00:00Z'));
     const text = slackNoticeText(notice);
@@ -100,12 +100,12 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
     expect(last.approved).toBe(true);
     report = await runUntilSettled(engine.ctx, backfillId, (line) => lines.push(line), engine.notifier);
     expect(report.backfill.state).toBe('done');
-    expect(report.backfill.totalBefore).toBe('1284310.55');
-    expect(report.backfill.totalAfter).toBe('1271902.10');
-    expect(report.backfill.diff).toBe('-12408.45');
+    expect(report.backfill.totalBefore).toBe(NIGHT_15.signedTotal);
+    expect(report.backfill.totalAfter).toBe(NIGHT_15.correctedTotal);
+    expect(report.backfill.diff).toBe(NIGHT_15.diff);
     expect(formatSignedMoney(report.backfill.diff ?? '0')).toBe('−12,408.45');
     expect(report.signed).toEqual([expect.objectContaining({
-      report: 'settlement_report', period: '2026-11-15', signedTotal: '1284310.55', reportAfter: '1271902.10', diff: '-12408.45', signedBy: OWNERS.settlementLead,
+      report: 'settlement_report', period: '2026-11-15', signedTotal: NIGHT_15.signedTotal, reportAfter: NIGHT_15.correctedTotal, diff: NIGHT_15.diff, signedBy: OWNERS.settlementLead,
     })]);
     expect(formatMoney(report.signed[0]?.signedTotal ?? '0')).toBe('1,284,310.55');
     expect(report.backfill.ranBy).toBe(OPERATOR);
@@ -140,7 +140,7 @@ describe('the night-15 backfill, end to end on Postgres and BullMQ', () => {
     const started = (key: string) => replays.find((s) => s.key === key)?.startedAt?.getTime() ?? -Infinity;
     expect(started('payout_export')).toBeGreaterThanOrEqual(finished('settlement_report'));
     const payout = await engine.ctx.pool.query(`SELECT total::text FROM warehouse.payout_export WHERE report_date = '2026-11-15'`);
-    expect(payout.rows[0].total).toBe('1271902.10');
+    expect(payout.rows[0].total).toBe(NIGHT_15.correctedTotal);
   });
 
   it('tells the "after" owner after the run, and keeps every step in the timeline in order', async () => {

@@ -6,7 +6,7 @@ import { addSigner, signReport } from '../../src/core/finance/signing.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { tick } from '../../src/core/recompute/tick.js';
 import { listUntoldNotices } from '../../src/db/catchUps.js';
-import { OWNERS } from '../../dev/demo/constants.js';
+import { NIGHT_15, OWNERS } from '../../dev/demo/constants.js';
 import { deliverNight9Source } from '../../dev/demo/seed.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { startWorkers } from '../../src/worker.js';
@@ -24,9 +24,9 @@ describe('what did we pay against', () => {
 
   it('answers the signed figure when nothing has corrected it', async () => {
     const answer = await answerPaidAgainst(engine.ctx.pool, { report: 'settlement_report', date: '2026-11-15' });
-    expect(answer.signatures).toEqual([{ total: '1284310.55', signedBy: OWNERS.settlementLead, signedAt: new Date('2026-11-16T07:00:00Z') }]);
+    expect(answer.signatures).toEqual([{ total: NIGHT_15.signedTotal, signedBy: OWNERS.settlementLead, signedAt: new Date('2026-11-16T07:00:00Z') }]);
     expect(answer.corrections).toEqual([]);
-    expect(answer.current).toEqual({ total: '1284310.55', source: 'signature' });
+    expect(answer.current).toEqual({ total: NIGHT_15.signedTotal, source: 'signature' });
   });
 
   it('lists two corrections of one date in the order they ran, and the current figure', async () => {
@@ -42,26 +42,26 @@ describe('what did we pay against', () => {
     expect(answer.report).toBe('settlement_report');
     expect(answer.corrections.map((c) => c.backfillId)).toEqual([first.backfill.id, second.backfill.id]);
     const [one, two] = answer.corrections;
-    expect(one?.signedTotal).toBe('1284310.55');
+    expect(one?.signedTotal).toBe(NIGHT_15.signedTotal);
     expect(one?.acknowledgedBy.map((a) => a.owner)).toEqual([OWNERS.settlementLead, OWNERS.payouts]);
-    expect(two?.corrected).toBe('1271902.10');
-    expect(two?.diffFromSigned).toBe('-12408.45');
+    expect(two?.corrected).toBe(NIGHT_15.correctedTotal);
+    expect(two?.diffFromSigned).toBe(NIGHT_15.diff);
     expect(two?.overriddenBy).toEqual([
       { operator: OPERATOR, consumer: 'settlement_report', reason: 'owners agreed in the incident call' },
       { operator: OPERATOR, consumer: 'payout_export', reason: 'owners agreed in the incident call' },
     ]);
     expect(Number(one?.corrected)).toBeGreaterThan(1271902.10);
-    expect(answer.current).toEqual({ total: '1271902.10', source: 'correction', backfillId: second.backfill.id });
+    expect(answer.current).toEqual({ total: NIGHT_15.correctedTotal, source: 'correction', backfillId: second.backfill.id });
   });
 
   it('keeps both signatures when a report is signed twice, and the newer one is current', async () => {
     const again = await signReport(engine.ctx, { report: 'settlement_report', period: '2026-11-15', actor: OWNERS.settlementLead });
-    expect(again).toMatchObject({ total: '1271902.10', signatureNumber: 2 });
+    expect(again).toMatchObject({ total: NIGHT_15.correctedTotal, signatureNumber: 2 });
     const third = await signReport(engine.ctx, { report: 'settlement_report', period: '2026-11-15', actor: OWNERS.settlementLead });
     expect(third.signatureNumber).toBe(3);
     const answer = await answerPaidAgainst(engine.ctx.pool, { report: 'settlement_report', date: '2026-11-15' });
-    expect(answer.signatures.map((s) => s.total)).toEqual(['1284310.55', '1271902.10', '1271902.10']);
-    expect(answer.current).toEqual({ total: '1271902.10', source: 'signature' });
+    expect(answer.signatures.map((s) => s.total)).toEqual([NIGHT_15.signedTotal, NIGHT_15.correctedTotal, NIGHT_15.correctedTotal]);
+    expect(answer.current).toEqual({ total: NIGHT_15.correctedTotal, source: 'signature' });
   });
 
   it('lets only configured signers sign, and says who may', async () => {

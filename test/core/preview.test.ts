@@ -5,6 +5,7 @@ import { planBackfill } from '../../src/core/identify/plan.js';
 import { startBackfill } from '../../src/core/announce/start.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
 import { slackNoticeText } from '../../src/views/notices.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const OPERATOR = 'U07ONCALL';
 const REQUEST = { pipeline: 'orders', target: '2026-11-15', reason: 'currency parsed as text', actor: OPERATOR };
@@ -42,11 +43,11 @@ describe('the preview', () => {
     const deletedBefore = await dead();
     const plan = await planBackfill(e.ctx, REQUEST);
     expect(plan.previewedBy).toBe('step');
-    expect(plan.expectedTotalAfter).toBe('1271902.10');
+    expect(plan.expectedTotalAfter).toBe(NIGHT_15.correctedTotal);
     const { backfill, plan: started } = await startBackfill(e.ctx, REQUEST);
     // Start previews again in its own transaction, reading the days once (the backfill row's total before) and
     // the hours once (the targets' figures before): the same figures as the plan's own reads.
-    expect({ before: started.totalBefore, after: started.expectedTotalAfter, kept: backfill.totalBefore }).toEqual({ before: plan.totalBefore, after: '1271902.10', kept: plan.totalBefore });
+    expect({ before: started.totalBefore, after: started.expectedTotalAfter, kept: backfill.totalBefore }).toEqual({ before: plan.totalBefore, after: NIGHT_15.correctedTotal, kept: plan.totalBefore });
     // The settlement report signed for the night, the backfill's one day: its total before is the day's.
     expect(await signedFiguresBefore(e, backfill.id)).toEqual([{ period: '2026-11-15', total: await dayTotal(e, '2026-11-15') }]);
     expect(plan.totalBefore).toBe(await dayTotal(e, '2026-11-15'));
@@ -116,7 +117,7 @@ describe('the preview', () => {
     await e.ctx.pool.query(`UPDATE backfill.pipelines SET estimate_sql = $1 WHERE name = 'orders'`, [ESTIMATE_SQL]);
     const plan = await planBackfill(e.ctx, REQUEST);
     expect(plan.previewedBy).toBe('estimate');
-    expect(plan.expectedTotalAfter).toBe('1271902.10');
+    expect(plan.expectedTotalAfter).toBe(NIGHT_15.correctedTotal);
     expect(plan.announcements[0]?.facts.previewedBy).toBe('estimate');
     expect(slackNoticeText({ kind: 'announcement', facts: plan.announcements[0]!.facts })).toMatch(/from the pipeline's estimate/);
     const { backfill, plan: started } = await startBackfill(e.ctx, REQUEST);

@@ -12,6 +12,7 @@ import { withTransaction } from '../../src/db/pool.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { approvedNight15, countRows, createTestEngine, type TestEngine } from '../support/engine.js';
 import { storedRows } from '../support/storedRows.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const OPERATOR = 'U07ONCALL';
 const HOURS = ['05', '06', '07', '08', '09', '10'].map((h) => `2026-11-15T${h}:00Z`);
@@ -45,7 +46,7 @@ describe('stop and the fence', () => {
     }, { backfillId: id, kind: 'publish', key: HOURS[0] as string });
     expect(outcome).toBe('not_runnable');
     expect((await e.ctx.pool.query(dayTotal)).rows[0]).toEqual(before);
-    expect(before?.t).toBe('1284310.55');
+    expect(before?.t).toBe(NIGHT_15.signedTotal);
     // The partition it was publishing holds exactly the rows it held, none of them saved as replaced, no generation recorded.
     expect((await e.ctx.pool.query(canaryRows, [HOURS[0]])).rows).toEqual(canaryBefore);
     expect(await countRows(e.ctx, `SELECT 1 FROM ${await storedRows(e.ctx.pool, 'saved')} WHERE bf_backfill = $1`, [id])).toBe(0);
@@ -72,7 +73,7 @@ describe('canary, waves, and what stops them', () => {
     const id = await approvedNight15(e.ctx, 'recovery test');
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('done');
-    expect(report.backfill.diff).toBe('-12408.45');
+    expect(report.backfill.diff).toBe(NIGHT_15.diff);
     expect(report.targets.map((t) => t.wave)).toEqual([0, 1, 1, 2, 2, 3]);
     const published = (await listEvents(e.ctx.pool, id)).filter((ev) => ev.kind === 'recomputed').map((ev) => String(ev.detail.partition).slice(11, 13));
     const position = (hour: string) => published.indexOf(hour);
@@ -94,7 +95,7 @@ describe('canary, waves, and what stops them', () => {
     expect(paused.backfill.state).toBe('paused');
     expect(paused.backfill.pausedReason).toBe('2026-11-15 05:00: 3 key(s) would be lost, which the plan did not predict');
     expect(paused.steps.filter((s) => s.kind === 'publish' && s.status === 'done')).toHaveLength(0);
-    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1284310.55');
+    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.signedTotal);
     // The canary's staged rows are kept for the operator's decision; later hours may or may not have been staged
     // when it paused (they stage while it publishes), and a continue stages the rest.
     const staged = await e.ctx.pool.query(`SELECT count(*)::int AS n FROM ${await storedRows(e.ctx.pool, 'staged')} WHERE bf_backfill = $1 AND partition_hour = '2026-11-15T05:00Z'`, [id]);
@@ -116,7 +117,7 @@ describe('canary, waves, and what stops them', () => {
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('paused');
     expect(report.backfill.pausedReason).toMatch(/^2026-11-15 05:00: \d+ duplicate key\(s\) in the staged data: the publish is blocked$/);
-    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1284310.55');
+    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.signedTotal);
     await expect(continueBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'ship it' }))
       .rejects.toSatisfy((err: unknown) => isBackfillError(err, ErrorCode.WrongState) && /duplicate keys .* cannot be accepted/.test(err.message));
   });
@@ -143,7 +144,7 @@ describe.each([
     expect(report.backfill.state).toBe('done');
     const after = await e.ctx.pool.query<{ n: number; keys: number }>(`SELECT count(*)::int AS n, count(DISTINCT order_id)::int AS keys FROM warehouse.orders WHERE ${canary}`);
     expect(after.rows[0]?.n).toBe(after.rows[0]?.keys);
-    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1271902.10');
+    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.correctedTotal);
     // The published snapshot is the partition's, the replaced rows counted twice as they were.
     const target = await e.ctx.pool.query<{ rowsBefore: number; rowsAfter: number }>(
       `SELECT rows_before::int AS "rowsBefore", rows_after::int AS "rowsAfter" FROM backfill.backfill_targets WHERE backfill_id = $1 AND partition_hour = '2026-11-15T05:00Z'`, [id]);
@@ -165,15 +166,15 @@ describe('rollback', () => {
     const prior = await Promise.all(HOURS.map((h) => snapshotPartition(e.ctx.pool, pipeline, new Date(h))));
     const id = await approvedNight15(e.ctx, 'recovery test');
     expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('done');
-    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1271902.10');
+    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.correctedTotal);
     const { restored } = await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR });
     expect(restored).toHaveLength(6);
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('rolled_back');
     expect(await Promise.all(HOURS.map((h) => snapshotPartition(e.ctx.pool, pipeline, new Date(h))))).toEqual(prior);
-    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1284310.55');
+    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.signedTotal);
     const payout = await e.ctx.pool.query(`SELECT total::text FROM warehouse.payout_export WHERE report_date = '2026-11-15'`);
-    expect(payout.rows[0].total).toBe('1284310.55');
+    expect(payout.rows[0].total).toBe(NIGHT_15.signedTotal);
     const replays = report.steps.filter((s) => s.kind === 'replay' && s.key.endsWith('@rollback'));
     expect(replays.map((s) => s.status)).toEqual(['done', 'done', 'done']);
     const settle = replays.find((s) => s.key === 'settlement_report@rollback');
@@ -221,7 +222,7 @@ describe.each([['plain', 'month-end', 'rewrite'], ['partitioned by hour', 'month
       const e = engine;
       const id = await publishedInEarlierForm(e);
       expect((await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR })).restored).toHaveLength(HOURS.length);
-      expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1284310.55');
+      expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.signedTotal);
     });
 
     it('refuses when another writer changed a row the publish wrote', async () => {

@@ -17,6 +17,7 @@ import { startWorkers } from '../../src/worker.js';
 import { createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
 import { storedRows } from '../support/storedRows.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const OPERATOR = 'U07ONCALL';
 const DAY_MS = 24 * 3600 * 1000;
@@ -125,7 +126,7 @@ describe('retention of stored rows', () => {
 
     await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'retention test' });
     expect((await runUntilSettled(e.ctx, id, () => undefined, e.notifier)).backfill.state).toBe('rolled_back');
-    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1284310.55');
+    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.signedTotal);
     // Rolled back, nothing can need its staged and saved rows any more: the job drops them past the age.
     expect((await pruneStoredRows(e.ctx, { actor: RETENTION_ACTOR, includeRollbackRows: false, asOf: later(31) })).map((p) => p.kinds)).toEqual([['undo']]);
     expect(await stored(e, id)).toEqual({ staged: 0, saved: 0, baseline: 0, expected: 0 });
@@ -143,7 +144,7 @@ describe('retention of stored rows', () => {
     expect(rows).toEqual([{ rows_kind: 'scratch', pruned_by: OPERATOR }, { rows_kind: 'undo', pruned_by: OPERATOR }]);
     await expect(rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR })).rejects.toSatisfy((error: unknown) => isBackfillError(error, ErrorCode.WrongState) &&
       error.message.startsWith(`Backfill #${id} cannot be rolled back: its saved prior rows were dropped by retention (${OPERATOR}, `));
-    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe('1271902.10');
+    expect((await e.ctx.pool.query(dayTotal)).rows[0]?.t).toBe(NIGHT_15.correctedTotal);
     expect((await e.ctx.pool.query('SELECT state FROM backfill.backfills WHERE id = $1', [id])).rows[0]?.state).toBe('done');
   });
 

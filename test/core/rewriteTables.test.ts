@@ -9,11 +9,10 @@ import { runUntilSettled } from '../../src/cli/runner.js';
 import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
 import { listEvents } from '../../src/db/events.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const HOURS = ['05', '06', '07', '08', '09', '10'];
 const hourKey = (hh: string) => `2026-11-15T${hh}:00Z`;
-const SIGNED_TOTAL = '1284310.55';
-const CORRECTED_TOTAL = '1271902.10';
 
 let engine: TestEngine | undefined;
 
@@ -70,7 +69,7 @@ describe('the tables a publish by rewrite keeps its rows in', () => {
 
     const report = await runUntilSettled({ ...e.ctx, config: { ...e.ctx.config, SWAP_MIN_ROWS: threshold } }, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('done');
-    expect(await dayTotal(e)).toBe(CORRECTED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.correctedTotal);
     // Every hour went by rewrite (the target is one table), whichever tables held its rows.
     const events = await listEvents(e.ctx.pool, id);
     expect(events.filter((ev) => ev.kind === 'recomputed').map((ev) => ev.detail.publishedBy)).toEqual(HOURS.map(() => 'rewrite'));
@@ -100,7 +99,7 @@ describe('the tables a publish by rewrite keeps its rows in', () => {
     expect(e.ctx.config.SWAP_MIN_ROWS).toBe(0);
     const { restored } = await rollbackBackfill(e.ctx, { backfillId: id, actor: 'U07ONCALL', reason: 'rewrite tables test' });
     expect(restored).toHaveLength(HOURS.length);
-    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.signedTotal);
     expect(await hourRows(e)).toEqual(before);
   });
 });

@@ -14,11 +14,10 @@ import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
 import { listEvents } from '../../src/db/events.js';
 import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const HOURS = ['05', '06', '07', '08', '09', '10'];
 const hourKey = (hh: string) => `2026-11-15T${hh}:00Z`;
-const SIGNED_TOTAL = '1284310.55';
-const CORRECTED_TOTAL = '1271902.10';
 const OPERATOR = 'U07ONCALL';
 
 let engine: TestEngine | undefined;
@@ -94,8 +93,8 @@ describe('rows staged for a rewrite, unlogged', () => {
     expect(await loseStagedRows(e, id)).toBe(HOURS.length);
     const report = await runUntilSettled(e.ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('done');
-    expect(report.backfill.diff).toBe('-12408.45');
-    expect(await dayTotal(e)).toBe(CORRECTED_TOTAL);
+    expect(report.backfill.diff).toBe(NIGHT_15.diff);
+    expect(await dayTotal(e)).toBe(NIGHT_15.correctedTotal);
 
     // Each hour was staged twice: by its stage, then by its publish, which said why.
     const staged = (await listEvents(e.ctx.pool, id)).filter((ev) => ev.kind === 'staged');
@@ -128,7 +127,7 @@ describe('rows staged for a rewrite, unlogged', () => {
     const { rows: late } = await e.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM warehouse.orders WHERE order_id IN (990601, 990801)');
     expect(late[0]?.n).toBe(1);
     await e.ctx.pool.query('DELETE FROM warehouse.orders WHERE order_id = 990801');
-    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.signedTotal);
     expect(await hourRows(e)).toEqual(before);
   });
 

@@ -17,14 +17,13 @@ import { ErrorCode, isBackfillError } from '../../src/errors.js';
 import { startWorkers } from '../../src/worker.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { waitUntil } from '../support/wait.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const OPERATOR = 'U07ONCALL';
 const NIGHT = '2026-11-15';
 const HOURS = ['05', '06', '07', '08', '09', '10'];
 const hourKey = (hh: string) => `${NIGHT}T${hh}:00Z`;
 const partitionName = (hh: string) => `orders_p20261115${hh}`;
-const SIGNED_TOTAL = '1284310.55';
-const CORRECTED_TOTAL = '1271902.10';
 const DAY = `partition_hour >= '2026-11-15T00:00Z' AND partition_hour < '2026-11-16T00:00Z'`;
 
 let engine: TestEngine | undefined;
@@ -83,7 +82,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     const before = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
     const id = await approvedNight15(e.ctx, 'swap test');
     expect(await settle(e, id)).toBe('done');
-    expect(await dayTotal(e)).toBe(CORRECTED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.correctedTotal);
 
     const after = await Promise.all(HOURS.map((hh) => livePartition(e, hh)));
     for (const [index, hh] of HOURS.entries()) {
@@ -140,7 +139,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     const events = await listEvents(e.ctx.pool, id);
     // Swaps that queued for the target while holding a reader's lock on it deadlocked here, in three runs of three.
     expect(events.filter((ev) => ev.kind === 'step_retried').map((ev) => ev.detail)).toEqual([]);
-    expect(await dayTotal(e)).toBe(CORRECTED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.correctedTotal);
   });
 
   it('rollback swaps the prior partitions back in, and moves the published ones into the store', async () => {
@@ -154,7 +153,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     const { restored } = await rollbackBackfill(e.ctx, { backfillId: id, actor: OPERATOR, reason: 'swap test' });
     expect(restored).toHaveLength(HOURS.length);
     expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => p.oid)).toEqual(before.map((b) => b.oid));
-    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.signedTotal);
     expect((await storeTables(e)).filter((name) => /_(saved|rolledback)$/.test(name))).toEqual(HOURS.map((hh) => `p20261115${hh}_b${id}_rolledback`));
     const { rows } = await e.ctx.pool.query<{ oid: number }>(`SELECT to_regclass(format('bf_orders.%I', $1::text))::oid::int AS oid`, [`p2026111505_b${id}_rolledback`]);
     expect(rows[0]?.oid).toBe(published[0]?.oid);
@@ -181,7 +180,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     // written after it was carried into the restored partition.
     expect(await has(990_001)).toBe(true);
     expect(await has(990_002)).toBe(true);
-    expect(await dayTotal(e)).toBe((Number(SIGNED_TOTAL) + 20).toFixed(2));
+    expect(await dayTotal(e)).toBe((Number(NIGHT_15.signedTotal) + 20).toFixed(2));
   });
 
   it('two backfills of the night: #1 cannot be rolled back while #2 stands; #2 then #1 roll back, and the original partitions are live again', async () => {
@@ -205,7 +204,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect(await settle(e, second)).toMatch(/^rolled_back/);
     await rollbackBackfill(e.ctx, { backfillId: first, actor: OPERATOR });
     expect((await Promise.all(HOURS.map((hh) => livePartition(e, hh)))).map((p) => p.oid)).toEqual(original.map((p) => p.oid));
-    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.signedTotal);
   });
 
   it('a rollback is refused, and nothing is swapped, when another writer changed a row the publish wrote', async () => {
@@ -284,7 +283,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect(settled).toBe(false);
     await other.query('COMMIT');
     expect((await rollback).restored).toHaveLength(HOURS.length);
-    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.signedTotal);
   });
 
   it('a stop that lands between the swap and its commit fences it: the live partition and the staged table stay as they were', async () => {
@@ -304,7 +303,7 @@ describe('publish by swap, on a target partitioned by hour', () => {
     expect((await storeTables(e)).filter((name) => /_written$/.test(name))).toEqual(HOURS.map((hh) => `p20261115${hh}_b${id}_written`));
     const { rows } = await e.ctx.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM backfill.preserved_partitions WHERE backfill_id = $1', [id]);
     expect(rows[0]?.n).toBe(0);
-    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.signedTotal);
   });
 
   it('retention drops the detached tables of a pruned backfill and never a live partition; its rollback is then refused', async () => {

@@ -10,12 +10,11 @@ import { rollbackBackfill } from '../../src/core/recovery/recovery.js';
 import { listEvents } from '../../src/db/events.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 import { storedRows } from '../support/storedRows.js';
+import { NIGHT_15 } from '../../dev/demo/constants.js';
 
 const NIGHT = '2026-11-15';
 const HOURS = ['05', '06', '07', '08', '09', '10'];
 const hourKey = (hh: string) => `${NIGHT}T${hh}:00Z`;
-const SIGNED_TOTAL = '1284310.55';
-const CORRECTED_TOTAL = '1271902.10';
 const DAY = `partition_hour >= '2026-11-15T00:00Z' AND partition_hour < '2026-11-16T00:00Z'`;
 
 let engine: TestEngine | undefined;
@@ -76,7 +75,7 @@ describe('the size a swap pays from (SWAP_MIN_ROWS)', () => {
     const ctx = { ...e.ctx, config: { ...e.ctx.config, SWAP_MIN_ROWS: threshold } };
     const report = await runUntilSettled(ctx, id, () => undefined, e.notifier);
     expect(report.backfill.state).toBe('done');
-    expect(await dayTotal(e)).toBe(CORRECTED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.correctedTotal);
     const events = await listEvents(e.ctx.pool, id);
     // By hour: the steps ran side by side, in no fixed order.
     const ways = (kind: string, field: 'publishBy' | 'publishedBy') => events.filter((ev) => ev.kind === kind)
@@ -99,7 +98,7 @@ describe('the size a swap pays from (SWAP_MIN_ROWS)', () => {
 
     const { restored } = await rollbackBackfill(e.ctx, { backfillId: id, actor: 'U07ONCALL', reason: 'swap size test' });
     expect(restored).toHaveLength(HOURS.length);
-    expect(await dayTotal(e)).toBe(SIGNED_TOTAL);
+    expect(await dayTotal(e)).toBe(NIGHT_15.signedTotal);
     // Every hour holds its rows as before, in the table it was in before (the swapped ones' prior tables are back).
     expect(await partitions(e)).toEqual(before);
   });

@@ -63,7 +63,7 @@ describe('the month-end demo seed', () => {
       `SELECT total::text, signed_by, signed_at FROM backfill.signoffs WHERE report = $1 AND period = $2::date`,
       [CONSUMER_NAMES.settlementReport, NIGHT_15.reportDate]);
     expect(rows).toHaveLength(1);
-    expect(rows[0]?.total).toBe('1284310.55');
+    expect(rows[0]?.total).toBe(NIGHT_15.signedTotal);
     expect(rows[0]?.signed_by).toBe(OWNERS.settlementLead);
     expect(rows[0]?.signed_at.toISOString()).toBe('2026-11-16T07:00:00.000Z');
   });
@@ -74,12 +74,12 @@ describe('the month-end demo seed', () => {
     try {
       await client.query('BEGIN');
       for (const hour of flaggedNightHours(15)) await replacePartition(client, pipeline, hour);
-      expect(await totalOverDays(client, pipeline, [NIGHT_15.reportDate])).toBe('1271902.10');
+      expect(await totalOverDays(client, pipeline, [NIGHT_15.reportDate])).toBe(NIGHT_15.correctedTotal);
     } finally {
       await client.query('ROLLBACK');
       client.release();
     }
-    expect(await totalOverDays(db.pool, pipeline, [NIGHT_15.reportDate])).toBe('1284310.55');
+    expect(await totalOverDays(db.pool, pipeline, [NIGHT_15.reportDate])).toBe(NIGHT_15.signedTotal);
   });
 
   it('changes only night 15 and night 27 when every hour is recomputed with the fixed step', async () => {

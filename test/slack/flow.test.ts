@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNERS } from '../../dev/demo/constants.js';
+import { NIGHT_15, OWNERS } from '../../dev/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, INCIDENT_CHANNEL, type SlackHarness } from '../support/slackApp.js';
@@ -55,7 +55,7 @@ describe('night 15 from /backfill start to the diff, through the signed Bolt rec
   it('deletes and enqueues nothing before the required acknowledgements', async () => {
     expect(await countRows(h.engine.ctx, `SELECT 1 FROM backfill.backfill_steps WHERE kind <> 'announce'`)).toBe(0);
     const { rows } = await h.engine.ctx.pool.query(`SELECT sum(amount_base)::text AS t FROM warehouse.orders WHERE partition_hour >= '2026-11-15' AND partition_hour < '2026-11-16'`);
-    expect(rows[0].t).toBe('1284310.55');
+    expect(rows[0].t).toBe(NIGHT_15.signedTotal);
   });
 
   it('refuses a click by someone who does not own the consumer, changing nothing', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OWNERS } from '../../dev/demo/constants.js';
+import { NIGHT_15, OWNERS } from '../../dev/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, INCIDENT_CHANNEL, SIGNING_SECRET, type SlackHarness } from '../support/slackApp.js';
@@ -85,8 +85,8 @@ describe('"what did we pay against?" in Slack, after the night-15 backfill', () 
     expect(markdown).toContain('1,284,310.55');
     expect(markdown).toContain('1,271,902.10');
     expect(markdown).toContain('−12,408.45');
-    expect(JSON.stringify(pkg)).toContain('1284310.55');
-    expect(JSON.stringify(pkg)).toContain('-12408.45');
+    expect(JSON.stringify(pkg)).toContain(NIGHT_15.signedTotal);
+    expect(JSON.stringify(pkg)).toContain(NIGHT_15.diff);
   });
 
   it('publishes the Home tab for the user who opened it: in-flight gates and the latest log rows', async () => {

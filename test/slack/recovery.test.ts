@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { OWNERS } from '../../dev/demo/constants.js';
+import { NIGHT_15, OWNERS } from '../../dev/demo/constants.js';
 import { ActionId, encodeButtonValue } from '../../src/views/blocks.js';
 import { countRows } from '../support/engine.js';
 import { createSlackHarness, INCIDENT_CHANNEL, type SlackHarness } from '../support/slackApp.js';
@@ -88,7 +88,7 @@ describe('recovering a backfill from Slack', () => {
     expect(rolled.reply).toBe('Backfill #1 rolled back: 6 partition(s) restored.');
     await waitUntil(async () => (await state(harness)) === 'rolled_back', 'the rollback replays', 30_000);
     const total = await harness.engine.ctx.pool.query(`SELECT total::text FROM warehouse.settlement_report WHERE report_date = '2026-11-15'`);
-    expect(total.rows[0].total).toBe('1284310.55');
+    expect(total.rows[0].total).toBe(NIGHT_15.signedTotal);
     await waitUntil(() => channelTexts(harness).some((t) => t.includes('Backfill #1 rolled back:')), 'the rollback report');
     await waitUntil(() => h?.slack.callsTo('chat.postMessage').filter((c) => String(c.params.text).includes('was rolled back')).length === 3, 'owners told');
     expect((await harness.command('rollback 1')).reply).toMatch(/is rolled back; only a finished, failed, stopped or paused backfill can be rolled back/);
