@@ -1,5 +1,5 @@
 import { PIPELINE_COLUMNS, type Pipeline } from './pipelines.js';
-import type { Queryable } from './pool.js';
+import { undoneIfRefused, type Queryable } from './pool.js';
 
 // The catalog as the database holds it (backfill.pipelines, backfill.consumers with their dependencies,
 // backfill.signers), read whole and written row by row for `backfill catalog plan|apply <file>`
@@ -165,15 +165,7 @@ export async function deletePipelineUnlessReferenced(tx: Queryable, name: string
 const FOREIGN_KEY_VIOLATION = '23503';
 
 async function deleteUnlessReferenced(tx: Queryable, statement: string, name: string): Promise<{ deleted: true } | { deleted: false; referencedBy: string }> {
-  await tx.query('SAVEPOINT catalog_remove');
-  try {
-    await tx.query(statement, [name]);
-    await tx.query('RELEASE SAVEPOINT catalog_remove');
-    return { deleted: true };
-  } catch (error) {
-    const pgError = error as { code?: string; table?: string };
-    if (pgError.code !== FOREIGN_KEY_VIOLATION) throw error;
-    await tx.query('ROLLBACK TO SAVEPOINT catalog_remove');
-    return { deleted: false, referencedBy: `backfill.${pgError.table ?? 'another table'}` };
-  }
+  const tried = await undoneIfRefused(tx, 'catalog_remove', () => tx.query(statement, [name]), (error) => (error as { code?: string }).code === FOREIGN_KEY_VIOLATION);
+  if (tried.done) return { deleted: true };
+  return { deleted: false, referencedBy: `backfill.${(tried.error as { table?: string }).table ?? 'another table'}` };
 }

@@ -232,8 +232,11 @@ export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolCl
   }
 }
 
-/** A savepoint of the caller's transaction (the tick's per-hour one, a stage's indexes), a rollback to it, and its release. */
-export type SavepointName = 'tick_hour' | 'index_like_target';
+/**
+ * A savepoint of the caller's transaction (the tick's per-hour one, a stage's indexes, start's envelope, a catalog
+ * removal), a rollback to it, and its release.
+ */
+export type SavepointName = 'tick_hour' | 'index_like_target' | 'preview_keep' | 'catalog_remove';
 
 export async function setSavepoint(tx: Queryable, name: SavepointName): Promise<void> {
   await tx.query(`SAVEPOINT ${name}`);
@@ -243,8 +246,25 @@ export async function rollbackToSavepoint(tx: Queryable, name: SavepointName): P
   await tx.query(`ROLLBACK TO SAVEPOINT ${name}`);
 }
 
-export async function releaseSavepoint(tx: Queryable, name: SavepointName): Promise<void> {
-  await tx.query(`RELEASE SAVEPOINT ${name}`);
+/** What undoneIfRefused gives back: the work's value, or the refusal it undid. */
+export type Refusable<T> = { done: true; value: T } | { done: false; error: unknown };
+
+/**
+ * Runs `work` in a savepoint of the caller's transaction. Where it throws an error `refusal` accepts, what it did is
+ * undone, the transaction stays usable, and the error is given back instead; any other error is thrown.
+ */
+export async function undoneIfRefused<T>(tx: Queryable, name: SavepointName, work: () => Promise<T>, refusal: (error: unknown) => boolean): Promise<Refusable<T>> {
+  await tx.query(`SAVEPOINT ${name}`);
+  try {
+    const value = await work();
+    await tx.query(`RELEASE SAVEPOINT ${name}`);
+    return { done: true, value };
+  } catch (error) {
+    if (!refusal(error)) throw error;
+    // One round trip for the two (a simple-protocol string: the name is one of SavepointName).
+    await tx.query(`ROLLBACK TO SAVEPOINT ${name}; RELEASE SAVEPOINT ${name}`);
+    return { done: false, error };
+  }
 }
 
 /** Runs `work` on a connection to the "postgres" database of the server in the URL; gives it the URL's database name. */

@@ -1,6 +1,6 @@
 import type { Pipeline } from './pipelines.js';
 import { runPipelineSql } from './pipelineSql.js';
-import type { Queryable } from './pool.js';
+import { undoneIfRefused, type Queryable } from './pool.js';
 import { stepRows, type RowStore } from './rowStore.js';
 
 // The preview of a backfill (src/core/identify/plan.ts): what the step would produce for each target, from the
@@ -24,20 +24,13 @@ export async function previewPartition(db: Queryable, store: RowStore, pipeline:
   }
   // Kept once-keyed (bf_keys_once = true) unless the unique index refuses the rows: then kept again unproven, in
   // the same transaction, and the measure counts distinct keys as it always did.
-  await db.query(`SAVEPOINT ${KEEP_TRY}`);
-  try {
-    const kept = await keepPreviewed(db, store, pipeline, hour, keepFor.backfillId, true);
-    await db.query(`RELEASE SAVEPOINT ${KEEP_TRY}`);
-    return kept;
-  } catch (error) {
+  const tried = await undoneIfRefused(db, 'preview_keep', () => keepPreviewed(db, store, pipeline, hour, keepFor.backfillId, true), (error) => {
     const pgError = error as { code?: string; constraint?: string };
-    if (pgError.code !== UNIQUE_VIOLATION || pgError.constraint !== KEYS_ONCE) throw error;
-    await db.query(`ROLLBACK TO SAVEPOINT ${KEEP_TRY}; RELEASE SAVEPOINT ${KEEP_TRY}`);
-    return keepPreviewed(db, store, pipeline, hour, keepFor.backfillId, false);
-  }
+    return pgError.code === UNIQUE_VIOLATION && pgError.constraint === KEYS_ONCE;
+  });
+  return tried.done ? tried.value : keepPreviewed(db, store, pipeline, hour, keepFor.backfillId, false);
 }
 
-const KEEP_TRY = 'preview_keep';
 const UNIQUE_VIOLATION = '23505';
 const KEYS_ONCE = 'expected_keys_once';
 

@@ -1,7 +1,7 @@
 import { findSwappedPartition } from '../../db/lineage.js';
 import type { PartitionSnapshot } from '../../db/partitions.js';
 import type { Pipeline } from '../../db/pipelines.js';
-import { quoteIdent, releaseSavepoint, rollbackToSavepoint, setSavepoint, type PoolClient, type Queryable } from '../../db/pool.js';
+import { quoteIdent, undoneIfRefused, type PoolClient, type Queryable } from '../../db/pool.js';
 import { reconcileWithSnapshot, type Reconciliation } from '../../db/reconcile.js';
 import { keysCompareExactly, nothingChanged, preferHashJoins, storeSchemaName, tableSource, type CountedAtStaging, type RowStore } from '../../db/rowStore.js';
 import {
@@ -220,17 +220,9 @@ export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, indexe
  * the rows repeat no key of the pipeline's, the caller builds the indexes again after it, which refuses the step.
  */
 export async function indexLikeTargetFirst(tx: PoolClient, pipeline: Pipeline, indexes: readonly TargetIndex[], table: string, tableName: string): Promise<boolean> {
-  await setSavepoint(tx, 'index_like_target');
-  try {
-    await indexLikeTarget(tx, pipeline, indexes, table, tableName);
-  } catch (error) {
-    if (!(error instanceof BackfillError && (error.cause as { code?: string } | undefined)?.code === UNIQUE_VIOLATION)) throw error;
-    await rollbackToSavepoint(tx, 'index_like_target');
-    await releaseSavepoint(tx, 'index_like_target');
-    return false;
-  }
-  await releaseSavepoint(tx, 'index_like_target');
-  return true;
+  const tried = await undoneIfRefused(tx, 'index_like_target', () => indexLikeTarget(tx, pipeline, indexes, table, tableName),
+    (error) => error instanceof BackfillError && (error.cause as { code?: string } | undefined)?.code === UNIQUE_VIOLATION);
+  return tried.done;
 }
 
 /** How long one try waits for a lock it is not granted, first and at most: short, so readers queued behind it pass soon. */
