@@ -1,5 +1,6 @@
 import { PIPELINE_COLUMNS, type Pipeline } from './pipelines.js';
 import { undoneIfRefused, type Queryable } from './pool.js';
+import { hasSqlState, SqlState } from './sqlState.js';
 
 // The catalog as the database holds it (backfill.pipelines, backfill.consumers with their dependencies,
 // backfill.signers), read whole and written row by row for `backfill catalog plan|apply <file>`
@@ -162,10 +163,8 @@ export async function deletePipelineUnlessReferenced(tx: Queryable, name: string
     `WITH watermark AS (DELETE FROM backfill.watermarks WHERE pipeline = $1::text) DELETE FROM backfill.pipelines WHERE name = $1::text`, name);
 }
 
-const FOREIGN_KEY_VIOLATION = '23503';
-
 async function deleteUnlessReferenced(tx: Queryable, statement: string, name: string): Promise<{ deleted: true } | { deleted: false; referencedBy: string }> {
-  const tried = await undoneIfRefused(tx, 'catalog_remove', () => tx.query(statement, [name]), (error) => (error as { code?: string }).code === FOREIGN_KEY_VIOLATION);
+  const tried = await undoneIfRefused(tx, 'catalog_remove', () => tx.query(statement, [name]), (error) => hasSqlState(error, SqlState.ForeignKeyViolation));
   if (tried.done) return { deleted: true };
   return { deleted: false, referencedBy: `backfill.${(tried.error as { table?: string }).table ?? 'another table'}` };
 }

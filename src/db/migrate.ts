@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { quoteIdent, withClient } from './pool.js';
+import { hasSqlState, SqlState } from './sqlState.js';
 
 // The project's migrations/, from src/db/ when run from source and from dist/src/db/ once built (npm run build).
 export const MIGRATIONS_DIR = fileURLToPath(new URL(import.meta.url.endsWith('.js') ? '../../../migrations/' : '../../migrations/', import.meta.url));
@@ -16,7 +17,6 @@ export const MIGRATION_LOCK_KEY = 'backfill-bot:migrate';
 // extension (PostgreSQL 13 and newer), which whoever may CREATE in the database installs, and the owner may. A
 // migration that needs more than that (an untrusted extension, a role, a setting of the server's) says so in a
 // `-- needs: <the grant>` line, which the runner's sentence quotes when the server refuses it.
-const INSUFFICIENT_PRIVILEGE = '42501';
 
 interface MigrationFile {
   version: number;
@@ -92,7 +92,7 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<numb
         if (rowCount === 0) await client.query('ALTER TABLE public.backfill_bot_migrations ADD COLUMN sha256 text');
       } catch (error) {
         // PostgreSQL 15 and newer let only the database's owner create in its public schema.
-        if ((error as { code?: unknown }).code !== INSUFFICIENT_PRIVILEGE) throw error;
+        if (!hasSqlState(error, SqlState.InsufficientPrivilege)) throw error;
         throw new BackfillError(ErrorCode.Migration, `the migrations' ledger could not be created: ${(error as Error).message}. ${await missingGrant(client)}`, { cause: error });
       }
       const { rows } = await client.query<{ version: number; sha256: string | null }>('SELECT version, sha256 FROM public.backfill_bot_migrations ORDER BY version');
@@ -125,7 +125,7 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<numb
           await client.query('COMMIT');
         } catch (error) {
           await client.query('ROLLBACK');
-          const missing = (error as { code?: unknown }).code === INSUFFICIENT_PRIVILEGE ? `. ${await missingGrant(client, file)}` : '';
+          const missing = hasSqlState(error, SqlState.InsufficientPrivilege) ? `. ${await missingGrant(client, file)}` : '';
           throw new BackfillError(ErrorCode.Migration, `migration ${file.name} failed: ${(error as Error).message}${missing}`, { cause: error });
         }
         done.push(file.version);

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { logger } from '../log.js';
 import { BackfillError, ErrorCode, isBackfillError } from '../errors.js';
+import { hasSqlState, SqlState } from './sqlState.js';
 
 export type Pool = pg.Pool;
 export type PoolClient = pg.PoolClient;
@@ -128,9 +129,6 @@ export async function cancelRunningStatements(pool: pg.Pool): Promise<number> {
   }
 }
 
-const QUERY_CANCELED = '57014';
-const LOCK_NOT_AVAILABLE = '55P03';
-
 /**
  * A statement PostgreSQL cancelled, as a sentence: past STATEMENT_TIMEOUT_MS (not retried: the same work would
  * run as long again), past LOCK_TIMEOUT_MS waiting for a lock (retried: the holder usually finishes), or on
@@ -138,19 +136,18 @@ const LOCK_NOT_AVAILABLE = '55P03';
  */
 export function explainCancellation(error: unknown, pool?: pg.Pool): unknown {
   if (isBackfillError(error) || !(error instanceof Error)) return error;
-  const code = (error as { code?: unknown }).code;
   const limit = (ms: unknown) => (typeof ms === 'number' ? ` (${ms} ms)` : '');
-  if (code === LOCK_NOT_AVAILABLE && /lock timeout/.test(error.message)) {
+  if (hasSqlState(error, SqlState.LockNotAvailable) && /lock timeout/.test(error.message)) {
     return new BackfillError(ErrorCode.Timeout,
       `A statement waited longer than LOCK_TIMEOUT_MS${limit(pool?.options.lock_timeout)} for a lock another transaction holds, and PostgreSQL cancelled it; ` +
       'nothing of its transaction was committed. It can be retried; if it keeps waiting, pg_stat_activity shows the transaction holding the lock.', { cause: error, retryable: true });
   }
-  if (code === QUERY_CANCELED && /statement timeout/.test(error.message)) {
+  if (hasSqlState(error, SqlState.QueryCanceled) && /statement timeout/.test(error.message)) {
     return new BackfillError(ErrorCode.Timeout,
       `A statement ran longer than STATEMENT_TIMEOUT_MS${limit(pool?.options.statement_timeout)} and PostgreSQL cancelled it; nothing of its transaction was committed. ` +
       'Raise STATEMENT_TIMEOUT_MS if the work really is that large, or find what it waited on (pg_stat_activity, EXPLAIN).', { cause: error });
   }
-  if (code === QUERY_CANCELED) {
+  if (hasSqlState(error, SqlState.QueryCanceled)) {
     return new BackfillError(ErrorCode.Cancelled,
       'A statement was cancelled on request (its worker was stopping, or someone ran pg_cancel_backend); nothing of its transaction was committed, and it can be retried.',
       { cause: error, retryable: true });
@@ -173,8 +170,6 @@ export async function withClient<T>(pool: pg.Pool, work: (client: pg.PoolClient)
     client.release();
   }
 }
-
-const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
 
 /**
  * The name transactions started inside `work` carry in pg_stat_activity.application_name (SET LOCAL: from their
@@ -224,8 +219,7 @@ export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolCl
         }
       });
     } catch (error) {
-      const sqlstate = (error as { code?: unknown }).code;
-      if (attempt >= attempts || typeof sqlstate !== 'string' || !RETRYABLE_SQLSTATES.has(sqlstate)) throw error;
+      if (attempt >= attempts || !hasSqlState(error, SqlState.SerializationFailure, SqlState.DeadlockDetected)) throw error;
       // Serialization failures and deadlocks are the database asking us to try again; jitter avoids lockstep.
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt + Math.random() * 30));
     }
@@ -287,7 +281,7 @@ export async function createDatabase(databaseUrl: string): Promise<void> {
     try {
       await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
     } catch (error) {
-      if ((error as { code?: unknown }).code !== '42P04') throw error;
+      if (!hasSqlState(error, SqlState.DuplicateDatabase)) throw error;
     }
   });
 }

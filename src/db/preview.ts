@@ -2,6 +2,7 @@ import type { Pipeline } from './pipelines.js';
 import { runPipelineSql } from './pipelineSql.js';
 import { undoneIfRefused, type Queryable } from './pool.js';
 import { stepRows, type RowStore } from './rowStore.js';
+import { hasSqlState, SqlState } from './sqlState.js';
 
 // The preview of a backfill (src/core/identify/plan.ts): what the step would produce for each target, from the
 // pipeline's estimate query when it declares one, otherwise from the step's own query aggregated in PostgreSQL
@@ -25,13 +26,11 @@ export async function previewPartition(db: Queryable, store: RowStore, pipeline:
   // Kept once-keyed (bf_keys_once = true) unless the unique index refuses the rows: then kept again unproven, in
   // the same transaction, and the measure counts distinct keys as it always did.
   const tried = await undoneIfRefused(db, 'preview_keep', () => keepPreviewed(db, store, pipeline, hour, keepFor.backfillId, true), (error) => {
-    const pgError = error as { code?: string; constraint?: string };
-    return pgError.code === UNIQUE_VIOLATION && pgError.constraint === KEYS_ONCE;
+    return hasSqlState(error, SqlState.UniqueViolation) && (error as { constraint?: unknown }).constraint === KEYS_ONCE;
   });
   return tried.done ? tried.value : keepPreviewed(db, store, pipeline, hour, keepFor.backfillId, false);
 }
 
-const UNIQUE_VIOLATION = '23505';
 const KEYS_ONCE = 'expected_keys_once';
 
 async function keepPreviewed(db: Queryable, store: RowStore, pipeline: Pipeline, hour: Date, backfillId: number, keysOnce: boolean): Promise<PreviewedHour | undefined> {

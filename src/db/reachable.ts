@@ -2,13 +2,13 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import { BackfillError, ErrorCode } from '../errors.js';
 import { createDatabase } from './pool.js';
+import { hasSqlState, SqlState } from './sqlState.js';
 
 // What every entry point does before it relies on a service: one try, a short timeout, and when the service is
 // not there a sentence naming it (the URL without its password), what was tried, and how to fix it; never a
 // stack trace, and never a database created because its name was mistyped.
 
 const CONNECT_TIMEOUT_MS = 5_000;
-const NO_SUCH_DATABASE = '3D000';
 
 /** The URL as it can be printed: the password, if any, replaced. */
 export function redactUrl(text: string): string {
@@ -28,7 +28,7 @@ function reason(error: unknown): string {
     case 'ECONNREFUSED': return 'the connection was refused (nothing listens there)';
     case 'ENOTFOUND': case 'EAI_AGAIN': return 'the host name does not resolve';
     case 'ETIMEDOUT': case 'EHOSTUNREACH': case 'ENETUNREACH': return 'the host did not answer';
-    case '28P01': case '28000': return `the server refused the login (${e.message ?? 'authentication failed'})`;
+    case SqlState.InvalidPassword: case SqlState.InvalidAuthorization: return `the server refused the login (${e.message ?? 'authentication failed'})`;
     default: return e.message ?? String(error);
   }
 }
@@ -47,7 +47,7 @@ export async function requireDatabase(databaseUrl: string, options: { create: bo
     await connectOnce(databaseUrl);
     return;
   } catch (error) {
-    if ((error as { code?: string }).code !== NO_SUCH_DATABASE) {
+    if (!hasSqlState(error, SqlState.InvalidCatalogName)) {
       throw new BackfillError(ErrorCode.Unreachable,
         `PostgreSQL did not answer at ${where} (${variable}=${redactUrl(databaseUrl)}): ${reason(error)}. ` +
         `Start PostgreSQL there, or set ${variable} to a server that answers.`, { cause: error });

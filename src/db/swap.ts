@@ -6,6 +6,7 @@ import {
 } from './rowStore.js';
 import type { Pipeline } from './pipelines.js';
 import { BackfillError, ErrorCode } from '../errors.js';
+import { hasSqlState, SqlState } from './sqlState.js';
 
 // The statements of a publish by swap (src/core/recompute/swap.ts describes it): the lookup of the target's
 // partition of exactly one hour, the store's tables of one run (keys, staged rows) and their indexes, and the
@@ -253,7 +254,6 @@ const LOCK_TRY = 'bf_swap_locks';
 
 /** Gives back everything since the savepoint `name` and the savepoint itself, in one round trip. */
 const undoSince = (name: string) => `ROLLBACK TO SAVEPOINT ${name}; RELEASE SAVEPOINT ${name}`;
-const LOCK_NOT_AVAILABLE = '55P03';
 
 /**
  * One try at taking `locks`, in their order, each waiting at most `waitMs`. Either every one is held (to the
@@ -272,7 +272,7 @@ export async function tryTableLocks(tx: Queryable, locks: readonly TableLock[], 
     try {
       await tx.query(`LOCK TABLE ${lock.only ? 'ONLY ' : ''}${lock.table} IN ${lock.mode} MODE`);
     } catch (error) {
-      if ((error as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw error;
+      if (!hasSqlState(error, SqlState.LockNotAvailable)) throw error;
       await tx.query(undoSince(LOCK_TRY));
       return { held: false, waitingOn: lock.table };
     }

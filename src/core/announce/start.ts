@@ -13,6 +13,7 @@ import { ensureRowStore } from '../recompute/rowStore.js';
 import { recordSize } from '../identify/sizing.js';
 import { announcementsFor, buildPlan, checkFrozenPlan, previewAtStart, withPreview, type BackfillRequest, type Plan } from '../identify/plan.js';
 import { formatHourRange } from '../time.js';
+import { hasSqlState, SqlState } from '../../db/sqlState.js';
 
 export interface StartResult {
   backfill: BackfillRow;
@@ -70,7 +71,7 @@ export async function startBackfill(ctx: EngineContext, request: BackfillRequest
       return { backfill: await requireBackfill(tx, id), plan, announcements };
     });
   } catch (error) {
-    if ((error as { code?: unknown }).code === '23P01') throw await overlapError(ctx, request, unpreviewed);
+    if (hasSqlState(error, SqlState.ExclusionViolation)) throw await overlapError(ctx, request, unpreviewed);
     throw error;
   }
 }

@@ -12,6 +12,7 @@ import {
 import { BackfillError, ErrorCode } from '../../errors.js';
 import { formatHour, HOUR_MS } from '../time.js';
 import { baselineTable, inStore, rolledBackTableName, savedTableName, stagedTableName, writtenTableName } from './storeTables.js';
+import { hasSqlState, SqlState } from '../../db/sqlState.js';
 
 /*
  * Publish by swap, for a target declaratively partitioned by its partition column with one partition per hour.
@@ -155,8 +156,6 @@ function scannedRelations(node: PlanNode | undefined): string[] {
   return [...own, ...(node.Plans ?? []).flatMap(scannedRelations)];
 }
 
-const CHECK_VIOLATION = '23514';
-const UNIQUE_VIOLATION = '23505';
 const IN_HOUR = 'bf_in_hour';
 
 /**
@@ -173,8 +172,7 @@ export async function stageIntoTable(tx: PoolClient, pipeline: Pipeline, store: 
   try {
     await insertStepRowsInto(tx, store, table, hour);
   } catch (error) {
-    const pgError = error as { code?: string; constraint?: string };
-    if (pgError.code !== CHECK_VIOLATION || pgError.constraint !== IN_HOUR) throw error;
+    if (!hasSqlState(error, SqlState.CheckViolation) || (error as { constraint?: unknown }).constraint !== IN_HOUR) throw error;
     throw new BackfillError(ErrorCode.StepFailed,
       `the ${pipeline.name} step produced rows for ${formatHour(hour)} that are not in that hour: ` +
       `it must produce only rows whose ${pipeline.partitionColumn} is $1. Nothing was changed.`, { cause: error });
@@ -203,7 +201,7 @@ export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, indexe
     try {
       await createMirroredIndex(tx, mirrored);
     } catch (error) {
-      if ((error as { code?: string }).code !== UNIQUE_VIOLATION) throw error;
+      if (!hasSqlState(error, SqlState.UniqueViolation)) throw error;
       throw new BackfillError(ErrorCode.StepFailed, `the staged rows of ${tableName} break the unique index ${index.name} of ${pipeline.targetTable}: fix the step. Nothing was changed.`, { cause: error });
     }
     // ATTACH adopts an index for a primary key or unique constraint only from a constraint of the same kind:
@@ -221,7 +219,7 @@ export async function indexLikeTarget(tx: PoolClient, pipeline: Pipeline, indexe
  */
 export async function indexLikeTargetFirst(tx: PoolClient, pipeline: Pipeline, indexes: readonly TargetIndex[], table: string, tableName: string): Promise<boolean> {
   const tried = await undoneIfRefused(tx, 'index_like_target', () => indexLikeTarget(tx, pipeline, indexes, table, tableName),
-    (error) => error instanceof BackfillError && (error.cause as { code?: string } | undefined)?.code === UNIQUE_VIOLATION);
+    (error) => error instanceof BackfillError && hasSqlState(error.cause, SqlState.UniqueViolation));
   return tried.done;
 }
 

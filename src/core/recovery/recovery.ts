@@ -22,6 +22,7 @@ import { ROLLBACK_SUFFIX } from '../lifecycle/stepGraph.js';
 import { finishBackfill, transition, wrongState } from '../lifecycle/stateMachine.js';
 import { isCatalogPause, refuseIfCatalogChanged } from '../catalog/frozen.js';
 import { formatHour, formatHourRange } from '../time.js';
+import { hasSqlState, SqlState } from '../../db/sqlState.js';
 
 /**
  * Stops a backfill for good: moves it to stopped under its row lock, which is the fence (every step's commit
@@ -128,7 +129,7 @@ export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: 
     return await restoreInOneTransaction(ctx, input, seams.afterStatement);
   } catch (error) {
     // Another backfill started over these hours between the check and the move: the constraint said no.
-    if ((error as { code?: unknown }).code !== EXCLUSION_VIOLATION) throw error;
+    if (!hasSqlState(error, SqlState.ExclusionViolation)) throw error;
     const backfill = await requireBackfill(ctx.pool, input.backfillId);
     const other = await findOverlappingActive(ctx.pool, backfill.pipeline, backfill.firstHour, backfill.lastHour, backfill.id);
     throw new BackfillError(ErrorCode.Overlap,
@@ -136,9 +137,6 @@ export async function rollbackBackfill(ctx: EngineContext, input: { backfillId: 
       { cause: error, details: { inFlight: other?.id } });
   }
 }
-
-const EXCLUSION_VIOLATION = '23P01';
-const UNIQUE_VIOLATION = '23505';
 
 function writtenDuringRollback(run: [number, number, Date], what: string, cause?: unknown): BackfillError {
   return new BackfillError(ErrorCode.WrongState,
@@ -327,7 +325,7 @@ async function restoreByRewrite(tx: PoolClient, of: { pipeline: Pipeline; store:
   try {
     inserted = await insertRunRowsIntoTarget(tx, store, tables.saved, run);
   } catch (error) {
-    if ((error as { code?: unknown }).code !== UNIQUE_VIOLATION) throw error;
+    if (!hasSqlState(error, SqlState.UniqueViolation)) throw error;
     throw writtenDuringRollback(run, `a row with a key the publish replaced was written: ${(error as { detail?: string }).detail ?? 'a duplicate key'}`, error);
   }
   const saved = await findRowsSaved(tx, run[0], run[2]);
