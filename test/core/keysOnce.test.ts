@@ -27,7 +27,7 @@ async function measureOfStage(e: TestEngine, backfillId: number): Promise<string
   const statements: string[] = [];
   try {
     await client.query('BEGIN');
-    expect(await stagePartition(withStatementSeam(client, async (statement) => { statements.push(statement); }), backfill, CANARY, 0)).toBe('staged');
+    expect(await stagePartition(withStatementSeam(client, async (statement) => { statements.push(statement); }), backfill, CANARY, { swapMinRows: 0 })).toBe('staged');
   } finally {
     await client.query('ROLLBACK');
     client.release();

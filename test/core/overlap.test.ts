@@ -89,7 +89,7 @@ describe('staging overlaps publishing, within the canary and wave rules', () => 
     const stage = await e.ctx.pool.connect();
     try {
       await stage.query('BEGIN');
-      expect(await stagePartition(stage, await requireBackfill(stage, id), new Date(hour(1)), 0)).toBe('staged');
+      expect(await stagePartition(stage, await requireBackfill(stage, id), new Date(hour(1)), { swapMinRows: 0 })).toBe('staged');
       const { rows: [own] } = await stage.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       const { rows: held } = await e.ctx.pool.query<{ relation: string; mode: string }>(
         `SELECT relation::regclass::text AS relation, mode FROM pg_locks

@@ -88,7 +88,7 @@ describe('the statements of every step, named after their fixed texts', () => {
       const runs = 7;
       for (let i = 0; i < runs; i += 1) {
         await client.query('BEGIN');
-        expect(await stagePartition(client, backfill, backfill.firstHour, 0)).toBe('staged');
+        expect(await stagePartition(client, backfill, backfill.firstHour, { swapMinRows: 0 })).toBe('staged');
         await client.query('ROLLBACK');
       }
       const prepared = await preparedBySelf(client);

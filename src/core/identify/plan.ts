@@ -162,7 +162,7 @@ export interface Preview {
 async function previewTotals(db: Queryable, pipeline: Pipeline, hours: Date[], days: string[]): Promise<Preview> {
   const store = await rowStoreOf(db, pipeline);
   const before = await totalOverDays(db, pipeline, days);
-  const expected = (await previewHours(db, store, pipeline, hours)).map(({ hour, rows, total }) => ({ hour, rows, total }));
+  const expected = asExpected(await previewHours(db, store, pipeline, hours));
   const after = await totalAfterReplacing(db, store, before, hours, expected.map((e) => e.total));
   return { before, after: after ?? before, expected, previewedBy: previewedBy(pipeline) };
 }
@@ -179,12 +179,15 @@ export async function previewAtStart(tx: Queryable, pipeline: Pipeline, hours: D
   const previewed = await previewHours(tx, store, pipeline, hours, { backfillId: backfill.backfillId });
   await insertTargets(tx, pipeline, backfill.backfillId, previewed);
   const after = await totalAfterTargets(tx, backfill.backfillId, backfill.totalBefore);
-  const expected = previewed.map(({ hour, rows, total }) => ({ hour, rows, total }));
+  const expected = asExpected(previewed);
   return { before: backfill.totalBefore, after, expected, previewedBy: previewedBy(pipeline) };
 }
 
 /** Plan['expected'], and whether each hour's kept rows hold every key once (PreviewedHour). */
 type PreviewedHours = (Plan['expected'][number] & { keysOnce: boolean })[];
+
+/** What the plan shows of the previewed hours: whether their keys were kept once is the store's, not the plan's. */
+const asExpected = (previewed: PreviewedHours): Plan['expected'] => previewed.map(({ hour, rows, total }) => ({ hour, rows, total }));
 
 async function previewHours(db: Queryable, store: RowStore, pipeline: Pipeline, hours: Date[], keepFor?: { backfillId: number }): Promise<PreviewedHours> {
   const expected: PreviewedHours = [];

@@ -20,7 +20,7 @@ export async function stage(ctx: StepContext, ref: StepRef, token: string): Prom
     // What it stages is what was announced: a catalog changed since pauses the backfill instead (catalogGuard.ts).
     const pause = await pauseIfCatalogChanged(tx, ref, token, backfill);
     if (pause > 0) return pause;
-    const outcome = await stagePartition(tx, backfill, new Date(ref.key), ctx.config.SWAP_MIN_ROWS);
+    const outcome = await stagePartition(tx, backfill, new Date(ref.key), { swapMinRows: ctx.config.SWAP_MIN_ROWS });
     await finishStep(tx, ref, token, { outcome });
     return 0;
   });

@@ -47,7 +47,7 @@ export type StageOutcome = 'staged' | 'unavailable';
  * Builds one partition into staging: the step's own query runs into the pipeline's staged table, and the live
  * keys of that moment it lacks into the baseline. Nothing live changes, and no row leaves PostgreSQL.
  */
-export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date, swapMinRows: number, again?: StagedAgain): Promise<StageOutcome> {
+export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour: Date, how: StageHow): Promise<StageOutcome> {
   const pipeline = await requirePipeline(tx, backfill.pipeline);
   const shards = await sourceShards(tx, pipeline, hour);
   if (shards < pipeline.shardsExpected) {
@@ -59,7 +59,9 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   await lockPartitionPreferringHashJoins(tx, pipeline.name, hour);
   const store = await rowStoreOf(tx, pipeline);
   const run: [number, number, Date] = [backfill.id, STAGED_RUN, hour];
-  const apart = again ? true : await stagedApart(tx, backfill.id, hour, swapMinRows);
+  const target = await findPublishTarget(tx, backfill.id, hour);
+  const again = 'again' in how ? how.again : undefined;
+  const apart = 'again' in how || stagedApart(target, how.swapMinRows);
   // The publish tells late rows by the baseline's keys, and whether anything changed by staging's snapshot (by
   // swap measureSwap, by rewrite saveAndDeleteSince), or where the measure was not exact by the row versions kept
   // with every key (liveChangesSince, saveAndDeleteComparing), as for a partition staged before migration 0029.
@@ -76,11 +78,12 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   // And the live keys the staged rows lack into the baseline (createBaseline), or every live key where the join is not exact.
   // For a swap, the keys its publish will write, by difference with the live keys (createWrittenTable; copied
   // where keys equal by `=` can be spelled apart).
-  const written = staged.table ? await createWrittenTable(tx, live, run, staged.table.qualified) : undefined;
+  const swap = reads && staged.table ? { reads, table: staged.table } : undefined;
+  const written = swap ? await createWrittenTable(tx, live, run, swap.table.qualified) : undefined;
   // For a swap, the target's indexes first: where each side's keys are proven once (the live partition's and the
   // staged table's unique indexes, the plan's expected_keys_once), the measure counts no distinct keys.
-  const indexed = reads && staged.table ? await indexLikeTargetFirst(tx, pipeline, reads.indexes, staged.table.qualified, staged.table.name) : false;
-  const keysOnce = indexed && reads && staged.table ? await keysProvenOnce(tx, pipeline, backfill.id, hour, [reads.live.qualified, staged.table.qualified]) : false;
+  const indexed = swap ? await indexLikeTargetFirst(tx, pipeline, swap.reads.indexes, swap.table.qualified, swap.table.name) : false;
+  const keysOnce = swap && indexed ? await keysProvenOnce(tx, pipeline, target, [swap.reads.live.qualified, swap.table.qualified]) : false;
   const { reconciliation: result, plan, exact } = await measureStaged(tx, store, run, liveSource(live), staged.source, {
     // The staged rows' checksum, which a publish takes as that of the rows it writes (swap: measureSwap; rewrite:
     // rewriteUnchanged). Not for a small hour: its publish checksums what it inserts in the same statement, where
@@ -92,7 +95,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
   });
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead. Where
   // a unique index refused the rows before the measure and no key of the pipeline's repeats, this refuses the step.
-  if (reads && staged.table && !indexed && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, reads.indexes, staged.table.qualified, staged.table.name);
+  if (swap && !indexed && result.keysDuplicated === 0) await indexLikeTarget(tx, pipeline, swap.reads.indexes, swap.table.qualified, swap.table.name);
   // Not exact: nothing was measured to publish by, so a publish records every key it writes (measureSwap).
   if (written && !exact) await dropStoreTable(tx, written);
   await saveReconciliation(tx, backfill.id, STAGED_RUN, hour, 'staged', result, 0, plan, exact && { liveRows: exact.liveRows, stagedChecksum: exact.staged?.checksum ?? null, liveSnapshotXmin: exact.liveSnapshotXmin, liveVersionsSeen: exact.liveVersionsSeen });
@@ -105,8 +108,7 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
  * Whether no side of the hour's measure can hold a key twice: the plan's rows were kept with each key once (start,
  * expected_keys_once) and every relation has a unique index over the partition and key columns alone.
  */
-async function keysProvenOnce(tx: PoolClient, pipeline: Pipeline, backfillId: number, hour: Date, relations: string[]): Promise<boolean> {
-  const target = await findPublishTarget(tx, backfillId, hour);
+async function keysProvenOnce(tx: PoolClient, pipeline: Pipeline, target: PublishTargetRow | undefined, relations: string[]): Promise<boolean> {
   if (target?.expectedKeysOnce !== true) return false;
   return keysUniqueByIndexes(tx, relations, [pipeline.partitionColumn, ...pipeline.keyColumns]);
 }
@@ -115,6 +117,9 @@ async function keysProvenOnce(tx: PoolClient, pipeline: Pipeline, backfillId: nu
 interface StagedAgain {
   why: string;
 }
+
+/** How a stage step stages (small hours by rewrite into the shared tables, SWAP_MIN_ROWS), or a publish again. */
+type StageHow = { swapMinRows: number } | { again: StagedAgain };
 
 const STAGED_ROWS_LOST = 'its staged rows were gone: PostgreSQL empties an unlogged table when it recovers from a crash';
 
@@ -127,9 +132,8 @@ const STAGED_ROWS_LOST = 'its staged rows were gone: PostgreSQL empties an unlog
  * the faster up to 5,000 rows an hour, even at 10,000, and 25% slower at 50,000 (docs/benchmark.md). A rewrite's
  * own tables cost their creation likewise (storeTables.ts, rewriteTablesOf).
  */
-async function stagedApart(tx: PoolClient, backfillId: number, hour: Date, swapMinRows: number): Promise<boolean> {
+function stagedApart(target: PublishTargetRow | undefined, swapMinRows: number): boolean {
   if (swapMinRows === 0) return true;
-  const target = await findPublishTarget(tx, backfillId, hour);
   if (!target || target.expectedRows === null) return true;
   return Math.max(target.rowsBefore, Number(target.expectedRows)) >= swapMinRows;
 }
@@ -195,7 +199,7 @@ export async function publishPartition(client: PoolClient, backfill: BackfillRow
   // Rows staged for a rewrite in a table of their own are not in the WAL (createRewriteTables): after a crash the
   // hour is staged again here, in this transaction, and checked against the envelope as any staging is.
   if (await stagedRowsLost(tx, store, run, { apart: target.stagedApart, table: target.stagedTable, rows: staged?.plan?.stagedRows })) {
-    if (await stagePartition(tx, backfill, hour, 0, { why: STAGED_ROWS_LOST }) === 'unavailable') return { kind: 'unavailable' };
+    if (await stagePartition(tx, backfill, hour, { again: { why: STAGED_ROWS_LOST } }) === 'unavailable') return { kind: 'unavailable' };
     staged = await findStagedReconciliation(tx, backfill.id, STAGED_RUN, hour);
   }
   // A partition staged before the envelope was measured at staging (migrations/0026) is measured here.
