@@ -1,14 +1,21 @@
 // Staging's measure counts no distinct keys where every side is proven to hold each key once: the live partition
 // and the staged table by their unique indexes (built before the measure for a swap), the plan by start's
 // expected_keys_once. Where a side is not proven, or a unique index refuses the staged rows, it counts as ever and
-// a repeated key still blocks the publish. Real PostgreSQL and the demo world, night 15.
+// a repeated key still blocks the publish. Where they are proven, the plan's rows are compared with the staged ones
+// by fingerprint instead of joined. Real PostgreSQL and the demo world, night 15.
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { runUntilSettled } from '../../src/cli/runner.js';
 import { stagePartition } from '../../src/core/recompute/stagePublish.js';
 import { requireBackfill } from '../../src/db/backfills.js';
 import { listEvents } from '../../src/db/events.js';
-import { withStatementSeam } from '../../src/db/pool.js';
+import { withStatementSeam, withTransaction } from '../../src/db/pool.js';
+import { requirePipeline } from '../../src/db/pipelines.js';
+import { againstPlan } from '../../src/db/reconcile.js';
+import { findStagedReconciliation } from '../../src/db/reconciliations.js';
+import { STAGED_RUN, tableSource } from '../../src/db/rowStore.js';
+import { findPublishTarget } from '../../src/db/targets.js';
+import { rowStoreOf } from '../../src/core/recompute/rowStore.js';
 import { approvedNight15, createTestEngine, type TestEngine } from '../support/engine.js';
 
 const CANARY = new Date('2026-11-15T05:00Z');
@@ -45,12 +52,39 @@ describe('staging\'s measure of keys proven once', () => {
     const measure = await measureOfStage(engine, id);
     expect(measure).toContain('FULL JOIN');
     expect(measure).not.toContain('count(DISTINCT');
+    // Nor does it join the plan's rows: their fingerprint is compared with the staged rows' (planByFingerprint).
+    expect(measure).not.toContain('bf_measure');
+  });
+
+  it('records for a swap the envelope\'s figures the join with the plan gives, whether the staged rows are as planned or not', async () => {
+    engine = await createTestEngine('month-end-partitioned');
+    const e = engine;
+    const id = await approvedNight15(e.ctx, 'keys once');
+    // After start, the canary hour gets an order more and one of its orders changes; the next hour stays as planned.
+    await e.ctx.pool.query(`INSERT INTO warehouse.orders_raw (order_id, shard, event_hour, merchant_id, currency_raw, amount_local, landed_at)
+      SELECT order_id + 100000000, shard, event_hour, merchant_id, currency_raw, amount_local, landed_at FROM warehouse.orders_raw
+      WHERE event_hour = '2026-11-15T05:00Z' ORDER BY order_id LIMIT 1`);
+    await e.ctx.pool.query(`UPDATE warehouse.orders_raw SET amount_local = amount_local + 7 WHERE order_id = (SELECT max(order_id) FROM warehouse.orders_raw WHERE event_hour = '2026-11-15T05:00Z' AND order_id < 100000000)`);
+    const backfill = await requireBackfill(e.ctx.pool, id);
+    const store = await rowStoreOf(e.ctx.pool, await requirePipeline(e.ctx.pool, backfill.pipeline));
+    for (const hour of [CANARY, new Date('2026-11-15T06:00Z')]) {
+      await withTransaction(e.ctx.pool, async (tx) => expect(await stagePartition(tx, backfill, hour, { swapMinRows: 0 })).toBe('staged'));
+      const target = await findPublishTarget(e.ctx.pool, id, hour);
+      expect(target?.stagedTable).toBeTruthy();
+      const joined = await againstPlan(e.ctx.pool, store, [id, STAGED_RUN, hour], tableSource(store, target?.stagedTable ?? ''));
+      const recorded = await findStagedReconciliation(e.ctx.pool, id, STAGED_RUN, hour);
+      expect(recorded?.plan).toEqual(joined);
+      if (hour === CANARY) expect(joined).toMatchObject({ added: 1, lost: 0, stagedRows: joined.planned + 1 });
+      else expect(joined).toMatchObject({ added: 0, lost: 0, stagedRows: joined.planned, stagedKnown: joined.expected });
+    }
   });
 
   it('counts them where a side is not proven: a plain target\'s staged rows, a plan whose keys repeated, a target without a unique key', async () => {
     engine = await createTestEngine('month-end');
     const plain = await approvedNight15(engine.ctx, 'keys once');
-    expect(await measureOfStage(engine, plain)).toContain('count(DISTINCT');
+    const plainMeasure = await measureOfStage(engine, plain);
+    expect(plainMeasure).toContain('count(DISTINCT');
+    expect(plainMeasure).toContain('bf_measure');
     await engine.close();
 
     engine = await createTestEngine('month-end-partitioned');
