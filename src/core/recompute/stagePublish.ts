@@ -92,6 +92,8 @@ export async function stagePartition(tx: PoolClient, backfill: BackfillRow, hour
     baseline: { table: baseline, keepWhole: () => keepBaseline(tx, store, run, liveSource(live), { rowVersions: true }) },
     written,
     keysOnce,
+    // Not for a small hour: there one statement more costs more than the join with its plan.
+    planKeysOnce: apart && target?.expectedKeysOnce === true,
   });
   // Duplicate keys block the publish (a breach); the target's unique indexes would refuse them here instead. Where
   // a unique index refused the rows before the measure and no key of the pipeline's repeats, this refuses the step.
