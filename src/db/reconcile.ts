@@ -118,12 +118,14 @@ export async function measureStaged(db: Queryable, store: RowStore, run: [number
   options: { snapshot?: boolean; baseline?: { table: string; keepWhole(): Promise<void> }; written?: string; keysOnce?: boolean; planKeysOnce?: boolean } = {}): Promise<StagedMeasure> {
   // Where the plan holds each key once, it is compared with the staged rows by fingerprint, not joined.
   const fingerprint = options.keysOnce || options.planKeysOnce ? await planFingerprint(db, store, run) : undefined;
-  const byFingerprint = fingerprint !== undefined && fingerprint.nullKeys === 0;
+  // A plan with a NULL key is joined as ever: the join of the other two sides would then be exact where the three-way one was not.
+  const byFingerprint = fingerprint?.nullKeys === 0 ? fingerprint : undefined;
   const joined = await joinBothSides(db, store, run, live, staged, {
-    snapshot: options.snapshot === true, plan: !byFingerprint, fingerprint: byFingerprint, versionsSeen: true, missingKeysInto: options.baseline?.table,
+    snapshot: options.snapshot === true, plan: !byFingerprint, fingerprint: byFingerprint !== undefined, versionsSeen: true, missingKeysInto: options.baseline?.table,
     written: options.written === undefined ? undefined : { table: options.written, staged }, keysOnce: options.keysOnce === true,
   });
-  const plan = joined.unique ? joined.plan ?? (fingerprint && byFingerprint ? planByFingerprint(fingerprint, joined) ?? await againstPlan(db, store, run, staged) : undefined) : undefined;
+  // Not joined (byFingerprint): the fingerprints' figures, or where they differ the plan joined apart.
+  const plan = joined.unique ? joined.plan ?? (byFingerprint && planByFingerprint(byFingerprint, joined)) ?? await againstPlan(db, store, run, staged) : undefined;
   if (plan) {
     return {
       reconciliation: joined.reconciliation, plan,

@@ -22,6 +22,12 @@ import { approvedNight15, createTestEngine, type TestEngine } from '../support/e
 const CANARY = new Date('2026-11-15T05:00Z');
 const dayTotal = `SELECT sum(amount_base)::text AS t FROM warehouse.orders WHERE partition_hour >= '2026-11-15' AND partition_hour < '2026-11-16'`;
 
+/** The demo's target published by rewrite, and its partitioned twin published by swap. */
+const BOTH_SHAPES = [
+  { scenario: 'month-end', by: 'rewrite' },
+  { scenario: 'month-end-partitioned', by: 'swap' },
+] as const;
+
 let engine: TestEngine | undefined;
 afterEach(async () => {
   await engine?.close();
@@ -57,10 +63,7 @@ describe('staging\'s measure of keys proven once', () => {
     expect(measure).not.toContain('bf_measure');
   });
 
-  it.each([
-    { scenario: 'month-end', by: 'rewrite' },
-    { scenario: 'month-end-partitioned', by: 'swap' },
-  ] as const)('records the envelope\'s figures the join with the plan gives, whether the staged rows are as planned or not ($by)', async ({ scenario }) => {
+  it.each(BOTH_SHAPES)('records the envelope\'s figures the join with the plan gives, whether the staged rows are as planned or not ($by)', async ({ scenario }) => {
     engine = await createTestEngine(scenario);
     const e = engine;
     const id = await approvedNight15(e.ctx, 'keys once');
@@ -115,10 +118,7 @@ describe('staging\'s measure of keys proven once', () => {
     expect(await measureOfStage(engine, unkeyed)).toContain('count(DISTINCT');
   });
 
-  it.each([
-    { scenario: 'month-end', by: 'rewrite' },
-    { scenario: 'month-end-partitioned', by: 'swap' },
-  ] as const)('blocks the publish of a key the step repeats only after start, its plan proven once ($by)', async ({ scenario }) => {
+  it.each(BOTH_SHAPES)('blocks the publish of a key the step repeats only after start, its plan proven once ($by)', async ({ scenario }) => {
     engine = await createTestEngine(scenario);
     const e = engine;
     const id = await approvedNight15(e.ctx, 'keys once');
