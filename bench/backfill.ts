@@ -163,11 +163,13 @@ interface TimelineEvent {
   key: string | null;
   partition: string | null;
   swapMs: number | null;
+  /** A companion's step_started: the step it ran with. */
+  with: string | null;
 }
 
 async function timelineOf(pool: Pool, backfillId: number): Promise<{ approved: number; finished: number; phases: Phases }> {
   const { rows } = await pool.query<TimelineEvent>(
-    `SELECT kind, at, detail->>'step' AS step, detail->>'key' AS key, detail->>'partition' AS partition, (detail->>'swapMs')::float8 AS "swapMs"
+    `SELECT kind, at, detail->>'step' AS step, detail->>'key' AS key, detail->>'partition' AS partition, (detail->>'swapMs')::float8 AS "swapMs", detail->>'with' AS with
      FROM backfill.events WHERE backfill_id = $1::bigint AND kind IN ('approved', 'step_started', 'staged', 'recomputed', 'finished')
      ORDER BY id`, [backfillId]);
   const first = (kind: string) => {
@@ -206,16 +208,26 @@ function swapWindows(rows: TimelineEvent[]): { swapMedianMs: number | null; swap
  */
 function stepSpans(rows: TimelineEvent[], step: string, doneKind: string): { spans: number[]; firstStart: number; lastEnd: number } {
   const started = new Map<string, number>();
+  // A small hour staged with others (a companion: its step_started names the stage it ran `with`) began when the
+  // hour before it in that transaction was done: its span is its own, not the wait for the hours before it.
+  const ranWith = new Map<string, string>();
   for (const row of rows) {
-    if (row.kind === 'step_started' && row.step === step && row.key) started.set(formatHour(new Date(row.key)), row.at.getTime());
+    if (row.kind !== 'step_started' || row.step !== step || !row.key) continue;
+    const hour = formatHour(new Date(row.key));
+    started.set(hour, row.at.getTime());
+    if (row.with) ranWith.set(hour, formatHour(new Date(row.with)));
+    else ranWith.delete(hour);
   }
   const spans: number[] = [];
+  const lastOfRun = new Map<string, number>();
   let lastEnd = 0;
   for (const row of rows) {
     if (row.kind !== doneKind || !row.partition) continue;
-    const start = started.get(row.partition);
+    const lead = ranWith.get(row.partition) ?? row.partition;
+    const start = lastOfRun.get(lead) ?? started.get(row.partition);
     if (start === undefined) throw new Error(`${doneKind} ${row.partition} has no ${step} step start`);
     spans.push(row.at.getTime() - start);
+    lastOfRun.set(lead, row.at.getTime());
     lastEnd = Math.max(lastEnd, row.at.getTime());
   }
   if (spans.length === 0) throw new Error(`no ${doneKind} events`);

@@ -42,6 +42,10 @@ export function createStepProcessor(ctx: StepContext, queue: Queue, refreshes = 
     try {
       // executeStep records a failure against the step itself (retry, or on the last attempt fail it and the backfill).
       const outcome = await executeStep(ctx, step, { finalAttempt });
+      // A run that changed nothing (the step was done, is another worker's, or may not run yet) leaves the dispatch
+      // and the status to whoever changes it. PERF: a stage taken into another's claim (a companion) is such a run,
+      // and each dispatch reads the runnable steps and asks the queue after each.
+      if (changedNothing(outcome)) return outcome;
       await dispatches.request(step.backfillId);
       refreshes.request(step.backfillId);
       return outcome;
@@ -52,6 +56,10 @@ export function createStepProcessor(ctx: StepContext, queue: Queue, refreshes = 
       throw error;
     }
   };
+}
+
+function changedNothing(outcome: StepOutcome): boolean {
+  return outcome === 'already_done' || outcome === 'claimed_elsewhere' || outcome === 'not_runnable';
 }
 
 /**

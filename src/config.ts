@@ -111,6 +111,9 @@ const configSchema = z.object({
   // the target's ACCESS EXCLUSIVE cost as much as rewriting 10,000 rows (docs/benchmark.md). 0: always swap.
   SWAP_MIN_ROWS: z.coerce.number({ error: 'SWAP_MIN_ROWS must be a whole number of rows, e.g. 10000' })
     .int('SWAP_MIN_ROWS must be a whole number of rows, e.g. 10000').min(0, 'SWAP_MIN_ROWS must be 0 (always swap) or more').default(10_000),
+  // A stage of a small hour (under SWAP_MIN_ROWS) runs up to this many small hours in its transaction: one claim,
+  // one fence and one dispatch for them all (src/core/recompute/recomputeSteps.ts). 1: each hour alone.
+  SMALL_HOUR_BATCH: positiveInt('SMALL_HOUR_BATCH', 8),
   JOB_ATTEMPTS: positiveInt('JOB_ATTEMPTS', 3),
   // How long a worker's claim on a step holds without renewal; it is renewed every third of this while the
   // step runs, so only a worker that died loses it, and another may then take the step over.

@@ -3,7 +3,7 @@ import { compare, report } from './file/fileSteps.js';
 import { emitRunEvents } from './lineage/emit.js';
 import { runStep, type StepBody, type StepContext, type StepOutcome } from './lifecycle/runStep.js';
 import type { StepRef } from './lifecycle/stepGraph.js';
-import { moveWatermark, publish, stage } from './recompute/recomputeSteps.js';
+import { claimSmallStages, moveWatermark, publish, stage } from './recompute/recomputeSteps.js';
 import { replay } from './retrigger/replayStep.js';
 
 // The procedure: each kind of step and the body that does it, where the step lives in the procedure (announce,
@@ -22,5 +22,6 @@ const PROCEDURE: Record<StepRef['kind'], StepBody> = {
  * ends, the OpenLineage run event its move made due (START, COMPLETE, FAIL) goes out, which never throws.
  */
 export function executeStep(ctx: StepContext, ref: StepRef, options: { finalAttempt?: boolean } = {}): Promise<StepOutcome> {
-  return runStep(ctx, ref, PROCEDURE[ref.kind], { ...options, afterStep: () => emitRunEvents(ctx, ref.backfillId) });
+  const companions = ref.kind === 'stage' ? claimSmallStages(ctx) : undefined;
+  return runStep(ctx, ref, PROCEDURE[ref.kind], { ...options, afterStep: () => emitRunEvents(ctx, ref.backfillId), ...(companions ? { companions } : {}) });
 }

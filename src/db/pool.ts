@@ -227,10 +227,10 @@ export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolCl
 }
 
 /**
- * A savepoint of the caller's transaction (the tick's per-hour one, a stage's indexes, start's envelope, a catalog
- * removal), a rollback to it, and its release.
+ * A savepoint of the caller's transaction (the tick's per-hour one, a stage's indexes, a step's companion hour, start's
+ * envelope, a catalog removal), a rollback to it, and its release.
  */
-export type SavepointName = 'tick_hour' | 'index_like_target' | 'preview_keep' | 'catalog_remove';
+export type SavepointName = 'tick_hour' | 'index_like_target' | 'preview_keep' | 'catalog_remove' | 'companion_hour';
 
 export async function setSavepoint(tx: Queryable, name: SavepointName): Promise<void> {
   await tx.query(`SAVEPOINT ${name}`);

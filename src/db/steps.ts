@@ -222,11 +222,79 @@ export async function claimStepRow(tx: Queryable, ref: StepRef, leaseMs: number,
   return rows[0]?.token;
 }
 
-/** Extends the lease of a step this token still holds. */
+/**
+ * A stage of a small hour takes into its claim, under its own token, further stages of its backfill that may run
+ * now and never ran (attempts 0), whose hours are small too, up to `limit`, in hour order; with a step_started
+ * event each (`started`'s detail, with the step's key and attempt). None unless the lead's own hour is small, and
+ * never the canary (wave 0), which stages alone so that it publishes while the rest stage. Steps another claim is
+ * taking at this moment are skipped, not waited for. Returns their keys, in hour order.
+ *
+ * Small is the target's rows, live or previewed, whichever is more, under `swapMinRows` (0: no hour is small): the
+ * rule of stagedApart (src/core/recompute/stagePublish.ts) as SQL, so that an hour taken here is staged in the
+ * shared tables. Were the two ever to differ, such an hour would be staged apart in the batch: slower, as correct.
+ */
+export async function claimCompanionStages(tx: Queryable, lead: StepRef, token: string, options: { leaseMs: number; limit: number; swapMinRows: number },
+  started: NewEvent): Promise<string[]> {
+  const { rows } = await tx.query<{ key: string }>(COMPANION_STAGES,
+    [lead.backfillId, lead.key, token, options.limit, options.swapMinRows, options.leaseMs, ...eventValues(started)]);
+  return rows.map((row) => row.key);
+}
+
+/** A stage's hour a lead takes along or leads with: small ($5, SWAP_MIN_ROWS), and not the canary; SQL over its target `t`. */
+const smallStageSql = (t: string) =>
+  `($5::int > 0 AND ${t}.expected_rows IS NOT NULL AND greatest(${t}.rows_before, ${t}.expected_rows) < $5::int AND ${t}.wave IS DISTINCT FROM 0)`;
+
+const STAGE_READS = waitReads(['stage'], 'r.backfill_id = $1::bigint');
+
+// The candidates' row locks only (FOR UPDATE OF s), SKIP LOCKED: taken in the claim's transaction after the
+// backfill's FOR SHARE, as every claim takes them; the stage's runnable predicate is the step graph's (runnableSql).
+const COMPANION_STAGES = prepared(`WITH ${STAGE_READS.cte ? `${STAGE_READS.cte}, ` : ''}lead AS (
+     SELECT 1 FROM backfill.backfill_steps l
+     JOIN backfill.backfill_targets t ON t.backfill_id = l.backfill_id AND t.partition_hour = l.partition_hour
+     WHERE l.backfill_id = $1::bigint AND l.kind = 'stage' AND l.step_key = $2::text AND ${smallStageSql('t')}
+   ), candidate AS (
+     SELECT s.backfill_id, s.kind, s.step_key FROM backfill.backfill_steps s
+     JOIN backfill.backfills b ON b.id = s.backfill_id
+     JOIN backfill.backfill_targets t ON t.backfill_id = s.backfill_id AND t.partition_hour = s.partition_hour
+     ${STAGE_READS.joins}
+     WHERE s.backfill_id = $1::bigint AND s.kind = 'stage' AND s.status = 'pending' AND s.attempts = 0 AND s.step_key <> $2::text
+       AND ${runnableSql(['stage'])} AND ${smallStageSql('t')} AND EXISTS (SELECT 1 FROM lead)
+     ORDER BY s.step_key LIMIT $4::int
+     FOR UPDATE OF s SKIP LOCKED
+   ), claimed AS (
+     UPDATE backfill.backfill_steps u SET status = 'running', claim_token = $3::uuid,
+            lease_expires_at = clock_timestamp() + $6::int * interval '1 millisecond', attempts = u.attempts + 1,
+            started_at = coalesce(u.started_at, now())
+     FROM candidate c WHERE u.backfill_id = c.backfill_id AND u.kind = c.kind AND u.step_key = c.step_key
+     RETURNING u.step_key AS key, u.attempts
+   ), started AS (
+     INSERT INTO backfill.events (${EVENT_COLUMNS})
+     SELECT $7::bigint, $8::text, $9::text, $10::jsonb || jsonb_build_object('key', key, 'attempt', attempts), $11::text, $12::text, $13::text
+     FROM claimed ORDER BY key
+   )
+   SELECT key FROM claimed ORDER BY key`);
+
+/**
+ * Gives back the steps a lead took into its claim (claimCompanionStages) that this token still holds, as if never
+ * claimed: pending, the attempt not counted (the lead's failure, a fence or a lost claim ended them, not their own
+ * hour). Returns how many.
+ */
+export async function releaseCompanionClaims(db: Queryable, lead: StepRef, token: string): Promise<number> {
+  const released = await db.query(
+    prepared(`UPDATE backfill.backfill_steps SET status = 'pending', claim_token = NULL, lease_expires_at = NULL, attempts = greatest(attempts - 1, 0)
+     WHERE backfill_id = $1::bigint AND claim_token = $4::uuid AND status = 'running' AND NOT (kind = $2::text AND step_key = $3::text)`),
+    [...stepParams(lead), token]);
+  return released.rowCount ?? 0;
+}
+
+/**
+ * Extends the lease of every step of the backfill this token still holds: the step, and the small stages it took
+ * into its claim (claimCompanionStages), which share its token.
+ */
 export async function renewStepLease(db: Queryable, ref: StepRef, token: string, leaseMs: number): Promise<void> {
   await db.query(
-    prepared(`UPDATE backfill.backfill_steps SET lease_expires_at = clock_timestamp() + $5::int * interval '1 millisecond'
-     WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'`), [...stepParams(ref), token, leaseMs]);
+    prepared(`UPDATE backfill.backfill_steps SET lease_expires_at = clock_timestamp() + $3::int * interval '1 millisecond'
+     WHERE backfill_id = $1::bigint AND claim_token = $2::uuid AND status = 'running'`), [ref.backfillId, token, leaseMs]);
 }
 
 /** The step's status and claim token, under its row lock (the claim check of a commit). */
@@ -243,24 +311,29 @@ export interface OpenStepsByPhase {
 }
 
 /**
- * Done (or undeliverable) with its result, only while this token holds it: the claim goes. In the same statement,
- * the backfill's state and the steps each phase exit still waits on besides this one, which is settled now
- * (countOpenStepsByPhase's figures after the update). Undefined when the token no longer holds the step: nothing
- * was written. The UPDATE takes the step's row lock, as the claim check of a commit did.
- * PERF: the claim's check under its row lock, the update and the count were three statements of every step.
+ * Done (or undeliverable) with their results, the steps of one kind (`results` by key) this token holds: the claim
+ * goes. In the same statement, the backfill's state and the steps each phase exit still waits on besides these,
+ * which are settled now (countOpenStepsByPhase's figures after the update), and how many this token still held:
+ * fewer than asked means another worker holds one now, and the caller must not commit. The UPDATE takes the steps'
+ * row locks, as the claim check of a commit did. Undefined only when the backfill is gone.
+ * PERF: the claim's check under its row lock, the update and the count were three statements of every step; the
+ * steps are found by the primary key (= ANY), whatever the planner thinks of the control tables' statistics.
  */
-export async function finishClaimedStepRow(tx: Queryable, ref: StepRef, token: string, status: 'done' | 'undeliverable',
-  result: Record<string, unknown>): Promise<OpenStepsByPhase | undefined> {
-  const { rows } = await tx.query<OpenStepsByPhase>(
+export async function finishClaimedStepRows(tx: Queryable, backfillId: number, kind: StepKind, token: string, status: 'done' | 'undeliverable',
+  results: ReadonlyMap<string, Record<string, unknown>>): Promise<(OpenStepsByPhase & { finished: number }) | undefined> {
+  const keys = [...results.keys()];
+  const { rows } = await tx.query<OpenStepsByPhase & { finished: number }>(
     prepared(`WITH finished AS (
-       UPDATE backfill.backfill_steps SET status = $5::text, finished_at = now(), result = $6::jsonb, error = NULL,
-              claim_token = NULL, lease_expires_at = NULL
-       WHERE ${STEP_WHERE} AND claim_token = $4::uuid AND status = 'running'
-       RETURNING backfill_id)
-     SELECT b.state, ARRAY[${OPEN_BY_PHASE}] AS open
-     FROM finished f JOIN backfill.backfills b ON b.id = f.backfill_id
-     LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id AND NOT (s.kind = $2::text AND s.step_key = $3::text)
-     GROUP BY b.state`), [...stepParams(ref), token, status, JSON.stringify(redactDeep(result))]);
+       UPDATE backfill.backfill_steps SET status = $5::text, finished_at = now(), result = ($6::jsonb[])[array_position($3::text[], step_key)],
+              error = NULL, claim_token = NULL, lease_expires_at = NULL
+       WHERE backfill_id = $1::bigint AND kind = $2::text AND step_key = ANY ($3::text[]) AND claim_token = $4::uuid AND status = 'running'
+       RETURNING step_key)
+     SELECT b.state, ARRAY[${OPEN_BY_PHASE}] AS open, (SELECT count(*) FROM finished)::int AS finished
+     FROM backfill.backfills b
+     LEFT JOIN backfill.backfill_steps s ON s.backfill_id = b.id AND NOT (s.kind = $2::text AND s.step_key = ANY ($3::text[]))
+     WHERE b.id = $1::bigint
+     GROUP BY b.state`),
+    [backfillId, kind, keys, token, status, keys.map((key) => JSON.stringify(redactDeep(results.get(key) ?? {})))]);
   return rows[0];
 }
 

@@ -33,6 +33,12 @@ interface Scenario {
   waveSize: number;
   /** warehouse.orders as one table (publish by rewrite) or partitioned by hour (publish by swap). */
   target: ModelTarget;
+  /**
+   * Every hour small (SWAP_MIN_ROWS above the night's hours, as the default is in production): staged in the
+   * store's shared tables, in runs of SMALL_HOUR_BATCH 3, and published by rewrite on either target. Otherwise
+   * every hour is staged in tables of its own (and swapped in, on the partitioned target).
+   */
+  smallHours: boolean;
   settlePolicy: SettlePolicy;
   /** An operator overrides the first backfill's gate right after starting it, so the random part sees it run. */
   overrideAtOnce: boolean;
@@ -44,6 +50,7 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
   firstRange: fc.constantFrom<RangeName>('early', 'late'),
   waveSize: fc.constantFrom(1, 2),
   target: fc.constantFrom<ModelTarget>('plain', 'partitioned'),
+  smallHours: fc.boolean(),
   settlePolicy: fc.constantFrom<SettlePolicy>('continue-named', 'continue-all', 'stop'),
   overrideAtOnce: fc.boolean(),
   rollbackAfter: fc.option(fc.constantFrom(0, 1), { nil: undefined }),
@@ -62,13 +69,14 @@ async function tallyRun(model: Model, system: ModelSystem, report: FinalReport, 
   tally.runs += 1;
   tally.ms += ms;
   tally.settleJobs += settleJobs;
-  bump(tally.targets, system.target);
+  bump(tally.targets, `${system.target}${system.smallHours ? ' (small hours)' : ''}`);
   for (const state of Object.values(report.states)) bump(tally.outcomes, state);
   bump(tally.paidAgainst, report.paidAgainst.split(' ')[0] ?? '');
   for (const [key, value] of Object.entries(model.stats)) totals[key] = (totals[key] ?? 0) + value;
   const { rows } = await system.ctx.pool.query<{ kind: string; n: number }>(
-    `SELECT CASE WHEN kind = 'step_started' THEN 'takeover' ELSE kind END AS kind, count(*)::int AS n FROM backfill.events
-     WHERE kind = ANY ($1::text[]) OR (kind = 'step_started' AND (detail ->> 'takeover')::boolean) GROUP BY 1`, [TELLING_EVENTS]);
+    `SELECT CASE WHEN kind <> 'step_started' THEN kind WHEN (detail ->> 'takeover')::boolean THEN 'takeover' ELSE 'staged with another' END AS kind, count(*)::int AS n
+     FROM backfill.events
+     WHERE kind = ANY ($1::text[]) OR (kind = 'step_started' AND ((detail ->> 'takeover')::boolean OR detail ? 'with')) GROUP BY 1`, [TELLING_EVENTS]);
   for (const row of rows) bump(tally.events, row.kind, row.n);
   const { rows: retried } = await system.ctx.pool.query<{ why: string; n: number }>(
     `SELECT left(detail ->> 'error', 60) AS why, count(*)::int AS n FROM backfill.events WHERE kind = 'step_retried' GROUP BY 1`);
@@ -81,7 +89,7 @@ async function tallyRun(model: Model, system: ModelSystem, report: FinalReport, 
  */
 async function runOnce(setup: Scenario, commands: Iterable<fc.AsyncCommand<Model, ModelSystem>>): Promise<void> {
   const started = Date.now();
-  const system = await createModelSystem({ waveSize: setup.waveSize, target: setup.target });
+  const system = await createModelSystem({ waveSize: setup.waveSize, target: setup.target, smallHours: setup.smallHours });
   try {
     const model = newModel(await dayRows(system.ctx.pool), setup.settlePolicy);
     try {

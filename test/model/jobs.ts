@@ -34,12 +34,6 @@ function requireExplainedFailure(system: ModelSystem, label: string, error: unkn
   throw new InvariantViolation(`${label} failed with a raw ${error instanceof Error ? error.constructor.name : typeof error}: ${describeError(error)}`);
 }
 
-async function stepStatus(system: ModelSystem, ref: StepRef): Promise<string | undefined> {
-  const { rows } = await system.ctx.pool.query<{ status: string }>(
-    'SELECT status FROM backfill.backfill_steps WHERE backfill_id = $1::bigint AND kind = $2::text AND step_key = $3::text', [ref.backfillId, ref.kind, ref.key]);
-  return rows[0]?.status;
-}
-
 async function targetStatus(system: ModelSystem, backfillId: number, hour: string): Promise<string | undefined> {
   const { rows } = await system.ctx.pool.query<{ status: string }>(
     'SELECT status FROM backfill.backfill_targets WHERE backfill_id = $1::bigint AND partition_hour = $2::timestamptz', [backfillId, hour]);
@@ -65,8 +59,27 @@ interface Prepared {
   hour: string | undefined;
   modelled: ModelBackfill | undefined;
   before: RowMap | undefined;
-  wasStaged: boolean;
+  /**
+   * For a stage: the live rows of every hour of its backfill not staged yet. A stage of a small hour stages the next
+   * small ones with it (its companions), so any of them may be staged once the job is done.
+   */
+  unstaged: Map<string, RowMap>;
   wasPublished: boolean;
+}
+
+/** The hours of the backfill whose stage step is not done. */
+async function unstagedHours(system: ModelSystem, backfillId: number): Promise<string[]> {
+  const { rows } = await system.ctx.pool.query<{ hour: Date }>(
+    `SELECT partition_hour AS hour FROM backfill.backfill_steps WHERE backfill_id = $1::bigint AND kind = 'stage' AND status <> 'done'`, [backfillId]);
+  return rows.map((row) => row.hour.toISOString());
+}
+
+/** Of `hours`, those whose stage step is done now. */
+async function stagedNow(system: ModelSystem, backfillId: number, hours: string[]): Promise<string[]> {
+  const { rows } = await system.ctx.pool.query<{ hour: Date }>(
+    `SELECT partition_hour AS hour FROM backfill.backfill_steps WHERE backfill_id = $1::bigint AND kind = 'stage' AND status = 'done' AND partition_hour = ANY ($2::timestamptz[])`,
+    [backfillId, hours]);
+  return rows.map((row) => row.hour.toISOString());
 }
 
 /** Takes the next job from Redis and reads what the model needs to judge it afterwards. */
@@ -83,7 +96,9 @@ async function prepareJob(model: Model, system: ModelSystem): Promise<Prepared |
     label: ref ? `${ref.kind} ${ref.key} of #${ref.backfillId}` : taken.job.name,
     modelled: ref ? model.backfills.find((b) => b.id === ref.backfillId) : undefined,
     before: hour ? await partitionRows(system.ctx.pool, hour) : undefined,
-    wasStaged: ref?.kind === 'stage' ? await stepStatus(system, ref) === 'done' : false,
+    unstaged: new Map(ref?.kind === 'stage'
+      ? await Promise.all((await unstagedHours(system, ref.backfillId)).map(async (unstaged) => [unstaged, await partitionRows(system.ctx.pool, unstaged)] as const))
+      : []),
     wasPublished: ref?.kind === 'publish' && hour ? await targetStatus(system, ref.backfillId, hour) === 'published' : false,
   };
 }
@@ -97,14 +112,16 @@ async function execute(system: ModelSystem, prepared: Prepared): Promise<JobResu
   }
 }
 
-/** After the job: a stage records its baseline; a publish is checked (saved rows, live rows) and recorded. */
+/** After the job: a stage records the baseline of each hour it staged; a publish is checked (saved rows, live rows) and recorded. */
 async function finishJob(model: Model, system: ModelSystem, prepared: Prepared, result: JobResult): Promise<void> {
-  const { ref, hour, before, modelled, label } = prepared;
+  const { ref, hour, before, modelled, label, unstaged } = prepared;
   if (result.error !== undefined) requireExplainedFailure(system, label, result.error);
   note(model, `ran ${label}: ${result.error !== undefined ? `failed (${describeError(result.error)})` : String(result.outcome)}`);
   if (!ref || !hour || !before || !modelled) return;
-  if (ref.kind === 'stage' && !prepared.wasStaged && await stepStatus(system, ref) === 'done') {
-    modelled.staged.set(hour, { at: model.clock, baseline: new Set(before.keys()) });
+  if (ref.kind === 'stage') {
+    for (const staged of await stagedNow(system, ref.backfillId, [...unstaged.keys()])) {
+      modelled.staged.set(staged, { at: model.clock, baseline: new Set(unstaged.get(staged)?.keys() ?? []) });
+    }
   }
   if (ref.kind === 'publish' && !prepared.wasPublished && await targetStatus(system, ref.backfillId, hour) === 'published') {
     await checkPreserved(system, ref.backfillId, hour, before);

@@ -106,6 +106,8 @@ export interface ModelSystem {
   landing: Promise<unknown>[];
   /** warehouse.orders as one table (publish by rewrite) or partitioned by hour (publish by swap). */
   target: ModelTarget;
+  /** Every hour small: staged in the shared tables, several a stage step (SMALL_HOUR_BATCH), published by rewrite. */
+  smallHours: boolean;
   /** Connections the test ended under a publish: each may surface once as a raw connection error. */
   connectionsKilled: number;
   /** Errors checked-out pool clients emitted (their connection died between queries). */
@@ -143,7 +145,7 @@ async function takeEngine(target: ModelTarget): Promise<TestEngine> {
   return engine;
 }
 
-export async function createModelSystem(options: { waveSize: number; target: ModelTarget }): Promise<ModelSystem> {
+export async function createModelSystem(options: { waveSize: number; target: ModelTarget; smallHours: boolean }): Promise<ModelSystem> {
   const engine = await takeEngine(options.target);
   // NOTE: a pool client whose connection dies while it is checked out but between queries (the test ends the
   // session of a publish waiting at its seam) emits 'error' with nobody listening, which would crash the
@@ -156,7 +158,7 @@ export async function createModelSystem(options: { waveSize: number; target: Mod
   const messenger = new ModelMessenger();
   const writer = new pg.Client({ connectionString: engine.ctx.config.DATABASE_URL, application_name: 'backfill-bot-model-writer' });
   await writer.connect();
-  const config = { ...engine.ctx.config, WAVE_SIZE: options.waveSize };
+  const config = { ...engine.ctx.config, WAVE_SIZE: options.waveSize, ...(options.smallHours ? { SWAP_MIN_ROWS: 10_000, SMALL_HOUR_BATCH: 3 } : {}) };
   const system: ModelSystem = {
     ctx: { pool: engine.ctx.pool, config, messenger },
     schema: await schemaFeatures(engine.ctx.pool),
@@ -176,6 +178,7 @@ export async function createModelSystem(options: { waveSize: number; target: Mod
     firedLate: [],
     landing: [],
     target: options.target,
+    smallHours: options.smallHours,
     connectionsKilled: 0,
     droppedConnections,
     pending: [],

@@ -5,7 +5,7 @@ import type { EngineContext } from '../context.js';
 import type { Messenger } from '../messenger.js';
 import type { ReplayJobs } from '../retrigger/call.js';
 import type { PublishHooks } from '../recompute/stagePublish.js';
-import { claimStep, failClaimedStep, keepClaim, releaseClaim, runClaimed, type ClaimOutcome } from './stepClaims.js';
+import { claimStep, failClaimedStep, keepClaim, releaseClaim, releaseCompanions, runClaimed, type ClaimOutcome, type CompanionClaim } from './stepClaims.js';
 import type { StepRef } from './stepGraph.js';
 
 // How one step runs, whatever it does: claimed by compare-and-set, its lease renewed while its body runs, its
@@ -29,8 +29,11 @@ export interface StepContext extends EngineContext {
  */
 export type StepOutcome = 'done' | 'blocked' | 'undeliverable' | ClaimOutcome;
 
-/** A step's body: runs under a claim, commits its effect with finishStep(…, token) in one transaction. */
-export type StepBody = (ctx: StepContext, ref: StepRef, token: string) => Promise<StepOutcome>;
+/**
+ * A step's body: runs under a claim, commits its effect with finishStep(…, token) in one transaction; with the
+ * companions its kind took into the claim (CompanionClaim), finishSteps for them all behind the same fence.
+ */
+export type StepBody = (ctx: StepContext, ref: StepRef, token: string, companions: readonly StepRef[]) => Promise<StepOutcome>;
 
 /** Who the timeline names for what the engine did by itself. */
 export const ENGINE = 'backfill-bot';
@@ -41,8 +44,9 @@ export const ENGINE = 'backfill-bot';
  * A failed attempt gives the claim back (pending, for a retry) or, on the last attempt, fails the step and the
  * backfill; the error is rethrown for the queue.
  */
-export async function runStep(ctx: StepContext, ref: StepRef, body: StepBody, options: { finalAttempt?: boolean; afterStep?: () => Promise<void> } = {}): Promise<StepOutcome> {
-  const claim = await claimStep(ctx.pool, ref, ctx.config.STEP_LEASE_MS);
+export async function runStep(ctx: StepContext, ref: StepRef, body: StepBody,
+  options: { finalAttempt?: boolean; afterStep?: () => Promise<void>; companions?: CompanionClaim } = {}): Promise<StepOutcome> {
+  const claim = await claimStep(ctx.pool, ref, ctx.config.STEP_LEASE_MS, options.companions);
   if (claim.outcome !== 'claimed') return claim.outcome;
   // Every line the step writes says which backfill and step it is about.
   const log = (ctx.log ?? logger()).child({ backfillId: ref.backfillId, step: ref.kind, key: ref.key });
@@ -53,10 +57,13 @@ export async function runStep(ctx: StepContext, ref: StepRef, body: StepBody, op
   let failure: unknown;
   try {
     // Its transactions carry the claim's name: a takeover ends the session of one this run left open (frozen).
-    outcome = await runClaimed(ref, claim.token, () => body(stepCtx, ref, claim.token));
+    outcome = await runClaimed(ref, claim.token, () => body(stepCtx, ref, claim.token, claim.companions));
     return outcome;
   } catch (error) {
     failure = error;
+    // Companions the run took with it committed nothing: unrun, for their own jobs (a pause or stop has already
+    // moved them, and a takeover taken one: this gives back only what the token still holds).
+    if (claim.companions.length > 0) await releaseCompanions(ctx.pool, ref, claim.token);
     outcome = await settleFailure(stepCtx, ref, claim.token, error, options.finalAttempt ?? true);
     return outcome;
   } finally {

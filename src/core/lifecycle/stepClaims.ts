@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import { lockBackfillForShare, requireBackfill, type BackfillRow } from '../../db/backfills.js';
-import { recordEvent } from '../../db/events.js';
+import { recordEvent, type NewEvent } from '../../db/events.js';
 import { terminateTransactionsNamed, withTransaction, withTransactionsNamed, type Pool, type PoolClient, type Queryable } from '../../db/pool.js';
 import {
-  claimStepRow, countOpenStepsByPhase, failStepClaim, finishClaimedStepRow, findExpiredClaims, lockStepClaim, lockStepForClaim, moveStepStatuses,
-  releaseStepClaim, renewStepLease, type OpenStepsByPhase,
+  claimStepRow, countOpenStepsByPhase, failStepClaim, finishClaimedStepRows, findExpiredClaims, lockStepClaim, lockStepForClaim, moveStepStatuses,
+  releaseCompanionClaims, releaseStepClaim, renewStepLease, type OpenStepsByPhase,
 } from '../../db/steps.js';
 import { BackfillError, describeError, ErrorCode } from '../../errors.js';
 import { FINAL, PHASE_EXITS, specOf, stepStatusesMovableTo, type StepRef, type StepStatus } from './stepGraph.js';
@@ -46,14 +46,21 @@ export function runClaimed<T>(ref: StepRef, token: string, body: () => Promise<T
 }
 
 export type ClaimOutcome = 'already_done' | 'not_runnable' | 'claimed_elsewhere';
-export type Claim = { outcome: 'claimed'; token: string; takeover: boolean } | { outcome: ClaimOutcome };
+export type Claim = { outcome: 'claimed'; token: string; takeover: boolean; companions: StepRef[] } | { outcome: ClaimOutcome };
+
+/**
+ * Further steps a step takes into its claim, in the claim's transaction, under its token (a wave of small stages:
+ * src/core/recompute/recomputeSteps.ts): their body runs with the step's, and they commit behind its fence or not
+ * at all. `started` is their step_started event, less their key and attempt.
+ */
+export type CompanionClaim = (tx: PoolClient, lead: StepRef, token: string, started: NewEvent) => Promise<StepRef[]>;
 
 /**
  * Claims a step by compare-and-set: only a pending step, or a running one whose lease ran out (its worker
  * died), that the step graph says may run now. A copy of a step that is still running under a live lease gets
  * `claimed_elsewhere` and does nothing.
  */
-export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Promise<Claim> {
+export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number, companions?: CompanionClaim): Promise<Claim> {
   return withTransaction(pool, async (tx) => {
     // A holder whose lease ran out may be frozen (SIGSTOP, a paused VM) anywhere in its step's transaction, also
     // after its fence, holding the backfill's row until IDLE_IN_TRANSACTION_TIMEOUT_MS: the lock below would wait
@@ -78,7 +85,12 @@ export async function claimStep(pool: Pool, ref: StepRef, leaseMs: number): Prom
     const token = await claimStepRow(tx, ref, leaseMs, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started',
       detail: { step: ref.kind, key: ref.key, attempt: step.attempts + 1, takeover, worker: WORKER, ...(endedSessions.length > 0 ? { endedSessions } : {}) } });
     if (!token) throw new Error('claim update returned no token');
-    return { outcome: 'claimed', token, takeover };
+    // Only a step's first run takes others with it: a step that failed (or whose holder died) runs alone, so that a
+    // failure is its own hour's, and a takeover takes exactly the step it was dispatched for.
+    const taken = companions && !takeover && step.attempts === 0
+      ? await companions(tx, ref, token, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_started', detail: { step: ref.kind, takeover: false, worker: WORKER, with: ref.key } })
+      : [];
+    return { outcome: 'claimed', token, takeover, companions: taken };
   });
 }
 
@@ -131,13 +143,43 @@ function claimLost(ref: StepRef, status: StepStatus | undefined): BackfillError 
  */
 export async function finishStep(tx: PoolClient, ref: StepRef, token: string, result: Record<string, unknown>,
   options: { status?: 'done' | 'undeliverable' } = {}): Promise<BackfillRow> {
-  const backfill = await lockBackfillInItsState(tx, ref);
-  const open = await finishClaimedStepRow(tx, ref, token, options.status ?? 'done', result);
-  if (!open) throw claimLost(ref, (await lockStepClaim(tx, ref))?.status);
-  await advanceBackfillBy(tx, ref.backfillId, open);
+  return finishSteps(tx, ref, token, new Map([[ref.key, result]]), options);
+}
+
+/**
+ * finishStep for a step and the companions it took into its claim (steps of its kind, by key in `results`), behind
+ * one fence: all of them commit, or (one of them no longer this token's) none.
+ */
+export async function finishSteps(tx: PoolClient, lead: StepRef, token: string, results: ReadonlyMap<string, Record<string, unknown>>,
+  options: { status?: 'done' | 'undeliverable' } = {}): Promise<BackfillRow> {
+  const backfill = await lockBackfillInItsState(tx, lead);
+  const open = await finishClaimedStepRows(tx, lead.backfillId, lead.kind, token, options.status ?? 'done', results);
+  if (!open || open.finished !== results.size) {
+    const lost = await firstLost(tx, lead, token, [...results.keys()]);
+    throw claimLost(lost.ref, lost.status);
+  }
+  await advanceBackfillBy(tx, lead.backfillId, open);
   // A step of a finished backfill (an after-run message, the diff post) adds to its cost: filed again, whole.
-  if (isFinished(backfill.state)) await upsertBackfillCost(tx, ref.backfillId);
+  if (isFinished(backfill.state)) await upsertBackfillCost(tx, lead.backfillId);
   return backfill;
+}
+
+/** Which of the steps this token no longer held, and what it is now, for the error. */
+async function firstLost(tx: PoolClient, lead: StepRef, token: string, keys: string[]): Promise<{ ref: StepRef; status: StepStatus | undefined }> {
+  for (const key of keys) {
+    const ref = { ...lead, key };
+    const step = await lockStepClaim(tx, ref);
+    if (step?.status !== 'running' || step.token !== token) return { ref, status: step?.status };
+  }
+  return { ref: lead, status: undefined };
+}
+
+/**
+ * Gives back the companions a step took into its claim that its token still holds, unrun (pending, the attempt not
+ * counted): its run failed, was fenced or lost its claim, and they committed nothing.
+ */
+export async function releaseCompanions(pool: Pool, lead: StepRef, token: string): Promise<number> {
+  return releaseCompanionClaims(pool, lead, token);
 }
 
 /**

@@ -121,7 +121,7 @@ interface StagedAgain {
 }
 
 /** How a stage step stages (small hours by rewrite into the shared tables, SWAP_MIN_ROWS), or a publish again. */
-type StageHow = { swapMinRows: number } | { again: StagedAgain };
+export type StageHow = { swapMinRows: number } | { again: StagedAgain };
 
 const STAGED_ROWS_LOST = 'its staged rows were gone: PostgreSQL empties an unlogged table when it recovers from a crash';
 
