@@ -2,6 +2,7 @@ import { announce, notify } from './announce/announceSteps.js';
 import { compare, report } from './file/fileSteps.js';
 import { emitRunEvents } from './lineage/emit.js';
 import { runStep, type StepBody, type StepContext, type StepOutcome } from './lifecycle/runStep.js';
+import type { CompanionClaim } from './lifecycle/stepClaims.js';
 import type { StepRef } from './lifecycle/stepGraph.js';
 import { claimSmallStages, moveWatermark, publish, stage } from './recompute/recomputeSteps.js';
 import { replay } from './retrigger/replayStep.js';
@@ -17,11 +18,16 @@ const PROCEDURE: Record<StepRef['kind'], StepBody> = {
   announce, stage, publish, watermark: moveWatermark, replay, compare, notify, report,
 };
 
+/** The kinds whose first run takes further steps of theirs into its claim: a stage of a small hour, the next small ones. */
+const COMPANIONS: Partial<Record<StepRef['kind'], (ctx: StepContext) => CompanionClaim | undefined>> = {
+  stage: claimSmallStages,
+};
+
 /**
  * Runs one step at least once, with effect exactly once (src/core/lifecycle/runStep.ts); once a claimed run
  * ends, the OpenLineage run event its move made due (START, COMPLETE, FAIL) goes out, which never throws.
  */
 export function executeStep(ctx: StepContext, ref: StepRef, options: { finalAttempt?: boolean } = {}): Promise<StepOutcome> {
-  const companions = ref.kind === 'stage' ? claimSmallStages(ctx) : undefined;
+  const companions = COMPANIONS[ref.kind]?.(ctx);
   return runStep(ctx, ref, PROCEDURE[ref.kind], { ...options, afterStep: () => emitRunEvents(ctx, ref.backfillId), ...(companions ? { companions } : {}) });
 }

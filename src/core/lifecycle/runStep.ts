@@ -61,8 +61,8 @@ export async function runStep(ctx: StepContext, ref: StepRef, body: StepBody,
     return outcome;
   } catch (error) {
     failure = error;
-    // Companions the run took with it committed nothing: unrun, for their own jobs (a pause or stop has already
-    // moved them, and a takeover taken one: this gives back only what the token still holds).
+    // Companions the run took with it committed nothing: they go back unrun, for their own jobs (a pause or a stop
+    // has already moved them, a takeover may have taken one: this gives back only what the token still holds).
     if (claim.companions.length > 0) await releaseCompanions(ctx.pool, ref, claim.token);
     outcome = await settleFailure(stepCtx, ref, claim.token, error, options.finalAttempt ?? true);
     return outcome;

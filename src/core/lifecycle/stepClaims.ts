@@ -49,7 +49,7 @@ export type ClaimOutcome = 'already_done' | 'not_runnable' | 'claimed_elsewhere'
 export type Claim = { outcome: 'claimed'; token: string; takeover: boolean; companions: StepRef[] } | { outcome: ClaimOutcome };
 
 /**
- * Further steps a step takes into its claim, in the claim's transaction, under its token (a wave of small stages:
+ * Further steps a step takes into its claim, in the claim's transaction, under its token (a run of small stages:
  * src/core/recompute/recomputeSteps.ts): their body runs with the step's, and they commit behind its fence or not
  * at all. `started` is their step_started event, less their key and attempt.
  */
