@@ -5,7 +5,8 @@ import type { EngineContext } from '../context.js';
 import type { Messenger } from '../messenger.js';
 import type { ReplayJobs } from '../retrigger/call.js';
 import type { PublishHooks } from '../recompute/stagePublish.js';
-import { claimStep, failClaimedStep, keepClaim, releaseClaim, releaseCompanions, runClaimed, type ClaimOutcome, type CompanionClaim } from './stepClaims.js';
+import { releaseCompanionClaims } from '../../db/steps.js';
+import { claimStep, failClaimedStep, keepClaim, releaseClaim, releaseForRetry, runClaimed, type ClaimOutcome, type CompanionClaim } from './stepClaims.js';
 import type { StepRef } from './stepGraph.js';
 
 // How one step runs, whatever it does: claimed by compare-and-set, its lease renewed while its body runs, its
@@ -63,7 +64,7 @@ export async function runStep(ctx: StepContext, ref: StepRef, body: StepBody,
     failure = error;
     // Companions the run took with it committed nothing: they go back unrun, for their own jobs (a pause or a stop
     // has already moved them, a takeover may have taken one: this gives back only what the token still holds).
-    if (claim.companions.length > 0) await releaseCompanions(ctx.pool, ref, claim.token);
+    if (claim.companions.length > 0) await releaseCompanionClaims(ctx.pool, ref, claim.token);
     outcome = await settleFailure(stepCtx, ref, claim.token, error, options.finalAttempt ?? true);
     return outcome;
   } finally {
@@ -101,8 +102,8 @@ async function settleFailure(ctx: StepContext, ref: StepRef, token: string, erro
   const retryable = !isBackfillError(error) || error.retryable;
   if (!retryable || finalAttempt) {
     await failClaimedStep(ctx.pool, ref, token, error);
-  } else if (await releaseClaim(ctx.pool, ref, token, 'pending', error)) {
-    await recordEvent(ctx.pool, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_retried', detail: { step: ref.kind, key: ref.key, error: (error as Error).message } });
+  } else {
+    await releaseForRetry(ctx.pool, ref, token, error);
   }
   throw error;
 }

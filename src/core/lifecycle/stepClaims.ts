@@ -5,7 +5,7 @@ import { recordEvent, type NewEvent } from '../../db/events.js';
 import { terminateTransactionsNamed, withTransaction, withTransactionsNamed, type Pool, type PoolClient, type Queryable } from '../../db/pool.js';
 import {
   claimStepRow, countOpenStepsByPhase, failStepClaim, finishClaimedStepRows, findExpiredClaims, lockStepClaim, lockStepForClaim, moveStepStatuses,
-  releaseCompanionClaims, releaseStepClaim, renewStepLease, type OpenStepsByPhase,
+  releaseStepClaim, renewStepLease, type OpenStepsByPhase,
 } from '../../db/steps.js';
 import { BackfillError, describeError, ErrorCode } from '../../errors.js';
 import { FINAL, PHASE_EXITS, specOf, stepStatusesMovableTo, type StepRef, type StepStatus } from './stepGraph.js';
@@ -175,19 +175,22 @@ async function firstLost(tx: PoolClient, lead: StepRef, token: string, keys: str
 }
 
 /**
- * Gives back the companions a step took into its claim that its token still holds, unrun (pending, the attempt not
- * counted): its run failed, was fenced or lost its claim, and they committed nothing.
- */
-export async function releaseCompanions(pool: Pool, lead: StepRef, token: string): Promise<number> {
-  return releaseCompanionClaims(pool, lead, token);
-}
-
-/**
  * Gives a claimed step back: to pending (a retry, attempts left), blocked (a pause caught it) or skipped (its
  * backfill is stopped, cancelled or failed). Only while the claim is still this worker's.
  */
 export async function releaseClaim(db: Queryable, ref: StepRef, token: string, to: 'pending' | 'blocked' | 'skipped', error?: unknown): Promise<boolean> {
   return releaseStepClaim(db, ref, token, to, error === undefined ? null : describeError(error));
+}
+
+/**
+ * Gives a claimed step back to pending for a retry, with its error, and says so in the timeline: a failed attempt
+ * with attempts left (runStep), or a companion whose hour failed in its lead's run. False, having written nothing,
+ * when the token no longer held it.
+ */
+export async function releaseForRetry(db: Queryable, ref: StepRef, token: string, error: unknown): Promise<boolean> {
+  if (!(await releaseClaim(db, ref, token, 'pending', error))) return false;
+  await recordEvent(db, { backfillId: ref.backfillId, actor: ENGINE, kind: 'step_retried', detail: { step: ref.kind, key: ref.key, error: describeError(error) } });
+  return true;
 }
 
 /**

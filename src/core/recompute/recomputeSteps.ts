@@ -3,12 +3,12 @@ import { recordEvent } from '../../db/events.js';
 import { undoneIfRefused, withTransaction, type PoolClient } from '../../db/pool.js';
 import { claimCompanionStages } from '../../db/steps.js';
 import { sqlStateOf } from '../../db/sqlState.js';
-import { describeError, isBackfillError } from '../../errors.js';
+import { isBackfillError } from '../../errors.js';
 import { lockWatermark, upsertWatermark } from '../../db/watermarks.js';
 import { pauseIfCatalogChanged } from '../lifecycle/catalogGuard.js';
 import { ENGINE, type StepContext, type StepOutcome } from '../lifecycle/runStep.js';
 import { tellIncident } from '../lifecycle/stepDelivery.js';
-import { finishStep, finishSteps, releaseClaim, type CompanionClaim } from '../lifecycle/stepClaims.js';
+import { finishStep, finishSteps, releaseForRetry, type CompanionClaim } from '../lifecycle/stepClaims.js';
 import type { StepRef } from '../lifecycle/stepGraph.js';
 import { intentKey } from '../messenger.js';
 import { formatHour } from '../time.js';
@@ -80,15 +80,20 @@ interface HourRun<T> {
 /**
  * The step's own hour, then each companion's (claimSmallStages), in one transaction. The step's own hour failing
  * fails the run (runStep then gives its companions back unrun); a companion's failing is undone alone, in its
- * savepoint, and it is given back to be tried again by itself, with its error (retryAlone).
+ * savepoint, and it is given back to be tried again by itself, with its error (releaseForRetry).
  */
 async function runHours<T>(tx: PoolClient, ref: StepRef, token: string, companions: readonly StepRef[], run: (step: StepRef) => Promise<T>): Promise<Map<string, HourRun<T>>> {
   const done = new Map<string, HourRun<T>>();
   for (const step of [ref, ...companions]) {
     const started = performance.now();
     const ran = step === ref ? { done: true as const, value: await run(step) } : await undoneIfRefused(tx, 'companion_hour', () => run(step), leavesSessionUsable);
-    if (ran.done) done.set(step.key, { value: ran.value, seconds: (performance.now() - started) / 1000 });
-    else await retryAlone(tx, step, token, ran.error);
+    if (ran.done) {
+      done.set(step.key, { value: ran.value, seconds: (performance.now() - started) / 1000 });
+    } else {
+      // Its writes undone: given back with its error, as a failed attempt of its own is; having run once, it runs
+      // alone from now on (claimStep).
+      await releaseForRetry(tx, step, token, ran.error);
+    }
   }
   return done;
 }
@@ -120,15 +125,6 @@ function reportCompanions<T>(ctx: StepContext, ref: StepRef, done: ReadonlyMap<s
     ctx.metrics?.stepFinished(ref.kind, 'done', seconds);
     ctx.log?.info({ backfillId: ref.backfillId, step: ref.kind, key, with: ref.key, outcome: 'done', durationMs: Math.round(seconds * 1000) }, `${ref.kind} ${key}: done (with ${ref.key})`);
   }
-}
-
-/**
- * A companion whose hour failed, its writes undone: given back pending with its error, as a failed attempt of its
- * own is; having run once, it runs alone from now on (claimStep).
- */
-async function retryAlone(tx: PoolClient, companion: StepRef, token: string, error: unknown): Promise<void> {
-  await releaseClaim(tx, companion, token, 'pending', error);
-  await recordEvent(tx, { backfillId: companion.backfillId, actor: ENGINE, kind: 'step_retried', detail: { step: companion.kind, key: companion.key, error: describeError(error) } });
 }
 
 export async function moveWatermark(ctx: StepContext, ref: StepRef, token: string): Promise<StepOutcome> {
